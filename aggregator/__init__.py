@@ -1,0 +1,1 @@
+"""What merges and persists: the L2 workers and the housekeeping of stored rows."""

@@ -1,0 +1,122 @@
+"""The persistent worker (L2) of inventory streams: combines again, then stores
+each name once, with a sequence id allocated under the global lock."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Generic
+
+from pipeline.buffer import BufferStrategy
+from pipeline.consumers import ConsumerPool
+from pipeline.instruments import Instruments
+from pipeline.ratelimit import RateLimitedLog
+from pipeline.worker import BufferedWorker, combine_by_key
+from storage.api import I, InventoryDAO, SequenceAllocator, StorageError
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY = 1000
+MAX_ATTEMPTS = 5
+
+
+class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
+    def __init__(
+        self,
+        worker_id: int,
+        name: str,
+        model: type[I],
+        dao: InventoryDAO,
+        sequences: SequenceAllocator,
+        pool: ConsumerPool,
+        instruments: Instruments,
+        channels: int,
+        buffer_size: int,
+        strategy: BufferStrategy,
+        flush_every: int = FLUSH_EVERY,
+    ) -> None:
+        super().__init__(worker_id, name, pool, instruments, channels, buffer_size, strategy)
+        self.model = model
+        self._dao = dao
+        self._sequences = sequences
+        self.flush_every = flush_every
+        self._inserted = instruments.counter(f"l2_inserted_total_{name}", f"new rows worker {name} stored")
+        self._updated = instruments.counter(f"l2_updated_total_{name}", f"rows worker {name} updated")
+        self._failed = instruments.counter(
+            f"l2_failed_total_{name}", f"items worker {name} could not persist (storage failed)"
+        )
+        self._error_log = RateLimitedLog(log)
+
+    def consume(self, batch: list[I]) -> None:
+        for start in range(0, len(batch), self.flush_every):
+            pending = combine_by_key(batch[start : start + self.flush_every])
+            try:
+                self.persist(pending)
+            except StorageError as e:
+                # Registration is idempotent and agents retry until they have their
+                # ids, so a batch lost to a storage outage comes back on its own.
+                self._failed.inc(len(pending))
+                self._error_log.error(self.name, "%s: %d items not persisted: %s", self.name, len(pending), e)
+
+    def persist(self, pending: dict[str, I]) -> None:
+        """Stores ``pending`` (key -> combined item): updates the rows that exist,
+        inserts the missing ones with fresh sequences."""
+        for _ in range(MAX_ATTEMPTS):
+            missing = self._update_existing(pending)
+            if not missing:
+                return
+            with self._sequences.lock(self.model.SCOPE):
+                # Double check under the lock: another writer may have stored some meanwhile.
+                missing = self._update_existing(missing)
+                if not missing:
+                    return
+                pending = self._insert(missing)
+            if not pending:
+                return
+        raise StorageError(
+            f"{self.name}: {len(pending)} items still conflicting after {MAX_ATTEMPTS} attempts"
+        )
+
+    def _update_existing(self, pending: dict[str, I]) -> dict[str, I]:
+        """Updates the stored rows among ``pending``; returns those not stored.
+        Rows that changed since they were read are read and combined again."""
+        for _ in range(MAX_ATTEMPTS):
+            stored = self._dao.get_many(self.model, list(pending))
+            changes = []
+            for key, s in stored.items():
+                merged = s.item.combine(pending[key])
+                if merged != s.item:
+                    changes.append((s, merged))
+            conflicted = set(self._dao.update(self.model, changes)) if changes else set()
+            self._updated.inc(len(changes) - len(conflicted))
+            missing = {k: v for k, v in pending.items() if k not in stored}
+            if not conflicted:
+                return missing
+            pending = {**missing, **{k: pending[k] for k in conflicted}}
+        raise StorageError(f"{self.name}: rows kept changing under {MAX_ATTEMPTS} updates")
+
+    def _insert(self, missing: dict[str, I]) -> dict[str, I]:
+        """Inserts ``missing`` with fresh sequences; returns what must be tried again."""
+        ids = self._sequences.allocate(
+            self.model.SCOPE, len(missing), lambda: self._dao.max_sequence(self.model)
+        )
+        now = int(time.time() * 1000)
+        items = [
+            replace(item, sequence=seq, register_time=item.register_time or now)
+            for item, seq in zip(missing.values(), ids, strict=True)
+        ]
+        outcome = self._dao.insert(self.model, items)
+        self._inserted.inc(len(outcome.inserted))
+        if outcome.sequence_taken:
+            # The allocator was behind storage (it lost its state): move it past what is stored.
+            floor = self._dao.max_sequence(self.model)
+            log.warning(
+                "%s: %d sequences were already taken; allocating again above %d",
+                self.name,
+                len(outcome.sequence_taken),
+                floor,
+            )
+            self._sequences.raise_floor(self.model.SCOPE, floor)
+        retry = outcome.sequence_taken + outcome.key_taken
+        return {k: missing[k] for k in retry}

@@ -1,0 +1,86 @@
+"""Prints what storage holds as tables for people."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import TextIO
+
+from pipeline.inventory import (
+    EndpointInventory,
+    NetworkAddressInventory,
+    ServiceInstanceInventory,
+    ServiceInventory,
+)
+from storage.api import InventoryDAO
+
+
+def _time(ms: int) -> str:
+    if not ms:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(c) for c in headers], *([str(c) for c in r] for r in rows)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def print_inventory(dao: InventoryDAO, out: TextIO, limit: int = 10_000) -> None:
+    services = dao.list(ServiceInventory, limit)
+    names = {s.sequence: s.name for s in services}
+    instances = dao.list(ServiceInstanceInventory, limit)
+    endpoints = dao.list(EndpointInventory, limit)
+    addresses = dao.list(NetworkAddressInventory, limit)
+    per_service: dict[int, list[ServiceInstanceInventory]] = {}
+    for inst in instances:
+        per_service.setdefault(inst.service_id, []).append(inst)
+
+    print(f"services ({len(services)})", file=out)
+    print(
+        table(
+            ["id", "name", "instances", "active", "last heartbeat (UTC)"],
+            [
+                (
+                    s.sequence,
+                    s.name,
+                    len(per_service.get(s.sequence, [])),
+                    sum(i.active for i in per_service.get(s.sequence, [])),
+                    _time(s.heartbeat_time),
+                )
+                for s in services
+            ],
+        ),
+        file=out,
+    )
+    print(f"\nservice instances ({len(instances)})", file=out)
+    print(
+        table(
+            ["id", "service", "uuid", "active", "registered (UTC)", "last heartbeat (UTC)"],
+            [
+                (
+                    i.sequence,
+                    names.get(i.service_id, i.service_id),
+                    i.instance_uuid,
+                    "yes" if i.active else "no",
+                    _time(i.register_time),
+                    _time(i.heartbeat_time),
+                )
+                for i in instances
+            ],
+        ),
+        file=out,
+    )
+    print(f"\nendpoints ({len(endpoints)})", file=out)
+    print(
+        table(
+            ["id", "service", "endpoint"],
+            [(e.sequence, names.get(e.service_id, e.service_id), e.name) for e in endpoints],
+        ),
+        file=out,
+    )
+    print(f"\nnetwork addresses ({len(addresses)})", file=out)
+    print(table(["id", "address"], [(a.sequence, a.name) for a in addresses]), file=out)

@@ -1,0 +1,142 @@
+"""Bounded buffer queues (SkyWalking's DataCarrier): items are produced into one
+of several channels and drained in batches by a consumer pool."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from pipeline.instruments import Instruments
+from pipeline.ratelimit import RateLimitedLog
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class BufferStrategy(enum.Enum):
+    """What ``produce`` does when the chosen channel is full."""
+
+    BLOCKING = "blocking"
+    """Wait for room: the producer slows down to the consumers' pace."""
+    IF_POSSIBLE = "if_possible"
+    """Drop the item at once and count it: the producer never waits."""
+
+
+class BufferClosed(RuntimeError):
+    """Raised by ``produce`` on a queue that is closing."""
+
+
+class _Channel(Generic[T]):
+    __slots__ = ("capacity", "items", "not_full")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.items: deque[T] = deque()
+        self.not_full = threading.Condition(threading.Lock())
+
+
+class BufferQueue(Generic[T]):
+    """``channels`` bounded channels of ``buffer_size`` items each.
+
+    Producers pick channels round robin. A consumer pool drains each channel in
+    batches; ``on_data`` (set by the pool) is called when an item arrives so that
+    an idle consumer wakes at once instead of on its next poll.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        channels: int,
+        buffer_size: int,
+        strategy: BufferStrategy,
+        instruments: Instruments,
+    ) -> None:
+        if channels < 1 or buffer_size < 1:
+            raise ValueError(f"buffer queue {name}: channels and buffer_size must be >= 1")
+        self.name = name
+        self.strategy = strategy
+        self.buffer_size = buffer_size
+        self._channels = [_Channel[T](buffer_size) for _ in range(channels)]
+        self._next_channel = itertools.count()
+        self._closed = False
+        self.on_data: Callable[[], None] = lambda: None
+        self._dropped = instruments.counter(
+            f"buffer_dropped_total_{name}", f"items dropped because buffer queue {name} was full"
+        )
+        instruments.gauge(f"buffer_depth_{name}", f"items waiting in buffer queue {name}", self.depth)
+        instruments.gauge(
+            f"buffer_capacity_{name}", f"capacity of buffer queue {name}", lambda: float(self.capacity)
+        )
+        self._drop_log = RateLimitedLog(log)
+
+    @property
+    def channel_count(self) -> int:
+        return len(self._channels)
+
+    @property
+    def capacity(self) -> int:
+        return self.buffer_size * len(self._channels)
+
+    @property
+    def dropped(self) -> int:
+        return self._dropped.value
+
+    def depth(self) -> int:
+        return sum(len(c.items) for c in self._channels)
+
+    def produce(self, item: T) -> bool:
+        """Puts ``item`` into a channel. Returns False if it was dropped (full
+        queue under IF_POSSIBLE); raises BufferClosed once the queue is closing."""
+        channel = self._channels[next(self._next_channel) % len(self._channels)]
+        with channel.not_full:
+            while len(channel.items) >= channel.capacity:
+                if self._closed:
+                    raise BufferClosed(f"buffer queue {self.name} is closed")
+                if self.strategy is BufferStrategy.IF_POSSIBLE:
+                    self._dropped.inc()
+                    self._drop_log.warning(
+                        self.name,
+                        "buffer queue %s is full (%d items): item dropped",
+                        self.name,
+                        self.capacity,
+                    )
+                    return False
+                # Wake the consumer in case it is idle, then wait for room.
+                self.on_data()
+                channel.not_full.wait(0.1)
+            if self._closed:
+                raise BufferClosed(f"buffer queue {self.name} is closed")
+            channel.items.append(item)
+        self.on_data()
+        return True
+
+    def drain(self, channel: int, max_items: int) -> list[T]:
+        """Takes up to ``max_items`` from channel ``channel``, oldest first."""
+        ch = self._channels[channel]
+        with ch.not_full:
+            n = min(max_items, len(ch.items))
+            batch = [ch.items.popleft() for _ in range(n)]
+            if n:
+                ch.not_full.notify_all()
+        return batch
+
+    def close(self) -> None:
+        """Refuses new items; what is queued stays for the consumers to drain."""
+        self._closed = True
+        for ch in self._channels:
+            with ch.not_full:
+                ch.not_full.notify_all()
+
+    def wait_empty(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self.depth():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True

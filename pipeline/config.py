@@ -1,0 +1,63 @@
+"""The configuration of a node: typed, loaded once at start-up (see
+``deploy/cli.py``: every field is a ``--option`` and a ``SKYOAP_`` variable) and
+passed down explicitly."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.buffer import BufferStrategy
+from remote.cluster import Role
+
+
+class StorageKind(enum.Enum):
+    EMBEDDED = "embedded"
+    ELASTICSEARCH = "elasticsearch"
+
+
+def _opt(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    role: Role = _opt(
+        Role.MIXED, "what the node does: receiver (agent traffic, L1), aggregator (L2), or both"
+    )
+    host: str = _opt("0.0.0.0", "address the gRPC server binds")
+    port: int = _opt(11800, "gRPC port for agents and other nodes (0 picks a free one)")
+    advertised_host: str = _opt("127.0.0.1", "address other nodes use to reach this one")
+    storage: StorageKind = _opt(StorageKind.EMBEDDED, "where L2 persists")
+    embedded_path: str = _opt("skyoap-data/skyoap.db", "SQLite file of the embedded storage")
+    es_hosts: str = _opt("http://127.0.0.1:9200", "Elasticsearch URLs, comma separated")
+    es_index_prefix: str = _opt("skyoap", "prefix of every Elasticsearch index the node creates")
+    redis_url: str = _opt(
+        "redis://127.0.0.1:6379/0", "Redis for the global lock and sequences (elasticsearch storage)"
+    )
+    redis_key_prefix: str = _opt("skyoap", "prefix of every Redis key the node uses")
+
+    l1_channels: int = _opt(2, "channels of each L1 (distinct) worker's buffer queue")
+    l1_buffer_size: int = _opt(10_000, "items per channel of each L1 buffer queue")
+    l1_strategy: BufferStrategy = _opt(
+        BufferStrategy.BLOCKING, "what a full L1 queue does: blocking or if_possible (drop)"
+    )
+    l1_pool_size: int = _opt(2, "threads of the REGISTER_L1 consumer pool shared by every L1 worker")
+    l2_channels: int = _opt(1, "channels of each L2 (persistent) worker's buffer queue")
+    l2_buffer_size: int = _opt(10_000, "items per channel of each L2 buffer queue")
+    l2_strategy: BufferStrategy = _opt(
+        BufferStrategy.BLOCKING, "what a full L2 queue does: blocking or if_possible (drop)"
+    )
+    l2_pool_size: int = _opt(2, "threads of the REGISTER_L2 consumer pool shared by every L2 worker")
+
+    heartbeat_expiry_s: float = _opt(120.0, "an instance with no heartbeat for this long is marked inactive")
+    housekeeping_interval_s: float = _opt(10.0, "how often inactive instances are looked for")
+    remote_refresh_interval_s: float = _opt(5.0, "how often the list of remote target nodes is refreshed")
+
+    max_name_length: int = _opt(500, "longest name (in characters) a registration may carry")
+    max_batch_items: int = _opt(1000, "most names one registration call may carry")
+    max_message_bytes: int = _opt(4 * 1024 * 1024, "largest gRPC message the node accepts")
+    grpc_workers: int = _opt(16, "threads serving gRPC calls")
+    cache_size: int = _opt(1_000_000, "names kept in the inventory cache")
+    admin_port: int = _opt(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")

@@ -1,0 +1,97 @@
+"""Inventory: the names agents register (services, instances, endpoints,
+network addresses), each given a sequence id dense from 1 within its scope."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Self
+
+from pipeline.stream import StreamData
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inventory(StreamData):
+    """A registered name. ``sequence`` is 0 until L2 has allocated the id."""
+
+    SCOPE: ClassVar[str]
+    """The sequence scope: ids are unique and dense within it."""
+
+    name: str
+    sequence: int = 0
+    register_time: int = 0
+    """Milliseconds since the epoch."""
+    heartbeat_time: int = 0
+    """Milliseconds since the epoch of the latest sign of life."""
+    active: bool = True
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def combine(self, other: Self) -> Self:
+        """Merges two sightings of the same name: the latest heartbeat wins, the
+        earliest registration time stays, properties are merged with the later
+        sighting's values winning, and an allocated sequence is never lost."""
+        older, newer = (self, other) if other.heartbeat_time >= self.heartbeat_time else (other, self)
+        registered = [t for t in (self.register_time, other.register_time) if t]
+        return replace(
+            self,
+            sequence=self.sequence or other.sequence,
+            register_time=min(registered) if registered else 0,
+            heartbeat_time=newer.heartbeat_time,
+            active=newer.active,
+            properties={**older.properties, **newer.properties},
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceInventory(Inventory):
+    STREAM_ID = 1
+    MODEL = "service_inventory"
+    SCOPE = "service"
+
+    def key(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceInstanceInventory(Inventory):
+    STREAM_ID = 2
+    MODEL = "service_instance_inventory"
+    SCOPE = "service_instance"
+
+    service_id: int
+    instance_uuid: str
+
+    def key(self) -> str:
+        return f"{self.service_id}_{self.instance_uuid}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndpointInventory(Inventory):
+    STREAM_ID = 3
+    MODEL = "endpoint_inventory"
+    SCOPE = "endpoint"
+
+    service_id: int
+    detect_point: int
+    """0 client, 1 server, 2 proxy."""
+
+    def key(self) -> str:
+        return f"{self.service_id}_{self.detect_point}_{self.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkAddressInventory(Inventory):
+    STREAM_ID = 4
+    MODEL = "network_address_inventory"
+    SCOPE = "network_address"
+
+    def key(self) -> str:
+        return self.name
+
+
+INVENTORY_TYPES: tuple[type[Inventory], ...] = (
+    ServiceInventory,
+    ServiceInstanceInventory,
+    EndpointInventory,
+    NetworkAddressInventory,
+)

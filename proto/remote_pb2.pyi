@@ -1,0 +1,35 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RemoteMessage(_message.Message):
+    __slots__ = ("nextWorkerId", "streamDataId", "remoteData")
+    NEXTWORKERID_FIELD_NUMBER: _ClassVar[int]
+    STREAMDATAID_FIELD_NUMBER: _ClassVar[int]
+    REMOTEDATA_FIELD_NUMBER: _ClassVar[int]
+    nextWorkerId: int
+    streamDataId: int
+    remoteData: RemoteData
+    def __init__(self, nextWorkerId: _Optional[int] = ..., streamDataId: _Optional[int] = ..., remoteData: _Optional[_Union[RemoteData, _Mapping]] = ...) -> None: ...
+
+class RemoteData(_message.Message):
+    __slots__ = ("dataStrings", "dataLongs", "dataDoubles")
+    DATASTRINGS_FIELD_NUMBER: _ClassVar[int]
+    DATALONGS_FIELD_NUMBER: _ClassVar[int]
+    DATADOUBLES_FIELD_NUMBER: _ClassVar[int]
+    dataStrings: _containers.RepeatedScalarFieldContainer[str]
+    dataLongs: _containers.RepeatedScalarFieldContainer[int]
+    dataDoubles: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, dataStrings: _Optional[_Iterable[str]] = ..., dataLongs: _Optional[_Iterable[int]] = ..., dataDoubles: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class RemoteAck(_message.Message):
+    __slots__ = ("received", "rejected")
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    received: int
+    rejected: int
+    def __init__(self, received: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,48 @@
+"""The distinct worker (L1): combines equal items within a drained batch before
+anything leaves the node."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pipeline.buffer import BufferStrategy
+from pipeline.consumers import ConsumerPool
+from pipeline.instruments import Instruments
+from pipeline.stream import StreamData
+from pipeline.worker import BufferedWorker, Worker, combine_by_key
+
+T = TypeVar("T", bound=StreamData)
+
+FLUSH_EVERY = 1000
+"""Items consumed after which the combined ones are handed on even mid-batch."""
+
+
+class DistinctWorker(BufferedWorker[T]):
+    def __init__(
+        self,
+        worker_id: int,
+        name: str,
+        next_worker: Worker[T],
+        pool: ConsumerPool,
+        instruments: Instruments,
+        channels: int,
+        buffer_size: int,
+        strategy: BufferStrategy,
+        flush_every: int = FLUSH_EVERY,
+    ) -> None:
+        super().__init__(worker_id, name, pool, instruments, channels, buffer_size, strategy)
+        self.next_worker = next_worker
+        self.flush_every = flush_every
+        self._forwarded = instruments.counter(
+            f"l1_forwarded_total_{name}", f"combined items worker {name} handed on"
+        )
+        self._received = instruments.counter(f"l1_received_total_{name}", f"items worker {name} consumed")
+
+    def consume(self, batch: list[T]) -> None:
+        for start in range(0, len(batch), self.flush_every):
+            chunk = batch[start : start + self.flush_every]
+            combined = combine_by_key(chunk)
+            self._received.inc(len(chunk))
+            self._forwarded.inc(len(combined))
+            for item in combined.values():
+                self.next_worker.accept(item)

@@ -1,0 +1,62 @@
+"""The node's gRPC server: agent services, health checking and reflection."""
+
+from __future__ import annotations
+
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from proto import ping_pb2, register_pb2
+from receiver.grpc_edge import bind
+from receiver.registration import Registrar
+from receiver.services import PingService, RegisterService
+
+
+class GrpcServer:
+    """Bound on construction (``port`` 0 picks a free port, read back from
+    ``port``), so the node knows its address before it builds what routes to
+    it; services are added next, and ``start`` opens it to calls."""
+
+    def __init__(self, host: str, port: int, workers: int, max_message_bytes: int) -> None:
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
+            options=[
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available")
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.services: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+
+    def add_agent_services(self, registrar: Registrar) -> None:
+        self.services.append(
+            bind(
+                self.server, register_pb2.DESCRIPTOR.services_by_name["Register"], RegisterService(registrar)
+            )
+        )
+        self.services.append(
+            bind(
+                self.server,
+                ping_pb2.DESCRIPTOR.services_by_name["ServiceInstancePing"],
+                PingService(registrar),
+            )
+        )
+
+    def start(self) -> None:
+        reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)
+        self.server.start()
+        for name in ("", *self.services):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace_s: float) -> None:
+        """Answers NOT_SERVING to health checks first, so balancers stop sending,
+        then lets calls under way finish within ``grace_s``."""
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace_s).wait(grace_s + 1)

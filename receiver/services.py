@@ -1,0 +1,119 @@
+"""The agent-facing gRPC services: Register and ServiceInstancePing. Messages are
+turned into the project's own types here and nowhere further in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import grpc
+
+from pipeline.inventory import EndpointInventory, ServiceInstanceInventory
+from proto import common_pb2, ping_pb2, register_pb2
+from receiver.registration import InvalidRequest, Registrar, now_ms
+
+RESET_COMMAND = "ServiceMetadataReset"
+"""Tells an agent to forget its ids and register again."""
+
+_DETECT_POINTS = frozenset(common_pb2.DetectPoint.values())
+
+
+def _pairs(kvs: Iterable[common_pb2.KeyStringValuePair]) -> dict[str, str]:
+    return {kv.key: kv.value for kv in kvs}
+
+
+def _mapping(ids: dict[str, int]) -> list[common_pb2.KeyIntValuePair]:
+    return [common_pb2.KeyIntValuePair(key=k, value=v) for k, v in ids.items()]
+
+
+class RegisterService:
+    def __init__(self, registrar: Registrar) -> None:
+        self._registrar = registrar
+
+    def doServiceRegister(
+        self, request: register_pb2.Services, context: grpc.ServicerContext
+    ) -> register_pb2.ServiceRegisterMapping:
+        names = [(s.serviceName, {**_pairs(s.tags), **_pairs(s.properties)}) for s in request.services]
+        return register_pb2.ServiceRegisterMapping(services=_mapping(self._registrar.services(names)))
+
+    def doServiceInstanceRegister(
+        self, request: register_pb2.ServiceInstances, context: grpc.ServicerContext
+    ) -> register_pb2.ServiceInstanceRegisterMapping:
+        t = now_ms()
+        instances = []
+        for i in request.instances:
+            props = {**_pairs(i.tags), **_pairs(i.properties)}
+            instances.append(
+                ServiceInstanceInventory(
+                    name=props.get("instance_name") or i.instanceUUID,
+                    service_id=i.serviceId,
+                    instance_uuid=i.instanceUUID,
+                    register_time=t,
+                    heartbeat_time=t,
+                    properties=props,
+                )
+            )
+        ids = self._registrar.instances(instances)
+        by_key = {inst.key(): inst.instance_uuid for inst in instances}
+        return register_pb2.ServiceInstanceRegisterMapping(
+            serviceInstances=_mapping({by_key[k]: v for k, v in ids.items()})
+        )
+
+    def doEndpointRegister(
+        self, request: register_pb2.Endpoints, context: grpc.ServicerContext
+    ) -> register_pb2.EndpointMapping:
+        t = now_ms()
+        endpoints = []
+        for n, e in enumerate(request.endpoints):
+            point = getattr(e, "from")  # a Python keyword, so not an attribute name
+            if point not in _DETECT_POINTS:
+                raise InvalidRequest(f"endpoint #{n} has detect point {point}; it must be 0, 1 or 2")
+            endpoints.append(
+                EndpointInventory(
+                    name=e.endpointName,
+                    service_id=e.serviceId,
+                    detect_point=point,
+                    register_time=t,
+                    heartbeat_time=t,
+                )
+            )
+        ids = self._registrar.endpoints(endpoints)
+        return register_pb2.EndpointMapping(
+            elements=[
+                register_pb2.EndpointMappingElement(
+                    serviceId=e.service_id,
+                    endpointName=e.name,
+                    endpointId=ids[e.key()],
+                    **{"from": e.detect_point},
+                )
+                for e in endpoints
+                if e.key() in ids
+            ]
+        )
+
+    def doNetworkAddressRegister(
+        self, request: register_pb2.NetAddresses, context: grpc.ServicerContext
+    ) -> register_pb2.NetAddressMapping:
+        return register_pb2.NetAddressMapping(
+            addressIds=_mapping(self._registrar.addresses(list(request.addresses)))
+        )
+
+
+class PingService:
+    def __init__(self, registrar: Registrar) -> None:
+        self._registrar = registrar
+
+    def doPing(
+        self, request: ping_pb2.ServiceInstancePingPkg, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        if self._registrar.ping(request.serviceInstanceId, request.serviceInstanceUUID):
+            return common_pb2.Commands()
+        reset = common_pb2.Command(
+            command=RESET_COMMAND,
+            args=[
+                common_pb2.KeyStringValuePair(key="SerialNumber", value=str(now_ms())),
+                common_pb2.KeyStringValuePair(
+                    key="Reason", value=f"service instance id {request.serviceInstanceId} is not registered"
+                ),
+            ],
+        )
+        return common_pb2.Commands(commands=[reset])

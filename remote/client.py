@@ -1,0 +1,37 @@
+"""Remote clients: one per target node, each a way to hand an item to a worker there."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pipeline.stream import StreamData
+from pipeline.worker import Workers
+
+
+class RemoteClient(Protocol):
+    @property
+    def address(self) -> str:
+        """``host:port`` of the node this client reaches; also its routing identity."""
+
+    def push(self, next_worker_id: int, item: StreamData) -> None:
+        """Hands ``item`` to worker ``next_worker_id`` on the target node."""
+
+    def close(self) -> None: ...
+
+
+class SelfRemoteClient:
+    """The client for this node itself: hands items over in-process, no network."""
+
+    def __init__(self, address: str, workers: Workers) -> None:
+        self._address = address
+        self._workers = workers
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def push(self, next_worker_id: int, item: StreamData) -> None:
+        self._workers.get(next_worker_id).accept(item)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,77 @@
+"""The remote client manager: the set of clients senders choose from, rebuilt
+beside the one in use and swapped in one step when nodes come and go."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from remote.client import RemoteClient
+from remote.cluster import ClusterNodesQuery, RemoteNode
+
+log = logging.getLogger(__name__)
+
+
+class RemoteClientManager:
+    """Holds the client list in use as an immutable tuple sorted by address.
+
+    ``refresh`` builds the next tuple beside it (reusing the clients of nodes
+    that stayed, creating clients for new nodes) and replaces the reference in
+    one assignment; senders read the reference once per item, so they see the
+    old list or the new one, never half of each (SkyWalking's clientsA/clientsB
+    with a volatile pointer). Clients of departed nodes are closed after the swap.
+    """
+
+    def __init__(
+        self,
+        nodes: ClusterNodesQuery,
+        make_client: Callable[[RemoteNode], RemoteClient],
+        refresh_interval_s: float = 5.0,
+    ) -> None:
+        self._nodes = nodes
+        self._make_client = make_client
+        self._refresh_interval_s = refresh_interval_s
+        self._clients: tuple[RemoteClient, ...] = ()
+        self._refresh_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def clients(self) -> tuple[RemoteClient, ...]:
+        return self._clients
+
+    def refresh(self) -> None:
+        with self._refresh_lock:
+            nodes = sorted(set(self._nodes.remote_nodes()))
+            current = {c.address: c for c in self._clients}
+            if [n.address for n in nodes] == list(current):
+                return
+            next_clients = tuple(current.get(n.address) or self._make_client(n) for n in nodes)
+            kept = {c.address for c in next_clients}
+            self._clients = next_clients
+            log.info("remote targets now: %s", ", ".join(sorted(kept)) or "none")
+            for address, client in current.items():
+                if address not in kept:
+                    client.close()
+
+    def start(self) -> None:
+        self.refresh()
+        self._thread = threading.Thread(target=self._run, name="remote-client-refresh", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._refresh_interval_s):
+            try:
+                self.refresh()
+            except Exception:
+                log.exception("refreshing the remote client list failed; keeping the current one")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        with self._refresh_lock:
+            clients, self._clients = self._clients, ()
+        for c in clients:
+            c.close()

@@ -1,0 +1,1 @@
+"""The production storage: a real Elasticsearch server, one index per model."""

@@ -1,0 +1,99 @@
+"""The Elasticsearch connection, index installation and bulk writes shared by the DAOs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import elasticsearch
+from elasticsearch import Elasticsearch, helpers
+
+from pipeline.stream import ColumnType, StreamData
+from storage.api import StorageError, StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+_ES_TYPES: dict[ColumnType, dict[str, Any]] = {
+    ColumnType.STRING: {"type": "keyword"},
+    ColumnType.INT: {"type": "long"},
+    ColumnType.BOOL: {"type": "boolean"},
+    ColumnType.MAP: {"type": "object", "enabled": False},
+}
+
+
+def mapping_of(model: type[StreamData]) -> dict[str, Any]:
+    return {"dynamic": "strict", "properties": {c.name: _ES_TYPES[c.type] for c in model.columns()}}
+
+
+@contextmanager
+def translated_errors(what: str) -> Iterator[None]:
+    """Turns client errors into the storage error hierarchy, saying what failed."""
+    try:
+        yield
+    except (elasticsearch.ConnectionError, elasticsearch.ConnectionTimeout) as e:
+        raise StorageUnavailable(f"Elasticsearch is unreachable while {what}: {e}") from e
+    except elasticsearch.ApiError as e:
+        err = StorageUnavailable if e.meta.status in (429, 502, 503, 504) else StorageError
+        raise err(f"Elasticsearch refused {what}: {e}") from e
+
+
+class ElasticsearchClient:
+    """One client per node, shared by its DAOs (the client is thread-safe)."""
+
+    def __init__(self, hosts: str, index_prefix: str, request_timeout_s: float = 30.0) -> None:
+        self.es = Elasticsearch(
+            [h.strip() for h in hosts.split(",") if h.strip()],
+            request_timeout=request_timeout_s,
+            retry_on_timeout=True,
+            max_retries=3,
+        )
+        self.prefix = index_prefix
+
+    def index(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+    def create_index(self, name: str, mappings: Mapping[str, Any]) -> None:
+        index = self.index(name)
+        with translated_errors(f"creating index {index}"):
+            if self.es.indices.exists(index=index):
+                return
+            try:
+                self.es.indices.create(
+                    index=index,
+                    mappings=dict(mappings),
+                    settings={"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "1s"},
+                )
+            except elasticsearch.BadRequestError as e:
+                if e.error != "resource_already_exists_exception":  # another node created it first
+                    raise
+
+    def refresh(self, name: str) -> None:
+        with translated_errors(f"refreshing {self.index(name)}"):
+            self.es.indices.refresh(index=self.index(name))
+
+    def bulk(self, actions: Iterable[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+        """Writes ``actions`` in bulk and returns the items that failed, each as
+        ``{"status": int, "_id": str, "error": ...}``. Items refused with 429 are
+        retried with exponential backoff; other failures are returned to the caller."""
+        failures = []
+        with translated_errors(what):
+            for ok, info in helpers.streaming_bulk(
+                self.es,
+                actions,
+                chunk_size=1000,
+                max_chunk_bytes=20 * 1024 * 1024,
+                max_retries=5,
+                initial_backoff=0.1,
+                max_backoff=2.0,
+                raise_on_error=False,
+                raise_on_exception=True,
+                yield_ok=False,
+            ):
+                if not ok:
+                    failures.append(next(iter(info.values())))
+        return failures
+
+    def close(self) -> None:
+        self.es.close()

@@ -1,0 +1,1 @@
+"""The embedded storage, the default: one SQLite file, no server, one node."""

@@ -1,0 +1,143 @@
+"""Inventory rows in SQLite: a table per model with the key as primary key and a
+UNIQUE sequence, so neither is ever stored twice."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline.inventory import Inventory
+from pipeline.stream import Column, ColumnType
+from storage.api import I, InsertOutcome, Stored
+
+_SQL_TYPES = {ColumnType.STRING: "TEXT", ColumnType.INT: "INTEGER", ColumnType.BOOL: "INTEGER"}
+
+
+def _sql_value(column: Column, value: Any) -> Any:
+    if column.type is ColumnType.MAP:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if column.type is ColumnType.BOOL:
+        return int(value)
+    return value
+
+
+class EmbeddedInventoryDAO:
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # One connection used under a lock: SQLite serialises writers anyway.
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._lock = threading.Lock()
+
+    def install(self, models: Sequence[type[Inventory]]) -> None:
+        with self._lock:
+            for model in models:
+                cols = ", ".join(
+                    f"{c.name} {_SQL_TYPES.get(c.type, 'TEXT')}"
+                    for c in model.columns()
+                    if c.name != "sequence"
+                )
+                self._db.execute(
+                    f"CREATE TABLE IF NOT EXISTS {model.MODEL} (key TEXT PRIMARY KEY, "
+                    f"sequence INTEGER NOT NULL UNIQUE, version INTEGER NOT NULL, {cols})"
+                )
+                self._db.execute(
+                    f"CREATE INDEX IF NOT EXISTS {model.MODEL}_heartbeat "
+                    f"ON {model.MODEL} (active, heartbeat_time)"
+                )
+
+    def _rows(self, model: type[I], where: str, args: Sequence[Any]) -> list[tuple[I, int]]:
+        names = [c.name for c in model.columns()]
+        with self._lock:
+            cur = self._db.execute(
+                f"SELECT version, {', '.join(names)} FROM {model.MODEL} WHERE {where}", args
+            )
+            rows = cur.fetchall()
+        return [(model.from_row(dict(zip(names, r[1:], strict=True))), r[0]) for r in rows]
+
+    def get_many(self, model: type[I], keys: Sequence[str]) -> dict[str, Stored[I]]:
+        found: dict[str, Stored[I]] = {}
+        for start in range(0, len(keys), 500):  # SQLite's limit on bound parameters
+            chunk = list(keys[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for item, version in self._rows(model, f"key IN ({marks})", chunk):
+                found[item.key()] = Stored(item, version)
+        return found
+
+    def get_by_sequence(self, model: type[I], sequence: int) -> I | None:
+        rows = self._rows(model, "sequence = ?", [sequence])
+        return rows[0][0] if rows else None
+
+    def update(self, model: type[I], rows: Sequence[tuple[Stored[I], I]]) -> list[str]:
+        cols = [c for c in model.columns() if c.name != "sequence"]
+        assignments = ", ".join(f"{c.name} = ?" for c in cols)
+        changed: list[str] = []
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for stored, new in rows:
+                    cur = self._db.execute(
+                        f"UPDATE {model.MODEL} SET {assignments}, version = version + 1 "
+                        "WHERE key = ? AND version = ?",
+                        [*(_sql_value(c, getattr(new, c.name)) for c in cols), new.key(), stored.version],
+                    )
+                    if cur.rowcount == 0:
+                        changed.append(new.key())
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return changed
+
+    def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
+        cols = list(model.columns())
+        sql = (
+            f"INSERT INTO {model.MODEL} (key, version, {', '.join(c.name for c in cols)}) "
+            f"VALUES (?, 1, {', '.join('?' * len(cols))})"
+        )
+        outcome = InsertOutcome()
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for item in items:
+                    try:
+                        self._db.execute(
+                            sql, [item.key(), *(_sql_value(c, getattr(item, c.name)) for c in cols)]
+                        )
+                    except sqlite3.IntegrityError as e:
+                        taken = outcome.sequence_taken if ".sequence" in str(e) else outcome.key_taken
+                        taken.append(item.key())
+                    else:
+                        outcome.inserted.append(item.key())
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return outcome
+
+    def max_sequence(self, model: type[Inventory]) -> int:
+        with self._lock:
+            (value,) = self._db.execute(f"SELECT COALESCE(MAX(sequence), 0) FROM {model.MODEL}").fetchone()
+        return int(value)
+
+    def list(self, model: type[I], limit: int = 10_000) -> list[I]:
+        return [item for item, _ in self._rows(model, "1 = 1 ORDER BY sequence LIMIT ?", [limit])]
+
+    def deactivate_stale(self, model: type[Inventory], cutoff_ms: int) -> int:
+        with self._lock:
+            cur = self._db.execute(
+                f"UPDATE {model.MODEL} SET active = 0, version = version + 1 "
+                "WHERE active = 1 AND heartbeat_time < ?",
+                [cutoff_ms],
+            )
+            return cur.rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,1 @@
+"""The production global lock and sequence allocator, on Redis."""

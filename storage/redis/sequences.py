@@ -1,0 +1,113 @@
+"""The global lock and the sequence allocator on Redis.
+
+Redis makes allocation fast and serialises writers, but it is not what keeps ids
+unique: storage refuses a second row with the same sequence (see
+``InventoryDAO.insert``), and the persistent worker then raises the floor here
+and allocates again. So when Redis loses its data (flushed, restarted empty),
+the worst case is a retry, never an id handed out twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterator
+
+import redis
+
+from storage.api import StorageError, StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+# Allocates only while the counter exists: a missing counter means Redis lost
+# its data, and counting again from 0 would hand out ids already stored.
+_ALLOCATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return redis.call('INCRBY', KEYS[1], ARGV[1])
+"""
+# Sets the counter to ARGV[1] unless it is already at least that.
+_RAISE = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+"""
+_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class LockTimeout(StorageError):
+    retriable = True
+
+
+class RedisSequenceAllocator:
+    def __init__(
+        self,
+        url: str,
+        key_prefix: str = "skyoap",
+        lock_ttl_s: float = 30.0,
+        lock_wait_s: float = 30.0,
+    ) -> None:
+        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._prefix = key_prefix
+        self._lock_ttl_ms = int(lock_ttl_s * 1000)
+        self._lock_wait_s = lock_wait_s
+        self._allocate = self._redis.register_script(_ALLOCATE)
+        self._raise = self._redis.register_script(_RAISE)
+        self._unlock = self._redis.register_script(_UNLOCK)
+
+    def _key(self, kind: str, scope: str) -> str:
+        return f"{self._prefix}:{kind}:{scope}"
+
+    @contextlib.contextmanager
+    def lock(self, scope: str) -> Iterator[None]:
+        key = self._key("lock", scope)
+        token = secrets.token_hex(16)
+        deadline = time.monotonic() + self._lock_wait_s
+        pause = 0.001
+        try:
+            while not self._redis.set(key, token, nx=True, px=self._lock_ttl_ms):
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(f"could not take the global lock {key} in {self._lock_wait_s:g} s")
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        except redis.RedisError as e:
+            raise StorageUnavailable(f"Redis at {self._describe()} failed: {e}") from e
+        try:
+            yield
+        finally:
+            try:
+                self._unlock(keys=[key], args=[token])
+            except redis.RedisError:
+                log.warning("could not release lock %s; it expires in %d ms", key, self._lock_ttl_ms)
+
+    def allocate(self, scope: str, count: int, stored_max: Callable[[], int]) -> list[int]:
+        key = self._key("sequence", scope)
+        try:
+            last = int(self._allocate(keys=[key], args=[count]))
+            if last < 0:
+                floor = stored_max()
+                log.warning("sequence %s is missing in Redis; recovering it from storage at %d", key, floor)
+                self._raise(keys=[key], args=[floor])
+                last = int(self._allocate(keys=[key], args=[count]))
+        except redis.RedisError as e:
+            raise StorageUnavailable(f"Redis at {self._describe()} failed: {e}") from e
+        if last < 0:
+            raise StorageUnavailable(f"sequence {key} vanished again while it was being recovered")
+        return list(range(last - count + 1, last + 1))
+
+    def raise_floor(self, scope: str, floor: int) -> None:
+        try:
+            self._raise(keys=[self._key("sequence", scope)], args=[floor])
+        except redis.RedisError as e:
+            raise StorageUnavailable(f"Redis at {self._describe()} failed: {e}") from e
+
+    def _describe(self) -> str:
+        kw = self._redis.connection_pool.connection_kwargs
+        return f"{kw.get('host')}:{kw.get('port')}"
+
+    def close(self) -> None:
+        self._redis.close()
