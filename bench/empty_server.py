@@ -1,0 +1,50 @@
+"""A gRPC server whose Register handlers do nothing: the ceiling the registration
+benchmark compares the real node with (same server options, same messages)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+import grpc
+
+from proto import register_pb2
+from receiver.grpc_edge import bind
+from receiver.server import GrpcServer
+
+
+class EmptyRegister:
+    def doServiceRegister(
+        self, request: object, context: grpc.ServicerContext
+    ) -> register_pb2.ServiceRegisterMapping:
+        return register_pb2.ServiceRegisterMapping()
+
+    def doServiceInstanceRegister(self, request: object, context: grpc.ServicerContext) -> object:
+        return register_pb2.ServiceInstanceRegisterMapping()
+
+    def doEndpointRegister(self, request: object, context: grpc.ServicerContext) -> object:
+        return register_pb2.EndpointMapping()
+
+    def doNetworkAddressRegister(self, request: object, context: grpc.ServicerContext) -> object:
+        return register_pb2.NetAddressMapping()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = GrpcServer("127.0.0.1", args.port, workers=16, max_message_bytes=4 * 1024 * 1024)
+    server.services.append(
+        bind(server.server, register_pb2.DESCRIPTOR.services_by_name["Register"], EmptyRegister())
+    )
+    server.start()
+    print(f"empty server listening on 127.0.0.1:{server.port}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    server.stop(1)
+
+
+if __name__ == "__main__":
+    main()

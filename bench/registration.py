@@ -1,0 +1,211 @@
+"""Registration throughput and time-to-id, for the embedded and the
+Elasticsearch storage, beside a do-nothing gRPC handler as the ceiling.
+
+The node (and the empty server) run as separate processes, as in production;
+this process is the load: threads of agents asking with batches of names.
+
+    .venv/bin/python -m bench.registration [--names 20000] [--threads 8] [--batch 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from deploy.servers import ElasticsearchServer, RedisServer
+from proto import register_pb2, register_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def spawn(
+    argv: Sequence[str], pattern: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=env
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(pattern, line)
+    if not match:
+        proc.kill()
+        raise RuntimeError(f"{argv[2]} did not start: {line!r}")
+    return proc, match.group(1)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    proc.wait(30)
+
+
+def request(names: Sequence[str]) -> register_pb2.Services:
+    return register_pb2.Services(services=[register_pb2.Service(serviceName=n) for n in names])
+
+
+@dataclass
+class NewNames:
+    ids_per_s: float
+    time_to_id_s: list[float]
+    calls: int
+
+
+def register_new(address: str, names: list[str], threads: int, batch: int, poll_s: float) -> NewNames:
+    """Each thread asks for its share of names in batches until every one has an
+    id, re-asking for the missing ones every ``poll_s``."""
+    shares = [names[i::threads] for i in range(threads)]
+    first_asked: dict[str, float] = {}
+    got_at: dict[str, float] = {}
+    calls = 0
+    lock = threading.Lock()
+
+    def agent(share: list[str]) -> None:
+        nonlocal calls
+        with grpc.insecure_channel(address) as ch:
+            stub = register_pb2_grpc.RegisterStub(ch)
+            missing = list(share)
+            while missing:
+                for start in range(0, len(missing), batch):
+                    chunk = missing[start : start + batch]
+                    now = time.perf_counter()
+                    for n in chunk:
+                        first_asked.setdefault(n, now)
+                    answer = stub.doServiceRegister(request(chunk), timeout=30)
+                    done = time.perf_counter()
+                    for kv in answer.services:
+                        if kv.value:
+                            got_at.setdefault(kv.key, done)
+                    with lock:
+                        calls += 1
+                missing = [n for n in missing if n not in got_at]
+                if missing:
+                    time.sleep(poll_s)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(agent, shares))
+    elapsed = time.perf_counter() - started
+    return NewNames(len(names) / elapsed, [got_at[n] - first_asked[n] for n in names], calls)
+
+
+def ask_known(address: str, names: list[str], threads: int, batch: int, duration_s: float) -> float:
+    """Names answered per second when asking again and again for known names."""
+    answered = 0
+    lock = threading.Lock()
+    deadline = time.perf_counter() + duration_s
+
+    def agent(offset: int) -> None:
+        nonlocal answered
+        requests = [request(names[i : i + batch]) for i in range(offset * batch, len(names), threads * batch)]
+        count = 0
+        with grpc.insecure_channel(address) as ch:
+            stub = register_pb2_grpc.RegisterStub(ch)
+            while time.perf_counter() < deadline:
+                for r in requests:
+                    stub.doServiceRegister(r, timeout=30)
+                    count += len(r.services)
+        with lock:
+            answered += count
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(agent, range(threads)))
+    return answered / (time.perf_counter() - started)
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--names", type=int, default=20_000, help="new service names to register")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent agents")
+    parser.add_argument("--batch", type=int, default=100, help="names per call")
+    parser.add_argument(
+        "--poll-s", type=float, default=0.05, help="pause before asking again for missing ids"
+    )
+    parser.add_argument("--known-s", type=float, default=10.0, help="seconds of asking for known names")
+    args = parser.parse_args()
+
+    print(
+        f"# {os.cpu_count()} cores; {args.names} names, {args.threads} threads, {args.batch} names per call"
+    )
+    empty, empty_address = spawn([sys.executable, "-m", "bench.empty_server"], r"listening on (\S+)")
+    names = [f"bench-service-{i}" for i in range(args.names)]
+    try:
+        ceiling = ask_known(empty_address, names, args.threads, args.batch, args.known_s)
+    finally:
+        stop(empty)
+    print(f"empty handler (ceiling):        {ceiling:10.0f} names/s answered")
+
+    es, rs = ElasticsearchServer().start(), RedisServer().start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            storages = {
+                "embedded": ["--storage", "embedded", "--embedded-path", f"{tmp}/bench.db"],
+                "elasticsearch": [
+                    "--storage",
+                    "elasticsearch",
+                    "--es-hosts",
+                    es.url,
+                    "--redis-url",
+                    rs.url,
+                    "--es-index-prefix",
+                    f"bench{uuid.uuid4().hex[:8]}",
+                ],
+            }
+            for storage, options in storages.items():
+                node, address = spawn(
+                    [
+                        sys.executable,
+                        "-m",
+                        "deploy.cli",
+                        "--log-level",
+                        "WARNING",
+                        "node",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        "0",
+                        *options,
+                    ],
+                    r"listening on (\S+)",
+                )
+                try:
+                    new = register_new(address, names, args.threads, args.batch, args.poll_s)
+                    known = ask_known(address, names, args.threads, args.batch, args.known_s)
+                finally:
+                    stop(node)
+                t = new.time_to_id_s
+                print(
+                    f"{storage:14s} new names: {new.ids_per_s:8.0f} ids/s  "
+                    f"time-to-id p50 {pct(t, 50) * 1000:6.0f} ms  p99 {pct(t, 99) * 1000:6.0f} ms  "
+                    f"({new.calls} calls)"
+                )
+                print(
+                    f"{storage:14s} known names: {known:8.0f} names/s answered  "
+                    f"= {known / ceiling:6.1%} of the empty-handler ceiling"
+                )
+    finally:
+        es.stop()
+        rs.stop()
+
+
+if __name__ == "__main__":
+    main()

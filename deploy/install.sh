@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything skyoap needs on a fresh Debian machine, skipping what is there:
+# Redis (Debian's redis-server), a virtualenv with the project and its tools, and
+# Elasticsearch (Elastic's zip from Maven Central, run with the machine's Java).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "installing redis-server" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+for tool in java mvn python3; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "$tool is needed (Java 17+, Maven, Python 3.11+)" >&2; exit 1; }
+done
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+stamp=.venv/.installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+
+.venv/bin/python -c 'from deploy.servers import elasticsearch_home; print("elasticsearch at", elasticsearch_home())' >&2

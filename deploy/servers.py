@@ -1,0 +1,230 @@
+"""Fetches and runs the real servers skyoap uses, on loopback and free ports:
+Elasticsearch (Elastic's zip from Maven Central, run with the machine's Java)
+and Redis (Debian's redis-server). Tests, benchmarks and local clusters start
+them through here."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ES_VERSION = "8.19.21"
+ES_ARTIFACT = f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:{ES_VERSION}:zip"
+UNPRIVILEGED_UID = 65534  # nobody: Elasticsearch refuses to run as root
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cache_dir() -> Path:
+    """Where downloads are kept. Not under /root when running as root, because
+    Elasticsearch runs as an unprivileged user that must read its files."""
+    if "SKYOAP_CACHE_DIR" in os.environ:
+        return Path(os.environ["SKYOAP_CACHE_DIR"])
+    return Path("/var/cache/skyoap") if os.geteuid() == 0 else Path.home() / ".cache" / "skyoap"
+
+
+def java_home() -> Path:
+    if os.environ.get("JAVA_HOME"):
+        return Path(os.environ["JAVA_HOME"])
+    java = shutil.which("java")
+    if java is None:
+        raise ServerError("no java on PATH and JAVA_HOME is not set: Elasticsearch needs Java 17 or newer")
+    return Path(java).resolve().parent.parent
+
+
+def elasticsearch_home() -> Path:
+    """The unpacked Elasticsearch distribution, fetched from Maven Central with
+    ``mvn dependency:copy`` on first use."""
+    home = cache_dir() / f"elasticsearch-{ES_VERSION}"
+    if (home / "bin" / "elasticsearch").exists():
+        return home
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        log.info("fetching Elasticsearch %s from Maven Central", ES_VERSION)
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise ServerError("Maven (mvn) is needed to fetch Elasticsearch from Maven Central")
+        subprocess.run(
+            [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={ES_ARTIFACT}", f"-DoutputDirectory={tmp}"],
+            check=True,
+        )
+        with zipfile.ZipFile(Path(tmp) / f"elasticsearch-{ES_VERSION}.zip") as z:
+            z.extractall(tmp)
+        unpacked = Path(tmp) / f"elasticsearch-{ES_VERSION}"
+        for p in unpacked.rglob("*"):  # zipfile drops the execute bits
+            if p.parent.name == "bin" or p.suffix == ".sh":
+                p.chmod(0o755)
+        for d in (unpacked, *[p for p in unpacked.rglob("*") if p.is_dir()]):
+            d.chmod(0o755)
+        unpacked.rename(home)
+    cache_dir().chmod(0o755)
+    return home
+
+
+class _Process:
+    def __init__(self, name: str, workdir: Path) -> None:
+        self.name = name
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _spawn(self, argv: list[str], env: dict[str, str] | None = None, as_nobody: bool = False) -> None:
+        if as_nobody and os.geteuid() == 0:
+            argv = [
+                "setpriv",
+                f"--reuid={UNPRIVILEGED_UID}",
+                f"--regid={UNPRIVILEGED_UID}",
+                "--clear-groups",
+                *argv,
+            ]
+        out = (self.workdir / "stdout.log").open("wb")
+        self.proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.workdir
+        )
+
+    def output_tail(self, lines: int = 30) -> str:
+        log_file = self.workdir / "stdout.log"
+        return (
+            "\n".join(log_file.read_text(errors="replace").splitlines()[-lines:]) if log_file.exists() else ""
+        )
+
+    def _wait_until(self, ready: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise ServerError(f"{self.name} exited with {self.proc.returncode}:\n{self.output_tail()}")
+            if ready():
+                return
+            time.sleep(0.25)
+        self.stop()
+        raise ServerError(f"{self.name} was not ready after {timeout_s:g} s:\n{self.output_tail()}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.kill(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill(signal.SIGKILL)
+            self.proc.wait()
+
+
+class ElasticsearchServer(_Process):
+    """A single-node Elasticsearch with security off, listening on 127.0.0.1."""
+
+    def __init__(self, port: int | None = None, heap_mb: int = 512) -> None:
+        super().__init__("elasticsearch", Path(tempfile.mkdtemp(prefix="skyoap-es-")))
+        self.port = port or free_port()
+        self.heap_mb = heap_mb
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 120.0) -> ElasticsearchServer:
+        home = elasticsearch_home()
+        conf = self.workdir / "config"
+        shutil.copytree(home / "config", conf)
+        for sub in ("data", "logs", "tmp"):
+            (self.workdir / sub).mkdir()
+        if os.geteuid() == 0:
+            for p in (self.workdir, *self.workdir.rglob("*")):
+                os.chown(p, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+        env = {
+            **os.environ,
+            "ES_JAVA_HOME": str(java_home()),
+            "ES_PATH_CONF": str(conf),
+            "ES_TMPDIR": str(self.workdir / "tmp"),
+            "ES_JAVA_OPTS": f"-Xms{self.heap_mb}m -Xmx{self.heap_mb}m",
+        }
+        settings = {
+            "http.port": self.port,
+            "transport.port": free_port(),
+            "network.host": "127.0.0.1",
+            "discovery.type": "single-node",
+            "xpack.security.enabled": "false",
+            "path.data": self.workdir / "data",
+            "path.logs": self.workdir / "logs",
+            # Shared machines often have little free disk; never go read-only for it.
+            "cluster.routing.allocation.disk.threshold_enabled": "false",
+            "action.destructive_requires_name": "false",
+        }
+        argv = [str(home / "bin" / "elasticsearch")] + [f"-E{k}={v}" for k, v in settings.items()]
+        self._spawn(argv, env, as_nobody=True)
+        self._wait_until(self._healthy, timeout_s)
+        log.info("Elasticsearch %s listening on %s", ES_VERSION, self.url)
+        return self
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=3
+            ):
+                return True
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        super().stop(timeout_s)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class RedisServer(_Process):
+    """A Redis with no persistence, listening on 127.0.0.1."""
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__("redis", Path(tempfile.mkdtemp(prefix="skyoap-redis-")))
+        self.port = port or free_port()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 30.0) -> RedisServer:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not Path(binary).exists():
+            raise ServerError(
+                "redis-server is not installed: run deploy/install.sh (apt-get install redis-server)"
+            )
+        self._spawn(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        )
+        self._wait_until(self._answers, timeout_s)
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        super().stop(timeout_s)
+        shutil.rmtree(self.workdir, ignore_errors=True)

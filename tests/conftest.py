@@ -1,0 +1,78 @@
+"""Fixtures shared by every test: real servers started once per session, and
+nodes built on the storage a test asks for."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from deploy.node import Node
+from deploy.servers import ElasticsearchServer, RedisServer
+from pipeline.config import NodeConfig, StorageKind
+
+STORAGES = ["embedded", "elasticsearch"]
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def es_server() -> Iterator[ElasticsearchServer]:
+    server = ElasticsearchServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=STORAGES)
+def node_config(request: pytest.FixtureRequest, tmp_path) -> Iterator[NodeConfig]:  # type: ignore[no-untyped-def]
+    """A mixed node's configuration on the storage named by the parameter, with
+    its own index and key prefix, wiped after the test."""
+    base = NodeConfig(host="127.0.0.1", port=0, housekeeping_interval_s=0.5, remote_refresh_interval_s=0.5)
+    if request.param == "embedded":
+        yield dataclasses.replace(
+            base, storage=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "skyoap.db")
+        )
+        return
+    es: ElasticsearchServer = request.getfixturevalue("es_server")
+    rs: RedisServer = request.getfixturevalue("redis_server")
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    yield dataclasses.replace(
+        base,
+        storage=StorageKind.ELASTICSEARCH,
+        es_hosts=es.url,
+        es_index_prefix=prefix,
+        redis_url=rs.url,
+        redis_key_prefix=prefix,
+    )
+    from elasticsearch import Elasticsearch
+
+    with Elasticsearch(es.url) as client:
+        client.indices.delete(index=f"{prefix}_*", ignore_unavailable=True)
+    r = redis.Redis.from_url(rs.url)
+    keys = list(r.scan_iter(f"{prefix}:*"))
+    if keys:
+        r.delete(*keys)
+    r.close()
+
+
+@pytest.fixture
+def start_node() -> Iterator[Callable[[NodeConfig], Node]]:
+    """Starts nodes in this process; every one is closed after the test."""
+    nodes: list[Node] = []
+
+    def start(config: NodeConfig) -> Node:
+        node = Node(config).start()
+        nodes.append(node)
+        return node
+
+    yield start
+    for n in nodes:
+        n.close()

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from pipeline.config import NodeConfig
+from storage.api import I
+from storage.select import open_storage
+
+T = TypeVar("T")
+
+
+def stored(config: NodeConfig, model: type[I]) -> list[I]:
+    """What storage holds for ``model``, read through a connection of its own."""
+    storage = open_storage(config)
+    try:
+        return list(storage.inventory.list(model))
+    finally:
+        storage.close()
+
+
+def eventually(check: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1) -> T:
+    """Calls ``check`` until it returns a true value (or stops raising
+    AssertionError); fails with the last error after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+            error: Exception = AssertionError(f"{check} stayed false")
+        except AssertionError as e:
+            error = e
+        if time.monotonic() > deadline:
+            raise error
+        time.sleep(interval_s)

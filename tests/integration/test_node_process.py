@@ -1,0 +1,98 @@
+"""`skyoap node` and `skyoap demo` as an operator runs them: separate processes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from agent import Agent
+
+SKYOAP = [sys.executable, "-m", "deploy.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_node(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            *SKYOAP,
+            "node",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--embedded-path",
+            str(tmp_path / "s.db"),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.fullmatch(r"skyoap node listening on (\S+)\n", line)
+    assert match, f"unexpected first line {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+    return proc, match.group(1)
+
+
+def test_a_node_serves_agents_health_and_reflection_then_stops_on_sigterm(tmp_path: Path) -> None:
+    proc, address = start_node(tmp_path)
+    try:
+        agent = Agent(address, "checkout", retry_interval_s=0.05)
+        assert agent.register().service_id == 1
+        agent.close()
+        with grpc.insecure_channel(address) as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+            for service in ("", "skyoap.v1.Register", "skyoap.v1.ServiceInstancePing"):
+                status = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+                assert status == health_pb2.HealthCheckResponse.SERVING
+            answers = reflection_pb2_grpc.ServerReflectionStub(ch).ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+            )
+            names = {s.name for a in answers for s in a.list_services_response.service}
+        assert {"skyoap.v1.Register", "skyoap.v1.ServiceInstancePing", "grpc.health.v1.Health"} <= names
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    # What it stored survives the restart: the same name gets the same id.
+    proc, address = start_node(tmp_path)
+    try:
+        agent = Agent(address, "checkout", retry_interval_s=0.05)
+        assert agent.register().service_id == 1
+        assert Agent(address, "payments", retry_interval_s=0.05).register().service_id == 2
+        agent.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
+def test_a_bad_option_is_refused_with_a_clear_message() -> None:
+    out = subprocess.run([*SKYOAP, "node", "--role", "leader"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    assert "argument --role: 'leader' is not one of: receiver, aggregator, mixed" in out.stderr
+
+
+def test_the_demo_registers_its_fleet_and_prints_the_inventory() -> None:
+    out = subprocess.run(
+        [*SKYOAP, "demo", "--services", "3", "--instances", "2", "--duration-s", "0.5"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "SKYOAP_PORT": "0"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "services (3)" in out.stdout
+    assert "service instances (6)" in out.stdout
+    assert "endpoints (6)" in out.stdout
+    assert "network addresses (3)" in out.stdout
+    assert re.search(r"^1\s+demo-service-\d\s+2\s+2\s", out.stdout, re.MULTILINE)

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pipeline.buffer import BufferClosed, BufferQueue, BufferStrategy
+from pipeline.instruments import Instruments
+
+
+def make(strategy: BufferStrategy, channels: int = 1, size: int = 3) -> tuple[BufferQueue[int], Instruments]:
+    instruments = Instruments()
+    return BufferQueue("q", channels, size, strategy, instruments), instruments
+
+
+def test_if_possible_drops_and_counts_what_does_not_fit() -> None:
+    q, instruments = make(BufferStrategy.IF_POSSIBLE, channels=1, size=3)
+    accepted = [q.produce(i) for i in range(5)]
+    assert accepted == [True, True, True, False, False]
+    assert q.dropped == 2
+    assert instruments.value("buffer_dropped_total_q") == 2
+    assert instruments.value("buffer_depth_q") == 3
+    assert q.drain(0, 10) == [0, 1, 2]
+
+
+def test_blocking_waits_for_room_then_keeps_every_item() -> None:
+    q, _ = make(BufferStrategy.BLOCKING, channels=1, size=2)
+    q.produce(1)
+    q.produce(2)
+    done = threading.Event()
+
+    def produce_third() -> None:
+        q.produce(3)
+        done.set()
+
+    t = threading.Thread(target=produce_third)
+    t.start()
+    assert not done.wait(0.2), "a full blocking queue must make the producer wait"
+    assert q.drain(0, 1) == [1]
+    assert done.wait(5)
+    t.join()
+    assert q.drain(0, 10) == [2, 3]
+    assert q.dropped == 0
+
+
+def test_drain_takes_batches_oldest_first_up_to_the_limit() -> None:
+    q, _ = make(BufferStrategy.BLOCKING, channels=1, size=100)
+    for i in range(10):
+        q.produce(i)
+    assert q.drain(0, 4) == [0, 1, 2, 3]
+    assert q.drain(0, 4) == [4, 5, 6, 7]
+    assert q.drain(0, 4) == [8, 9]
+    assert q.drain(0, 4) == []
+
+
+def test_items_are_spread_over_channels_round_robin() -> None:
+    q, _ = make(BufferStrategy.BLOCKING, channels=3, size=10)
+    for i in range(7):
+        q.produce(i)
+    assert [q.drain(c, 10) for c in range(3)] == [[0, 3, 6], [1, 4], [2, 5]]
+    assert q.capacity == 30
+
+
+def test_a_closed_queue_refuses_items_but_keeps_what_it_holds() -> None:
+    q, _ = make(BufferStrategy.BLOCKING)
+    q.produce(1)
+    q.close()
+    with pytest.raises(BufferClosed):
+        q.produce(2)
+    assert q.drain(0, 10) == [1]
+
+
+def test_a_producer_blocked_on_a_full_queue_is_released_by_close() -> None:
+    q, _ = make(BufferStrategy.BLOCKING, size=1)
+    q.produce(1)
+    errors: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            q.produce(2)
+        except BufferClosed as e:
+            errors.append(e)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    time.sleep(0.1)
+    q.close()
+    t.join(5)
+    assert len(errors) == 1
+    assert "closed" in str(errors[0])
+
+
+def test_the_queue_wakes_its_consumer_on_data() -> None:
+    q, _ = make(BufferStrategy.BLOCKING)
+    calls = []
+    q.on_data = lambda: calls.append(1)
+    q.produce(1)
+    q.produce(2)
+    assert len(calls) == 2

@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pipeline.inventory import ServiceInventory
+from pipeline.stream import StreamData
+from pipeline.worker import UnknownWorker, Worker, Workers
+from remote.cluster import RemoteNode
+from remote.manager import RemoteClientManager
+from remote.selector import ForeverFirst, RendezvousHash, Rolling, SelectorKind
+from remote.worker import NoRemoteTarget, RemoteWorker
+
+
+class FakeClient:
+    def __init__(self, address: str) -> None:
+        self._address = address
+        self.pushed: list[tuple[int, StreamData]] = []
+        self.closed = False
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def push(self, next_worker_id: int, item: StreamData) -> None:
+        self.pushed.append((next_worker_id, item))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Nodes:
+    def __init__(self, *addresses: str) -> None:
+        self.addresses = list(addresses)
+
+    def remote_nodes(self) -> list[RemoteNode]:
+        return [RemoteNode(a) for a in self.addresses]
+
+
+def clients(*addresses: str) -> list[FakeClient]:
+    return [FakeClient(a) for a in sorted(addresses)]
+
+
+def test_forever_first_always_picks_the_first_sorted_node() -> None:
+    cs = clients("b:1", "a:1", "c:1")
+    assert {ForeverFirst().select(f"k{i}", cs).address for i in range(50)} == {"a:1"}
+
+
+def test_rolling_goes_round_robin() -> None:
+    cs = clients("a:1", "b:1", "c:1")
+    r = Rolling()
+    assert [r.select("k", cs).address for _ in range(6)] == ["a:1", "b:1", "c:1", "a:1", "b:1", "c:1"]
+
+
+def test_hash_sends_one_key_to_one_node_and_spreads_keys() -> None:
+    cs = clients("a:1", "b:1", "c:1")
+    h = RendezvousHash()
+    keys = [f"service-{i}" for i in range(3000)]
+    owners = {k: h.select(k, cs).address for k in keys}
+    assert all(h.select(k, cs).address == owners[k] for k in keys)
+    spread = Counter(owners.values())
+    assert set(spread) == {"a:1", "b:1", "c:1"}
+    assert min(spread.values()) > 800  # an even share is 1000
+
+
+def test_hash_moves_only_the_keys_a_joining_node_wins() -> None:
+    h = RendezvousHash()
+    keys = [f"k{i}" for i in range(4000)]
+    before = {k: h.select(k, clients("a:1", "b:1", "c:1")).address for k in keys}
+    after = {k: h.select(k, clients("a:1", "b:1", "c:1", "d:1")).address for k in keys}
+    moved = [k for k in keys if before[k] != after[k]]
+    assert all(after[k] == "d:1" for k in moved)
+    assert 0.2 < len(moved) / len(keys) < 0.3  # about 1/4
+    # And a node leaving moves only its own keys.
+    gone = {k: h.select(k, clients("a:1", "c:1", "d:1")).address for k in keys}
+    assert [k for k in keys if after[k] != gone[k]] == [k for k in keys if after[k] == "b:1"]
+
+
+def test_selector_kinds_build_their_selectors() -> None:
+    assert isinstance(SelectorKind("hash").build(), RendezvousHash)
+    assert isinstance(SelectorKind("rolling").build(), Rolling)
+    assert isinstance(SelectorKind("forever-first").build(), ForeverFirst)
+
+
+def test_refresh_builds_the_next_list_beside_the_one_in_use() -> None:
+    nodes = Nodes("n1:1", "n2:1", "n3:1", "n4:1")
+    made: list[FakeClient] = []
+
+    def make(node: RemoteNode) -> FakeClient:
+        made.append(FakeClient(node.address))
+        return made[-1]
+
+    manager = RemoteClientManager(nodes, make)
+    manager.refresh()
+    first = manager.clients
+    assert [c.address for c in first] == ["n1:1", "n2:1", "n3:1", "n4:1"]
+    nodes.addresses = ["n1:1", "n3:1", "n4:1", "n5:1"]  # n2 leaves, n5 joins
+    manager.refresh()
+    second = manager.clients
+    assert [c.address for c in second] == ["n1:1", "n3:1", "n4:1", "n5:1"]
+    assert second[0] is first[0] and second[1] is first[2] and second[2] is first[3]
+    assert [c.address for c in made] == ["n1:1", "n2:1", "n3:1", "n4:1", "n5:1"]
+    assert [c.closed for c in made] == [False, True, False, False, False]
+    # The list a sender read before the swap is untouched by it.
+    assert [c.address for c in first] == ["n1:1", "n2:1", "n3:1", "n4:1"]
+    manager.refresh()
+    assert manager.clients is second  # no change, no new list
+
+
+def test_the_remote_worker_routes_to_the_selected_node_and_worker() -> None:
+    manager = RemoteClientManager(Nodes("a:1", "b:1"), lambda n: FakeClient(n.address))
+    manager.refresh()
+    worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, manager, ForeverFirst())
+    item = ServiceInventory(name="s")
+    worker.accept(item)
+    first = manager.clients[0]
+    assert isinstance(first, FakeClient)
+    assert first.pushed == [(3, item)]
+    empty = RemoteClientManager(Nodes(), lambda n: FakeClient(n.address))
+    nowhere: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, empty, ForeverFirst())
+    with pytest.raises(NoRemoteTarget, match="no node takes L1 results right now"):
+        nowhere.accept(item)
+
+
+def test_workers_are_found_by_id_and_ids_are_unique() -> None:
+    class W(Worker[ServiceInventory]):
+        def accept(self, item: ServiceInventory) -> None:
+            pass
+
+    workers = Workers()
+    w = W(17, "w")
+    workers.register(w)
+    assert workers.get(17) is w
+    with pytest.raises(UnknownWorker, match="no worker with id 18"):
+        workers.get(18)
+    with pytest.raises(ValueError, match="share id 17"):
+        workers.register(W(17, "other"))
