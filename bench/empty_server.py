@@ -1,5 +1,7 @@
 """A gRPC server whose Register handlers do nothing: the ceiling the registration
-benchmark compares the real node with (same server options, same messages)."""
+benchmark compares the real node with. Same server, same request decoding; the
+answer to doServiceRegister is a canned one of the size a real answer has
+(``--answer-names`` names with their ids), so both runs move the same bytes."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ import grpc
 from proto import register_pb2
 from receiver.grpc_edge import bind
 from receiver.server import GrpcServer
+from receiver.wire import key_int_pairs
 
 
 class EmptyRegister:
-    def doServiceRegister(
-        self, request: object, context: grpc.ServicerContext
-    ) -> register_pb2.ServiceRegisterMapping:
-        return register_pb2.ServiceRegisterMapping()
+    def __init__(self, answer_names: int) -> None:
+        self._answer = key_int_pairs(1, [(f"bench-service-{i:05d}", 10_000 + i) for i in range(answer_names)])
+
+    def doServiceRegister(self, request: object, context: grpc.ServicerContext) -> bytes:
+        return self._answer
 
     def doServiceInstanceRegister(self, request: object, context: grpc.ServicerContext) -> object:
         return register_pb2.ServiceInstanceRegisterMapping()
@@ -33,10 +37,15 @@ class EmptyRegister:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--answer-names", type=int, default=100)
     args = parser.parse_args()
     server = GrpcServer("127.0.0.1", args.port, workers=16, max_message_bytes=4 * 1024 * 1024)
     server.services.append(
-        bind(server.server, register_pb2.DESCRIPTOR.services_by_name["Register"], EmptyRegister())
+        bind(
+            server.server,
+            register_pb2.DESCRIPTOR.services_by_name["Register"],
+            EmptyRegister(args.answer_names),
+        )
     )
     server.start()
     print(f"empty server listening on 127.0.0.1:{server.port}", flush=True)

@@ -146,7 +146,9 @@ def main() -> None:
     print(
         f"# {os.cpu_count()} cores; {args.names} names, {args.threads} threads, {args.batch} names per call"
     )
-    empty, empty_address = spawn([sys.executable, "-m", "bench.empty_server"], r"listening on (\S+)")
+    empty, empty_address = spawn(
+        [sys.executable, "-m", "bench.empty_server", "--answer-names", str(args.batch)], r"listening on (\S+)"
+    )
     names = [f"bench-service-{i}" for i in range(args.names)]
     try:
         ceiling = ask_known(empty_address, names, args.threads, args.batch, args.known_s)

@@ -76,7 +76,9 @@ class Node:
             self.instruments,
         )
         self.server.add_agent_services(
-            Registrar(cache, processor.entry, Limits(cfg.max_name_length, cfg.max_batch_items))
+            Registrar(
+                cache, processor.entry, Limits(cfg.max_name_length, cfg.max_batch_items, cfg.resend_after_s)
+            )
         )
         self._clients.start()
         self.pools.start()

@@ -55,6 +55,9 @@ class NodeConfig:
     housekeeping_interval_s: float = _opt(10.0, "how often inactive instances are looked for")
     remote_refresh_interval_s: float = _opt(5.0, "how often the list of remote target nodes is refreshed")
 
+    resend_after_s: float = _opt(
+        5.0, "a name still without an id is handed to L1 again after this long, not sooner"
+    )
     max_name_length: int = _opt(500, "longest name (in characters) a registration may carry")
     max_batch_items: int = _opt(1000, "most names one registration call may carry")
     max_message_bytes: int = _opt(4 * 1024 * 1024, "largest gRPC message the node accepts")

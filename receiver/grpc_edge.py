@@ -44,6 +44,14 @@ def _deserializer(cls: type[message.Message]) -> Callable[[bytes], Any]:
     return deserialize
 
 
+def _serializer(cls: type[message.Message]) -> Callable[[Any], bytes]:
+    def serialize(answer: Any) -> bytes:
+        # A handler may answer bytes it encoded itself (receiver/wire.py).
+        return answer if isinstance(answer, bytes) else cls.SerializeToString(answer)
+
+    return serialize
+
+
 def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
     if isinstance(error, InvalidRequest):
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
@@ -86,7 +94,7 @@ def bind(server: grpc.Server, service: descriptor.ServiceDescriptor, servicer: o
         fn = getattr(servicer, method.name)
         kwargs = {
             "request_deserializer": _deserializer(request_cls),
-            "response_serializer": response_cls.SerializeToString,
+            "response_serializer": _serializer(response_cls),
         }
         if method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(_stream_in(fn), **kwargs)

@@ -3,6 +3,7 @@ answer its id, or hand it to the worker chain and answer "no id yet"."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,10 +31,33 @@ class UnknownReference(LookupError):
 class Limits:
     max_name_length: int
     max_batch_items: int
+    resend_after_s: float
+    """A name without an id is handed to the chain again only this long after
+    the last time: agents ask every few seconds, and each ask would otherwise
+    cost L2 a read and a write for a name already on its way."""
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class _RecentlySent:
+    def __init__(self, ttl_s: float, size: int = 200_000) -> None:
+        self._ttl_s = ttl_s
+        self._size = size
+        self._sent: dict[tuple[type[Inventory], str], float] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, model: type[Inventory], key: str, now: float) -> bool:
+        """True if ``key`` should be sent now (and records that it was)."""
+        with self._lock:
+            last = self._sent.get((model, key))
+            if last is not None and now - last < self._ttl_s:
+                return False
+            if len(self._sent) >= self._size:
+                self._sent = {k: t for k, t in self._sent.items() if now - t < self._ttl_s}
+            self._sent[(model, key)] = now
+            return True
 
 
 class Registrar:
@@ -46,72 +70,74 @@ class Registrar:
         self._cache = cache
         self._entry = entry
         self.limits = limits
+        self._recent = _RecentlySent(limits.resend_after_s)
 
-    def check_name(self, what: str, index: int, name: str) -> None:
-        if not name:
-            raise InvalidRequest(f"{what} #{index} is empty")
-        if len(name) > self.limits.max_name_length:
+    def check_names(self, what: str, names: Sequence[str]) -> None:
+        if len(names) > self.limits.max_batch_items:
             raise InvalidRequest(
-                f"{what} #{index} has {len(name)} characters; "
-                f"at most {self.limits.max_name_length} are allowed"
+                f"the call carries {len(names)} items ({what}); "
+                f"at most {self.limits.max_batch_items} are allowed per call, split the batch"
             )
+        longest = self.limits.max_name_length
+        for i, name in enumerate(names):
+            if not name:
+                raise InvalidRequest(f"{what} #{i} is empty")
+            if len(name) > longest:
+                raise InvalidRequest(f"{what} #{i} has {len(name)} characters; at most {longest} are allowed")
 
-    def check_batch(self, what: str, count: int) -> None:
-        if count > self.limits.max_batch_items:
-            raise InvalidRequest(
-                f"{count} {what} in one call; "
-                f"at most {self.limits.max_batch_items} are allowed, split the batch"
-            )
+    def check_services(self, what: str, service_ids: Sequence[int]) -> None:
+        for i, service_id in enumerate(service_ids):
+            if service_id <= 0 or self._cache.by_id(ServiceInventory, service_id) is None:
+                raise UnknownReference(
+                    f"{what} #{i} names service id {service_id}, which is not registered: "
+                    "register the service first and use the id it answers"
+                )
 
-    def check_service(self, service_id: int, index: int, what: str) -> ServiceInventory:
-        service = self._cache.by_id(ServiceInventory, service_id) if service_id > 0 else None
-        if service is None:
-            raise UnknownReference(
-                f"{what} #{index} names service id {service_id}, which is not registered: "
-                "register the service first and use the id it answers"
-            )
-        return service
-
-    def register(self, model: type[Inventory], items: Sequence[Inventory]) -> dict[str, int]:
-        """Answers the ids of the keys of ``items`` that have one; hands the
-        others to the chain (the caller asks again later)."""
-        ids = self._cache.ids(model, [i.key() for i in items])
-        entry = self._entry(model)
-        for item in items:
-            if item.key() not in ids:
-                entry.accept(item)
+    def register(
+        self, model: type[Inventory], keys: Sequence[str], make: Callable[[int], Inventory]
+    ) -> dict[str, int]:
+        """Answers the ids of those ``keys`` that have one. For the others,
+        ``make(i)`` builds the item of ``keys[i]``, which goes to the chain unless
+        it was sent moments ago; the caller asks again later."""
+        ids = self._cache.ids(model, keys)
+        if len(ids) < len(keys):
+            entry = self._entry(model)
+            now = time.monotonic()
+            for i, key in enumerate(keys):
+                if key not in ids and self._recent.claim(model, key, now):
+                    entry.accept(make(i))
         return ids
 
-    def services(self, names: Sequence[tuple[str, dict[str, str]]]) -> dict[str, int]:
-        self.check_batch("services", len(names))
-        for i, (name, _) in enumerate(names):
-            self.check_name("service name", i, name)
+    def services(self, names: Sequence[str], properties: Callable[[int], dict[str, str]]) -> dict[str, int]:
+        self.check_names("service name", names)
         t = now_ms()
-        items = [ServiceInventory(name=n, register_time=t, heartbeat_time=t, properties=p) for n, p in names]
-        return self.register(ServiceInventory, items)
+        return self.register(
+            ServiceInventory,
+            names,
+            lambda i: ServiceInventory(
+                name=names[i], register_time=t, heartbeat_time=t, properties=properties(i)
+            ),
+        )
 
     def instances(self, instances: Sequence[ServiceInstanceInventory]) -> dict[str, int]:
-        self.check_batch("service instances", len(instances))
-        for i, inst in enumerate(instances):
-            self.check_name("instance UUID", i, inst.instance_uuid)
-            self.check_name("instance name", i, inst.name)
-            self.check_service(inst.service_id, i, "service instance")
-        return self.register(ServiceInstanceInventory, instances)
+        self.check_names("instance UUID", [i.instance_uuid for i in instances])
+        self.check_names("instance name", [i.name for i in instances])
+        self.check_services("service instance", [i.service_id for i in instances])
+        return self.register(ServiceInstanceInventory, [i.key() for i in instances], instances.__getitem__)
 
     def endpoints(self, endpoints: Sequence[EndpointInventory]) -> dict[str, int]:
-        self.check_batch("endpoints", len(endpoints))
-        for i, ep in enumerate(endpoints):
-            self.check_name("endpoint name", i, ep.name)
-            self.check_service(ep.service_id, i, "endpoint")
-        return self.register(EndpointInventory, endpoints)
+        self.check_names("endpoint name", [e.name for e in endpoints])
+        self.check_services("endpoint", [e.service_id for e in endpoints])
+        return self.register(EndpointInventory, [e.key() for e in endpoints], endpoints.__getitem__)
 
     def addresses(self, addresses: Sequence[str]) -> dict[str, int]:
-        self.check_batch("network addresses", len(addresses))
-        for i, a in enumerate(addresses):
-            self.check_name("network address", i, a)
+        self.check_names("network address", addresses)
         t = now_ms()
-        items = [NetworkAddressInventory(name=a, register_time=t, heartbeat_time=t) for a in addresses]
-        return self.register(NetworkAddressInventory, items)
+        return self.register(
+            NetworkAddressInventory,
+            addresses,
+            lambda i: NetworkAddressInventory(name=addresses[i], register_time=t, heartbeat_time=t),
+        )
 
     def ping(self, instance_id: int, instance_uuid: str) -> bool:
         """Records a heartbeat of instance ``instance_id`` (and of its service).

@@ -3,13 +3,14 @@ turned into the project's own types here and nowhere further in."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import grpc
 
 from pipeline.inventory import EndpointInventory, ServiceInstanceInventory
 from proto import common_pb2, ping_pb2, register_pb2
 from receiver.registration import InvalidRequest, Registrar, now_ms
+from receiver.wire import key_int_pairs
 
 RESET_COMMAND = "ServiceMetadataReset"
 """Tells an agent to forget its ids and register again."""
@@ -21,27 +22,32 @@ def _pairs(kvs: Iterable[common_pb2.KeyStringValuePair]) -> dict[str, str]:
     return {kv.key: kv.value for kv in kvs}
 
 
-def _mapping(ids: dict[str, int]) -> list[common_pb2.KeyIntValuePair]:
-    return [common_pb2.KeyIntValuePair(key=k, value=v) for k, v in ids.items()]
+def _properties(
+    tags: Sequence[common_pb2.KeyStringValuePair], props: Sequence[common_pb2.KeyStringValuePair]
+) -> dict[str, str]:
+    return {**_pairs(tags), **_pairs(props)} if tags or props else {}
 
 
 class RegisterService:
     def __init__(self, registrar: Registrar) -> None:
         self._registrar = registrar
 
-    def doServiceRegister(
-        self, request: register_pb2.Services, context: grpc.ServicerContext
-    ) -> register_pb2.ServiceRegisterMapping:
-        names = [(s.serviceName, {**_pairs(s.tags), **_pairs(s.properties)}) for s in request.services]
-        return register_pb2.ServiceRegisterMapping(services=_mapping(self._registrar.services(names)))
+    # The answers of the three calls below are a ``repeated KeyIntValuePair`` in
+    # field 1, written as bytes (receiver/wire.py); the edge sends bytes as they are.
+
+    def doServiceRegister(self, request: register_pb2.Services, context: grpc.ServicerContext) -> bytes:
+        services = request.services
+        names = [s.serviceName for s in services]
+        ids = self._registrar.services(names, lambda i: _properties(services[i].tags, services[i].properties))
+        return key_int_pairs(1, ids.items())
 
     def doServiceInstanceRegister(
         self, request: register_pb2.ServiceInstances, context: grpc.ServicerContext
-    ) -> register_pb2.ServiceInstanceRegisterMapping:
+    ) -> bytes:
         t = now_ms()
         instances = []
         for i in request.instances:
-            props = {**_pairs(i.tags), **_pairs(i.properties)}
+            props = _properties(i.tags, i.properties)
             instances.append(
                 ServiceInstanceInventory(
                     name=props.get("instance_name") or i.instanceUUID,
@@ -54,9 +60,7 @@ class RegisterService:
             )
         ids = self._registrar.instances(instances)
         by_key = {inst.key(): inst.instance_uuid for inst in instances}
-        return register_pb2.ServiceInstanceRegisterMapping(
-            serviceInstances=_mapping({by_key[k]: v for k, v in ids.items()})
-        )
+        return key_int_pairs(1, ((by_key[k], v) for k, v in ids.items()))
 
     def doEndpointRegister(
         self, request: register_pb2.Endpoints, context: grpc.ServicerContext
@@ -92,10 +96,8 @@ class RegisterService:
 
     def doNetworkAddressRegister(
         self, request: register_pb2.NetAddresses, context: grpc.ServicerContext
-    ) -> register_pb2.NetAddressMapping:
-        return register_pb2.NetAddressMapping(
-            addressIds=_mapping(self._registrar.addresses(list(request.addresses)))
-        )
+    ) -> bytes:
+        return key_int_pairs(1, self._registrar.addresses(list(request.addresses)).items())
 
 
 class PingService:

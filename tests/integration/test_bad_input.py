@@ -115,7 +115,7 @@ def test_bad_registrations_get_clear_statuses_and_change_nothing(node: Node, cha
                 register_pb2.NetAddresses(addresses=[f"h{i}:1" for i in range(11)])
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
-            "11 network addresses in one call; at most 10 are allowed, split the batch",
+            "the call carries 11 items (network address); at most 10 are allowed per call, split the batch",
         ),
         (
             lambda: stub.doNetworkAddressRegister(register_pb2.NetAddresses(addresses=["a" * 70_000])),
