@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Generic
 
@@ -35,9 +36,13 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         buffer_size: int,
         strategy: BufferStrategy,
         flush_every: int = FLUSH_EVERY,
+        on_stored: Callable[[type[I], list[I]], None] | None = None,
     ) -> None:
+        """``on_stored`` is told of every row inserted, with its id (a mixed
+        node feeds its receiver's cache with it)."""
         super().__init__(worker_id, name, pool, instruments, channels, buffer_size, strategy)
         self.model = model
+        self._on_stored = on_stored
         self._dao = dao
         self._sequences = sequences
         self.flush_every = flush_every
@@ -98,9 +103,21 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
 
     def _insert(self, missing: dict[str, I]) -> dict[str, I]:
         """Inserts ``missing`` with fresh sequences; returns what must be tried again."""
-        ids = self._sequences.allocate(
-            self.model.SCOPE, len(missing), lambda: self._dao.max_sequence(self.model)
-        )
+        scope = self.model.SCOPE
+        ids = self._sequences.allocate(scope, len(missing), lambda: self._dao.max_sequence(self.model))
+        if not self._dao.reserve_sequences(self.model, ids[0], ids[-1]):
+            # The allocator is behind storage (it lost its state, or another
+            # writer raced us without the lock): move it past what is reserved.
+            floor = self._dao.max_sequence(self.model)
+            log.warning(
+                "%s: ids %d..%d are not above the %d already reserved; allocating again",
+                self.name,
+                ids[0],
+                ids[-1],
+                floor,
+            )
+            self._sequences.raise_floor(scope, floor)
+            return missing
         now = int(time.time() * 1000)
         items = [
             replace(item, sequence=seq, register_time=item.register_time or now)
@@ -108,15 +125,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         ]
         outcome = self._dao.insert(self.model, items)
         self._inserted.inc(len(outcome.inserted))
-        if outcome.sequence_taken:
-            # The allocator was behind storage (it lost its state): move it past what is stored.
-            floor = self._dao.max_sequence(self.model)
-            log.warning(
-                "%s: %d sequences were already taken; allocating again above %d",
-                self.name,
-                len(outcome.sequence_taken),
-                floor,
-            )
-            self._sequences.raise_floor(self.model.SCOPE, floor)
-        retry = outcome.sequence_taken + outcome.key_taken
-        return {k: missing[k] for k in retry}
+        if self._on_stored is not None and outcome.inserted:
+            inserted = set(outcome.inserted)
+            self._on_stored(self.model, [i for i in items if i.key() in inserted])
+        return {k: missing[k] for k in outcome.key_taken}

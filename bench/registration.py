@@ -63,10 +63,14 @@ class NewNames:
     calls: int
 
 
-def register_new(address: str, names: list[str], threads: int, batch: int, poll_s: float) -> NewNames:
+def register_new(
+    address: str, names: list[str], threads: int, batch: int, poll_s: float, rate: float | None = None
+) -> NewNames:
     """Each thread asks for its share of names in batches until every one has an
-    id, re-asking for the missing ones every ``poll_s``."""
+    id, re-asking for the missing ones every ``poll_s``. With ``rate`` (names per
+    second in all), new names are introduced at that pace instead of at once."""
     shares = [names[i::threads] for i in range(threads)]
+    per_thread_rate = rate / threads if rate else None
     first_asked: dict[str, float] = {}
     got_at: dict[str, float] = {}
     calls = 0
@@ -76,8 +80,14 @@ def register_new(address: str, names: list[str], threads: int, batch: int, poll_
         nonlocal calls
         with grpc.insecure_channel(address) as ch:
             stub = register_pb2_grpc.RegisterStub(ch)
-            missing = list(share)
-            while missing:
+            begun = time.perf_counter()
+            introduced = 0 if per_thread_rate else len(share)
+            missing: list[str] = [] if per_thread_rate else list(share)
+            while missing or introduced < len(share):
+                if per_thread_rate:
+                    due = min(len(share), int((time.perf_counter() - begun) * per_thread_rate) + 1)
+                    missing += share[introduced:due]
+                    introduced = due
                 for start in range(0, len(missing), batch):
                     chunk = missing[start : start + batch]
                     now = time.perf_counter()
@@ -91,7 +101,7 @@ def register_new(address: str, names: list[str], threads: int, batch: int, poll_
                     with lock:
                         calls += 1
                 missing = [n for n in missing if n not in got_at]
-                if missing:
+                if missing or introduced < len(share):
                     time.sleep(poll_s)
 
     started = time.perf_counter()
@@ -141,6 +151,9 @@ def main() -> None:
         "--poll-s", type=float, default=0.05, help="pause before asking again for missing ids"
     )
     parser.add_argument("--known-s", type=float, default=10.0, help="seconds of asking for known names")
+    parser.add_argument("--warmup", type=int, default=5000, help="names registered before measuring")
+    parser.add_argument("--paced-rate", type=float, default=1000.0, help="new names/s of the time-to-id run")
+    parser.add_argument("--paced-s", type=float, default=10.0, help="seconds of the time-to-id run")
     args = parser.parse_args()
 
     print(
@@ -190,15 +203,25 @@ def main() -> None:
                     r"listening on (\S+)",
                 )
                 try:
-                    new = register_new(address, names, args.threads, args.batch, args.poll_s)
+                    warm = [f"warmup-{i}" for i in range(args.warmup)]
+                    register_new(address, warm, args.threads, args.batch, args.poll_s)
+                    burst = register_new(address, names, args.threads, args.batch, args.poll_s)
+                    paced_names = [f"paced-{i}" for i in range(int(args.paced_rate * args.paced_s))]
+                    paced = register_new(
+                        address, paced_names, args.threads, args.batch, args.poll_s, args.paced_rate
+                    )
                     known = ask_known(address, names, args.threads, args.batch, args.known_s)
                 finally:
                     stop(node)
-                t = new.time_to_id_s
+                t = burst.time_to_id_s
                 print(
-                    f"{storage:14s} new names: {new.ids_per_s:8.0f} ids/s  "
-                    f"time-to-id p50 {pct(t, 50) * 1000:6.0f} ms  p99 {pct(t, 99) * 1000:6.0f} ms  "
-                    f"({new.calls} calls)"
+                    f"{storage:14s} new names, burst of {len(names)}: {burst.ids_per_s:8.0f} ids/s  "
+                    f"(time-to-id p50 {pct(t, 50) * 1000:.0f} ms, p99 {pct(t, 99) * 1000:.0f} ms: queueing)"
+                )
+                t = paced.time_to_id_s
+                print(
+                    f"{storage:14s} new names at {args.paced_rate:.0f}/s: "
+                    f"time-to-id p50 {pct(t, 50) * 1000:6.0f} ms  p99 {pct(t, 99) * 1000:6.0f} ms"
                 )
                 print(
                     f"{storage:14s} known names: {known:8.0f} names/s answered  "

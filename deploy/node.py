@@ -55,7 +55,7 @@ class Node:
         cfg = self.config
         self.storage = storage = open_storage(cfg)
         storage.inventory.install(INVENTORY_TYPES)
-        cache = InventoryCache(storage.inventory, cfg.cache_size)
+        cache = InventoryCache(storage.inventory, cfg.cache_size, cfg.miss_recheck_s)
 
         def make_client(node: RemoteNode) -> RemoteClient:
             return SelfRemoteClient(node.address, self.workers)
@@ -74,6 +74,7 @@ class Node:
             self.workers,
             self._clients,
             self.instruments,
+            on_stored=cache.learn,  # this node's L2 tells its receiver of new ids at once
         )
         self.server.add_agent_services(
             Registrar(

@@ -50,11 +50,13 @@ class NodeConfig:
         BufferStrategy.BLOCKING, "what a full L2 queue does: blocking or if_possible (drop)"
     )
     l2_pool_size: int = _opt(2, "threads of the REGISTER_L2 consumer pool shared by every L2 worker")
+    l2_batch_size: int = _opt(5000, "most items one L2 storage round (reads, lock, inserts) takes")
 
     heartbeat_expiry_s: float = _opt(120.0, "an instance with no heartbeat for this long is marked inactive")
     housekeeping_interval_s: float = _opt(10.0, "how often inactive instances are looked for")
     remote_refresh_interval_s: float = _opt(5.0, "how often the list of remote target nodes is refreshed")
 
+    miss_recheck_s: float = _opt(0.5, "a name storage did not have is asked of storage again after this long")
     resend_after_s: float = _opt(
         5.0, "a name still without an id is handed to L1 again after this long, not sooner"
     )

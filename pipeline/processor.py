@@ -8,6 +8,8 @@ aggregator has L2, a mixed node has all three.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aggregator.persistent import InventoryPersistentWorker
 from pipeline.config import NodeConfig
 from pipeline.consumers import ConsumerPools
@@ -37,9 +39,11 @@ class InventoryStreamProcessor:
         clients: RemoteClientManager,
         instruments: Instruments,
         selector: SelectorKind = SelectorKind.FOREVER_FIRST,
+        on_stored: Callable[[type[Inventory], list[Inventory]], None] | None = None,
     ) -> None:
         """``selector`` defaults to forever-first: every new name goes to one
-        node, so one writer allocates each scope's sequences."""
+        node, so one writer allocates each scope's sequences. ``on_stored`` hears
+        of every row L2 inserts."""
         self._entries: dict[type[Inventory], Worker[Inventory]] = {}
         for model in INVENTORY_TYPES:
             if config.role.is_target:
@@ -55,6 +59,8 @@ class InventoryStreamProcessor:
                         config.l2_channels,
                         config.l2_buffer_size,
                         config.l2_strategy,
+                        flush_every=config.l2_batch_size,
+                        on_stored=on_stored,
                     )
                 )
             if config.role is Role.AGGREGATOR:

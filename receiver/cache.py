@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
 
 from pipeline.inventory import Inventory
@@ -13,7 +14,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-class _Bounded(Generic[K, V]):
+class BoundedDict(Generic[K, V]):
     """A dict that forgets its oldest entries past ``size`` (ids never change
     once given, so an entry is never stale; eviction only bounds memory)."""
 
@@ -25,6 +26,10 @@ class _Bounded(Generic[K, V]):
     def get(self, key: K) -> V | None:
         return self._data.get(key)
 
+    def get_many(self, keys: Iterable[K]) -> dict[K, V]:
+        data = self._data
+        return {k: v for k in keys if (v := data.get(k)) is not None}
+
     def put(self, key: K, value: V) -> None:
         with self._lock:
             if len(self._data) >= self._size:
@@ -33,40 +38,67 @@ class _Bounded(Generic[K, V]):
             self._data[key] = value
 
 
-class InventoryCache:
-    """Only names that have an id are cached: a name without one is asked of
-    storage again on every request until L2 has stored it."""
+class RecentKeys:
+    """Remembers when keys were last seen, for ``ttl_s``, in bounded memory."""
 
-    def __init__(self, dao: InventoryDAO, size: int) -> None:
+    def __init__(self, ttl_s: float, size: int = 200_000) -> None:
+        self._ttl_s = ttl_s
+        self._size = size
+        self._seen: dict[tuple[type[Inventory], str], float] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, model: type[Inventory], key: str, now: float) -> bool:
+        """False if ``key`` was claimed less than ``ttl_s`` ago; otherwise
+        records it as claimed now and returns True."""
+        with self._lock:
+            last = self._seen.get((model, key))
+            if last is not None and now - last < self._ttl_s:
+                return False
+            if len(self._seen) >= self._size:
+                self._seen = {k: t for k, t in self._seen.items() if now - t < self._ttl_s}
+            self._seen[(model, key)] = now
+            return True
+
+
+class InventoryCache:
+    """Only names that have an id are cached. A name without one is asked of
+    storage again at most every ``miss_recheck_s``: agents ask again and again
+    while L2 is still storing it, and each ask would otherwise cost storage a
+    read. ``learn`` fills the cache directly (from this node's own L2)."""
+
+    def __init__(self, dao: InventoryDAO, size: int, miss_recheck_s: float = 0.0) -> None:
         self._dao = dao
         self._size = size
-        self._ids: dict[type[Inventory], _Bounded[str, int]] = {}
-        self._rows: dict[type[Inventory], _Bounded[int, Inventory]] = {}
+        self._ids: dict[type[Inventory], BoundedDict[str, int]] = {}
+        self._rows: dict[type[Inventory], BoundedDict[int, Inventory]] = {}
+        self._misses = RecentKeys(miss_recheck_s)
 
-    def _ids_of(self, model: type[Inventory]) -> _Bounded[str, int]:
-        return self._ids.setdefault(model, _Bounded(self._size))
+    def _ids_of(self, model: type[Inventory]) -> BoundedDict[str, int]:
+        return self._ids.setdefault(model, BoundedDict(self._size))
 
     def ids(self, model: type[Inventory], keys: Sequence[str]) -> dict[str, int]:
         """The ids of those ``keys`` that have one."""
-        cache = self._ids_of(model)
-        found: dict[str, int] = {}
-        misses = []
-        for k in keys:
-            seq = cache.get(k)
-            if seq:
-                found[k] = seq
-            else:
-                misses.append(k)
-        if misses:
-            for k, stored in self._dao.get_many(model, misses).items():
-                if stored.item.sequence:
-                    cache.put(k, stored.item.sequence)
-                    found[k] = stored.item.sequence
+        found = self._ids_of(model).get_many(keys)
+        if len(found) < len(keys):
+            now = time.monotonic()
+            ask = [k for k in keys if k not in found and self._misses.claim(model, k, now)]
+            if ask:
+                rows = [s.item for s in self._dao.get_many(model, ask).values() if s.item.sequence]
+                self.learn(model, rows)
+                found.update((row.key(), row.sequence) for row in rows)
         return found
+
+    def learn(self, model: type[Inventory], items: Sequence[Inventory]) -> None:
+        """Caches rows just stored with their ids."""
+        ids = self._ids_of(model)
+        rows = self._rows.setdefault(model, BoundedDict(self._size))
+        for item in items:
+            ids.put(item.key(), item.sequence)
+            rows.put(item.sequence, item)
 
     def by_id(self, model: type[I], sequence: int) -> I | None:
         """The stored row with id ``sequence`` as first seen, or None."""
-        rows = self._rows.setdefault(model, _Bounded(self._size))
+        rows = self._rows.setdefault(model, BoundedDict(self._size))
         row = rows.get(sequence)
         if row is None:
             row = self._dao.get_by_sequence(model, sequence)

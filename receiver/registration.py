@@ -3,7 +3,6 @@ answer its id, or hand it to the worker chain and answer "no id yet"."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pipeline.inventory import (
     ServiceInventory,
 )
 from pipeline.worker import Worker
-from receiver.cache import InventoryCache
+from receiver.cache import InventoryCache, RecentKeys
 
 
 class InvalidRequest(ValueError):
@@ -41,25 +40,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class _RecentlySent:
-    def __init__(self, ttl_s: float, size: int = 200_000) -> None:
-        self._ttl_s = ttl_s
-        self._size = size
-        self._sent: dict[tuple[type[Inventory], str], float] = {}
-        self._lock = threading.Lock()
-
-    def claim(self, model: type[Inventory], key: str, now: float) -> bool:
-        """True if ``key`` should be sent now (and records that it was)."""
-        with self._lock:
-            last = self._sent.get((model, key))
-            if last is not None and now - last < self._ttl_s:
-                return False
-            if len(self._sent) >= self._size:
-                self._sent = {k: t for k, t in self._sent.items() if now - t < self._ttl_s}
-            self._sent[(model, key)] = now
-            return True
-
-
 class Registrar:
     def __init__(
         self,
@@ -70,7 +50,7 @@ class Registrar:
         self._cache = cache
         self._entry = entry
         self.limits = limits
-        self._recent = _RecentlySent(limits.resend_after_s)
+        self._recent = RecentKeys(limits.resend_after_s)
 
     def check_names(self, what: str, names: Sequence[str]) -> None:
         if len(names) > self.limits.max_batch_items:
@@ -79,11 +59,13 @@ class Registrar:
                 f"at most {self.limits.max_batch_items} are allowed per call, split the batch"
             )
         longest = self.limits.max_name_length
-        for i, name in enumerate(names):
-            if not name:
-                raise InvalidRequest(f"{what} #{i} is empty")
-            if len(name) > longest:
-                raise InvalidRequest(f"{what} #{i} has {len(name)} characters; at most {longest} are allowed")
+        lengths = list(map(len, names))
+        if lengths and (min(lengths) == 0 or max(lengths) > longest):  # the usual case costs two builtins
+            for i, n in enumerate(lengths):
+                if not n:
+                    raise InvalidRequest(f"{what} #{i} is empty")
+                if n > longest:
+                    raise InvalidRequest(f"{what} #{i} has {n} characters; at most {longest} are allowed")
 
     def check_services(self, what: str, service_ids: Sequence[int]) -> None:
         for i, service_id in enumerate(service_ids):

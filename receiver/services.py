@@ -10,7 +10,7 @@ import grpc
 from pipeline.inventory import EndpointInventory, ServiceInstanceInventory
 from proto import common_pb2, ping_pb2, register_pb2
 from receiver.registration import InvalidRequest, Registrar, now_ms
-from receiver.wire import key_int_pairs
+from receiver.wire import PairEncoder
 
 RESET_COMMAND = "ServiceMetadataReset"
 """Tells an agent to forget its ids and register again."""
@@ -29,8 +29,9 @@ def _properties(
 
 
 class RegisterService:
-    def __init__(self, registrar: Registrar) -> None:
+    def __init__(self, registrar: Registrar, answer_cache_size: int = 100_000) -> None:
         self._registrar = registrar
+        self._answer = PairEncoder(answer_cache_size).encode
 
     # The answers of the three calls below are a ``repeated KeyIntValuePair`` in
     # field 1, written as bytes (receiver/wire.py); the edge sends bytes as they are.
@@ -39,7 +40,7 @@ class RegisterService:
         services = request.services
         names = [s.serviceName for s in services]
         ids = self._registrar.services(names, lambda i: _properties(services[i].tags, services[i].properties))
-        return key_int_pairs(1, ids.items())
+        return self._answer(ids.items())
 
     def doServiceInstanceRegister(
         self, request: register_pb2.ServiceInstances, context: grpc.ServicerContext
@@ -60,7 +61,7 @@ class RegisterService:
             )
         ids = self._registrar.instances(instances)
         by_key = {inst.key(): inst.instance_uuid for inst in instances}
-        return key_int_pairs(1, ((by_key[k], v) for k, v in ids.items()))
+        return self._answer(((by_key[k], v) for k, v in ids.items()))
 
     def doEndpointRegister(
         self, request: register_pb2.Endpoints, context: grpc.ServicerContext
@@ -97,7 +98,7 @@ class RegisterService:
     def doNetworkAddressRegister(
         self, request: register_pb2.NetAddresses, context: grpc.ServicerContext
     ) -> bytes:
-        return key_int_pairs(1, self._registrar.addresses(list(request.addresses)).items())
+        return self._answer(self._registrar.addresses(list(request.addresses)).items())
 
 
 class PingService:

@@ -38,8 +38,6 @@ class InsertOutcome:
     """Keys now stored with the sequence they were given."""
     key_taken: list[str] = field(default_factory=list)
     """Keys another writer stored first: read and combine them instead."""
-    sequence_taken: list[str] = field(default_factory=list)
-    """Keys whose sequence another key holds: allocate again."""
 
 
 class InventoryDAO(Protocol):
@@ -57,10 +55,17 @@ class InventoryDAO(Protocol):
         since it was read; returns the keys that changed meanwhile."""
 
     def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
-        """Inserts new rows. Neither a key nor a sequence is ever stored twice."""
+        """Inserts new rows, whose sequences were reserved. A key is never stored twice."""
+
+    def reserve_sequences(self, model: type[Inventory], first: int, last: int) -> bool:
+        """Records that ids ``first..last`` of ``model``'s scope are handed out,
+        if ``first`` is above every id reserved before; returns False (and
+        reserves nothing) otherwise, which means the allocator is behind storage,
+        e.g. because Redis lost its data. This fence, kept in storage, is what
+        makes an id impossible to hand out twice whatever the allocator does."""
 
     def max_sequence(self, model: type[Inventory]) -> int:
-        """The largest sequence stored for ``model``, 0 if none."""
+        """The largest id reserved for ``model`` (no stored row has a larger one), 0 if none."""
 
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         """Rows ordered by sequence."""

@@ -1,38 +1,42 @@
 """Inventory rows in Elasticsearch.
 
-Each model has two indices: ``<model>`` with one document per key (the key is
-the document id), and ``<model>_seq`` with one document per allocated sequence
-(the sequence is the document id). Both are written with ``op_type=create``, so
-Elasticsearch itself refuses a second document for a key or for a sequence;
-this is what keeps ids unique even if the lock or the allocator fails.
+Each model has an index with one document per key (the key is the document id),
+written with ``op_type=create`` so that Elasticsearch itself refuses a second
+row for a name. Ids are kept unique by the reservation fence: one document per
+scope in ``sequence_fence`` holding the last id handed out, moved forward with a
+compare-and-set before any row uses an id (see ``reserve_sequences``).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import typing
 from collections.abc import Sequence
 from typing import Any
+
+import elasticsearch
 
 from pipeline.inventory import Inventory
 from storage.api import I, InsertOutcome, StorageError, Stored
 from storage.elasticsearch.client import ElasticsearchClient, mapping_of, translated_errors
 
-_SEQ_MAPPING = {"dynamic": "strict", "properties": {"key": {"type": "keyword"}, "sequence": {"type": "long"}}}
-
-
-def _seq(model: type[Inventory]) -> str:
-    return f"{model.MODEL}_seq"
+FENCE_INDEX = "sequence_fence"
+_FENCE_MAPPING = {"dynamic": "strict", "properties": {"last": {"type": "long"}}}
+_REFRESH_AT_MOST_EVERY_S = 1.0
 
 
 class ElasticsearchInventoryDAO:
     def __init__(self, client: ElasticsearchClient) -> None:
         self._client = client
         self._es = client.es
+        self._refreshed: dict[str, float] = {}
+        self._refresh_lock = threading.Lock()
 
     def install(self, models: Sequence[type[Inventory]]) -> None:
+        self._client.create_index(FENCE_INDEX, _FENCE_MAPPING)
         for model in models:
             self._client.create_index(model.MODEL, mapping_of(model))
-            self._client.create_index(_seq(model), _SEQ_MAPPING)
 
     def _mget(self, index: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         if not ids:
@@ -48,11 +52,29 @@ class ElasticsearchInventoryDAO:
         }
 
     def get_by_sequence(self, model: type[I], sequence: int) -> I | None:
-        claims = self._mget(_seq(model), [str(sequence)])
-        if not claims:
-            return None
-        rows = self.get_many(model, [claims[0]["_source"]["key"]])
-        return next(iter(rows.values())).item if rows else None
+        # A search sees what was written before the last refresh only, so a miss
+        # refreshes and asks again; at most once a second, since ids nobody
+        # registered (pings after storage was wiped) can come in storms.
+        index = self._client.index(model.MODEL)
+        for attempt in range(2):
+            with translated_errors(f"finding id {sequence} in {index}"):
+                hits = self._es.search(index=index, size=1, query={"term": {"sequence": sequence}})["hits"][
+                    "hits"
+                ]
+            if hits:
+                return model.from_row(hits[0]["_source"])
+            if attempt or not self._may_refresh(model.MODEL):
+                break
+        return None
+
+    def _may_refresh(self, name: str) -> bool:
+        now = time.monotonic()
+        with self._refresh_lock:
+            if now - self._refreshed.get(name, -1e9) < _REFRESH_AT_MOST_EVERY_S:
+                return False
+            self._refreshed[name] = now
+        self._client.refresh(name)
+        return True
 
     def update(self, model: type[I], rows: Sequence[tuple[Stored[I], I]]) -> list[str]:
         index = self._client.index(model.MODEL)
@@ -80,60 +102,46 @@ class ElasticsearchInventoryDAO:
         return failures
 
     def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
-        outcome = InsertOutcome()
-        if not items:
-            return outcome
-        seq_index = self._client.index(_seq(model))
-        by_key = {item.key(): item for item in items}
-        claims = [
-            {
-                "_op_type": "create",
-                "_index": seq_index,
-                "_id": str(item.sequence),
-                "_source": {"key": key, "sequence": item.sequence},
-            }
-            for key, item in by_key.items()
-        ]
-        refused = self._only_conflicts(
-            self._client.bulk(claims, f"claiming sequences in {seq_index}"), seq_index
-        )
-        if refused:
-            # A claim refused because this key made it in an earlier, interrupted attempt is still ours.
-            holders = {
-                d["_id"]: d["_source"]["key"] for d in self._mget(_seq(model), [f["_id"] for f in refused])
-            }
-            sequence_of = {str(item.sequence): key for key, item in by_key.items()}
-            for f in refused:
-                key = sequence_of[f["_id"]]
-                if holders.get(f["_id"]) != key:
-                    outcome.sequence_taken.append(key)
-                    del by_key[key]
-
         index = self._client.index(model.MODEL)
-        docs = [
-            {"_op_type": "create", "_index": index, "_id": key, "_source": item.to_row()}
-            for key, item in by_key.items()
-        ]
-        taken = {
-            f["_id"] for f in self._only_conflicts(self._client.bulk(docs, f"inserting into {index}"), index)
+        docs = [{"_op_type": "create", "_index": index, "_id": i.key(), "_source": i.to_row()} for i in items]
+        failures = self._client.bulk(docs, f"inserting {len(docs)} rows into {index}")
+        taken = {f["_id"] for f in self._only_conflicts(failures, index)}
+        return InsertOutcome(
+            inserted=[i.key() for i in items if i.key() not in taken],
+            key_taken=[i.key() for i in items if i.key() in taken],
+        )
+
+    def _fence(self, model: type[Inventory]) -> tuple[int, dict[str, Any]]:
+        """The last reserved id of ``model``'s scope, and how to write the fence
+        only if nobody moved it since (or create it only if it does not exist)."""
+        index = self._client.index(FENCE_INDEX)
+        with translated_errors(f"reading the sequence fence of {model.MODEL}"):
+            try:
+                doc = self._es.get(index=index, id=model.MODEL, realtime=True)
+            except elasticsearch.NotFoundError:
+                return 0, {"op_type": "create"}
+        return int(doc["_source"]["last"]), {
+            "if_seq_no": doc["_seq_no"],
+            "if_primary_term": doc["_primary_term"],
         }
-        outcome.key_taken.extend(taken)
-        outcome.inserted.extend(k for k in by_key if k not in taken)
-        if taken:  # give back the sequences claimed for keys another writer stored first
-            releases = [
-                {"_op_type": "delete", "_index": seq_index, "_id": str(by_key[k].sequence)} for k in taken
-            ]
-            self._client.bulk(releases, f"releasing claims in {seq_index}")
-        return outcome
+
+    def reserve_sequences(self, model: type[Inventory], first: int, last: int) -> bool:
+        index = self._client.index(FENCE_INDEX)
+        while True:
+            fenced, condition = self._fence(model)
+            if first <= fenced:
+                return False
+            try:
+                with translated_errors(f"moving the sequence fence of {model.MODEL} to {last}"):
+                    self._es.index(index=index, id=model.MODEL, document={"last": last}, **condition)
+                return True
+            except StorageError as e:
+                if not isinstance(e.__cause__, elasticsearch.ConflictError):
+                    raise
+                # Another writer moved the fence between our read and write: read again.
 
     def max_sequence(self, model: type[Inventory]) -> int:
-        self._client.refresh(_seq(model))
-        with translated_errors(f"reading the largest sequence of {model.MODEL}"):
-            res = self._es.search(
-                index=self._client.index(_seq(model)), size=0, aggs={"top": {"max": {"field": "sequence"}}}
-            )
-        value = res["aggregations"]["top"]["value"]
-        return int(value) if value is not None else 0
+        return self._fence(model)[0]
 
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         self._client.refresh(model.MODEL)

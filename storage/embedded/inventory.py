@@ -3,16 +3,17 @@ UNIQUE sequence, so neither is ever stored twice."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeline.inventory import Inventory
 from pipeline.stream import Column, ColumnType
-from storage.api import I, InsertOutcome, Stored
+from storage.api import I, InsertOutcome, StorageError, Stored
 
 _SQL_TYPES = {ColumnType.STRING: "TEXT", ColumnType.INT: "INTEGER", ColumnType.BOOL: "INTEGER"}
 
@@ -37,6 +38,9 @@ class EmbeddedInventoryDAO:
 
     def install(self, models: Sequence[type[Inventory]]) -> None:
         with self._lock:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS sequence_fence (model TEXT PRIMARY KEY, last INTEGER NOT NULL)"
+            )
             for model in models:
                 cols = ", ".join(
                     f"{c.name} {_SQL_TYPES.get(c.type, 'TEXT')}"
@@ -74,25 +78,30 @@ class EmbeddedInventoryDAO:
         rows = self._rows(model, "sequence = ?", [sequence])
         return rows[0][0] if rows else None
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def update(self, model: type[I], rows: Sequence[tuple[Stored[I], I]]) -> list[str]:
         cols = [c for c in model.columns() if c.name != "sequence"]
         assignments = ", ".join(f"{c.name} = ?" for c in cols)
         changed: list[str] = []
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                for stored, new in rows:
-                    cur = self._db.execute(
-                        f"UPDATE {model.MODEL} SET {assignments}, version = version + 1 "
-                        "WHERE key = ? AND version = ?",
-                        [*(_sql_value(c, getattr(new, c.name)) for c in cols), new.key(), stored.version],
-                    )
-                    if cur.rowcount == 0:
-                        changed.append(new.key())
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            for stored, new in rows:
+                cur = db.execute(
+                    f"UPDATE {model.MODEL} SET {assignments}, version = version + 1 "
+                    "WHERE key = ? AND version = ?",
+                    [*(_sql_value(c, getattr(new, c.name)) for c in cols), new.key(), stored.version],
+                )
+                if cur.rowcount == 0:
+                    changed.append(new.key())
         return changed
 
     def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
@@ -102,29 +111,35 @@ class EmbeddedInventoryDAO:
             f"VALUES (?, 1, {', '.join('?' * len(cols))})"
         )
         outcome = InsertOutcome()
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                for item in items:
-                    try:
-                        self._db.execute(
-                            sql, [item.key(), *(_sql_value(c, getattr(item, c.name)) for c in cols)]
-                        )
-                    except sqlite3.IntegrityError as e:
-                        taken = outcome.sequence_taken if ".sequence" in str(e) else outcome.key_taken
-                        taken.append(item.key())
-                    else:
-                        outcome.inserted.append(item.key())
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            for item in items:
+                try:
+                    db.execute(sql, [item.key(), *(_sql_value(c, getattr(item, c.name)) for c in cols)])
+                except sqlite3.IntegrityError as e:
+                    if ".sequence" in str(e):  # the UNIQUE column backs the fence up; never expected
+                        raise StorageError(f"{model.MODEL}: id {item.sequence} is stored already") from e
+                    outcome.key_taken.append(item.key())
+                else:
+                    outcome.inserted.append(item.key())
         return outcome
+
+    def reserve_sequences(self, model: type[Inventory], first: int, last: int) -> bool:
+        with self._transaction() as db:
+            row = db.execute("SELECT last FROM sequence_fence WHERE model = ?", [model.MODEL]).fetchone()
+            if row is not None and first <= row[0]:
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO sequence_fence (model, last) VALUES (?, ?)", [model.MODEL, last]
+            )
+            return True
 
     def max_sequence(self, model: type[Inventory]) -> int:
         with self._lock:
-            (value,) = self._db.execute(f"SELECT COALESCE(MAX(sequence), 0) FROM {model.MODEL}").fetchone()
-        return int(value)
+            row = self._db.execute(
+                "SELECT last FROM sequence_fence WHERE model = ?", [model.MODEL]
+            ).fetchone()
+            (stored,) = self._db.execute(f"SELECT COALESCE(MAX(sequence), 0) FROM {model.MODEL}").fetchone()
+        return max(int(stored), row[0] if row else 0)
 
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         return [item for item, _ in self._rows(model, "1 = 1 ORDER BY sequence LIMIT ?", [limit])]

@@ -1,10 +1,12 @@
 """The global lock and the sequence allocator on Redis.
 
 Redis makes allocation fast and serialises writers, but it is not what keeps ids
-unique: storage refuses a second row with the same sequence (see
-``InventoryDAO.insert``), and the persistent worker then raises the floor here
-and allocates again. So when Redis loses its data (flushed, restarted empty),
-the worst case is a retry, never an id handed out twice.
+unique: every block it hands out is reserved in storage before use, and storage
+refuses a block that is not above every block reserved before (see
+``InventoryDAO.reserve_sequences``); the persistent worker then raises the
+floor here and allocates again. So when Redis loses its data (flushed,
+restarted empty), the worst case is a retry and a gap, never an id handed out
+twice.
 """
 
 from __future__ import annotations

@@ -11,12 +11,13 @@ from storage.api import I, InsertOutcome, Stored
 
 
 class MemoryInventoryDAO:
-    """Rows in dicts, with the same uniqueness rules as the real storages.
-    ``steal_sequences`` makes the given sequences look taken by another writer."""
+    """Rows in dicts, with the same uniqueness rules and sequence fence as the
+    real storages. Setting ``fence`` makes ids up to it look reserved by
+    another writer."""
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, tuple[Any, int]]] = {}
-        self.steal_sequences: set[int] = set()
+        self.fence: dict[str, int] = {}
         self.inserts = 0
         self.lock = threading.Lock()
 
@@ -50,22 +51,26 @@ class MemoryInventoryDAO:
         out = InsertOutcome()
         with self.lock:
             self.inserts += 1
-            taken = {r.sequence for r, _ in t.values()} | self.steal_sequences
+            taken = {r.sequence for r, _ in t.values()}
             for item in items:
+                assert item.sequence not in taken, f"id {item.sequence} stored twice"
                 if item.key() in t:
                     out.key_taken.append(item.key())
-                elif item.sequence in taken:
-                    out.sequence_taken.append(item.key())
                 else:
                     t[item.key()] = (item, 1)
                     taken.add(item.sequence)
                     out.inserted.append(item.key())
         return out
 
+    def reserve_sequences(self, model: type[Inventory], first: int, last: int) -> bool:
+        with self.lock:
+            if first <= self.fence.get(model.MODEL, 0):
+                return False
+            self.fence[model.MODEL] = last
+            return True
+
     def max_sequence(self, model: type[Inventory]) -> int:
-        return max(
-            [r.sequence for r, _ in self._table(model).values()] + list(self.steal_sequences), default=0
-        )
+        return self.fence.get(model.MODEL, 0)
 
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         return sorted((r for r, _ in self._table(model).values()), key=lambda r: r.sequence)[:limit]

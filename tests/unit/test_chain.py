@@ -81,19 +81,20 @@ def test_l2_inserts_new_names_with_dense_sequences_and_updates_known_ones() -> N
     assert dao.inserts == 1
 
 
-def test_l2_allocates_again_when_storage_already_holds_a_sequence() -> None:
+def test_l2_allocates_again_when_the_ids_are_reserved_already() -> None:
     dao = MemoryInventoryDAO()
-    dao.steal_sequences = {1, 2}  # another writer stored them while the allocator had lost its state
+    dao.fence = {"service_inventory": 2}  # reserved by another writer while the allocator had lost its state
     worker = persistent(dao)
     worker.consume([ServiceInventory(name=n) for n in ("a", "b", "c")])
     assert sorted(r.sequence for r in dao.list(ServiceInventory)) == [3, 4, 5]
-    assert len({r.sequence for r in dao.list(ServiceInventory)}) == 3
+    assert dao.fence == {"service_inventory": 5}
 
 
 def test_l2_reads_again_when_another_writer_stored_the_name_first() -> None:
     dao = MemoryInventoryDAO()
     dao.install([ServiceInventory])
     dao.rows["service_inventory"]["a"] = (ServiceInventory(name="a", sequence=1, heartbeat_time=1), 1)
+    dao.fence = {"service_inventory": 1}
     worker = persistent(dao)
     # Hide the stored row from the first read only, as if it were written just after.
     real_get = dao.get_many
