@@ -27,7 +27,10 @@ from pathlib import Path
 import grpc
 
 from deploy.servers import ElasticsearchServer, RedisServer
+from pipeline.inventory import ServiceInventory
 from proto import register_pb2, register_pb2_grpc
+from storage.elasticsearch.client import ElasticsearchClient
+from storage.elasticsearch.inventory import ElasticsearchInventoryDAO
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,6 +139,25 @@ def ask_known(address: str, names: list[str], threads: int, batch: int, duration
     return answered / (time.perf_counter() - started)
 
 
+def bulk_ceiling(es_url: str, count: int) -> float:
+    """Rows per second Elasticsearch takes when the same rows are written with
+    nothing else in the way: one bulk create per 5000, as L2 writes them."""
+    client = ElasticsearchClient(es_url, f"ceiling{uuid.uuid4().hex[:8]}")
+    dao = ElasticsearchInventoryDAO(client)
+    dao.install([ServiceInventory])
+    rows = [
+        ServiceInventory(name=f"ceiling-{i}", sequence=i + 1, register_time=1, heartbeat_time=1)
+        for i in range(count)
+    ]
+    dao.insert(ServiceInventory, rows[:5000])  # warm-up, like the node's
+    started = time.perf_counter()
+    for start in range(5000, count, 5000):
+        dao.insert(ServiceInventory, rows[start : start + 5000])
+    rate = (count - 5000) / (time.perf_counter() - started)
+    client.close()
+    return rate
+
+
 def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
@@ -171,6 +193,8 @@ def main() -> None:
 
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
+        ceiling_rows = bulk_ceiling(es.url, args.names + 5000)
+        print(f"elasticsearch bulk create alone (storage ceiling): {ceiling_rows:8.0f} rows/s")
         with tempfile.TemporaryDirectory() as tmp:
             storages = {
                 "embedded": ["--storage", "embedded", "--embedded-path", f"{tmp}/bench.db"],
@@ -208,7 +232,7 @@ def main() -> None:
                     burst = register_new(address, names, args.threads, args.batch, args.poll_s)
                     paced_names = [f"paced-{i}" for i in range(int(args.paced_rate * args.paced_s))]
                     paced = register_new(
-                        address, paced_names, args.threads, args.batch, args.poll_s, args.paced_rate
+                        address, paced_names, args.threads, args.batch, args.paced_poll_s, args.paced_rate
                     )
                     known = ask_known(address, names, args.threads, args.batch, args.known_s)
                 finally:
