@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Generic
 
-from pipeline.buffer import BufferStrategy
+from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
 from pipeline.ratelimit import RateLimitedLog
@@ -32,15 +32,13 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         sequences: SequenceAllocator,
         pool: ConsumerPool,
         instruments: Instruments,
-        channels: int,
-        buffer_size: int,
-        strategy: BufferStrategy,
+        buffer: BufferSpec,
         flush_every: int = FLUSH_EVERY,
         on_stored: Callable[[type[I], list[I]], None] | None = None,
     ) -> None:
         """``on_stored`` is told of every row inserted, with its id (a mixed
         node feeds its receiver's cache with it)."""
-        super().__init__(worker_id, name, pool, instruments, channels, buffer_size, strategy)
+        super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._on_stored = on_stored
         self._dao = dao

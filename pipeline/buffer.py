@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from pipeline.instruments import Instruments
@@ -26,6 +27,15 @@ class BufferStrategy(enum.Enum):
     """Wait for room: the producer slows down to the consumers' pace."""
     IF_POSSIBLE = "if_possible"
     """Drop the item at once and count it: the producer never waits."""
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """The shape of a worker's buffer queue, as configured."""
+
+    channels: int
+    buffer_size: int
+    strategy: BufferStrategy
 
 
 class BufferClosed(RuntimeError):

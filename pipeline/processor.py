@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aggregator.persistent import InventoryPersistentWorker
+from pipeline.buffer import BufferSpec
 from pipeline.config import NodeConfig
 from pipeline.consumers import ConsumerPools
 from pipeline.instruments import Instruments
@@ -56,9 +57,7 @@ class InventoryStreamProcessor:
                         sequences,
                         pools.get_or_create(L2_POOL, config.l2_pool_size),
                         instruments,
-                        config.l2_channels,
-                        config.l2_buffer_size,
-                        config.l2_strategy,
+                        BufferSpec(config.l2_channels, config.l2_buffer_size, config.l2_strategy),
                         flush_every=config.l2_batch_size,
                         on_stored=on_stored,
                     )
@@ -79,9 +78,7 @@ class InventoryStreamProcessor:
                 remote,
                 pools.get_or_create(L1_POOL, config.l1_pool_size),
                 instruments,
-                config.l1_channels,
-                config.l1_buffer_size,
-                config.l1_strategy,
+                BufferSpec(config.l1_channels, config.l1_buffer_size, config.l1_strategy),
             )
             workers.register(l1)
             self._entries[model] = l1

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from pipeline.buffer import BufferQueue, BufferStrategy
+from pipeline.buffer import BufferQueue, BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
 from pipeline.stream import StreamData
@@ -71,12 +71,12 @@ class BufferedWorker(Worker[T]):
         name: str,
         pool: ConsumerPool,
         instruments: Instruments,
-        channels: int,
-        buffer_size: int,
-        strategy: BufferStrategy,
+        buffer: BufferSpec,
     ) -> None:
         super().__init__(worker_id, name)
-        self.queue: BufferQueue[T] = BufferQueue(name, channels, buffer_size, strategy, instruments)
+        self.queue: BufferQueue[T] = BufferQueue(
+            name, buffer.channels, buffer.buffer_size, buffer.strategy, instruments
+        )
         pool.register(self.queue, self)
 
     def accept(self, item: T) -> None:

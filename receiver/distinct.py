@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pipeline.buffer import BufferStrategy
+from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
 from pipeline.stream import StreamData
@@ -25,12 +25,10 @@ class DistinctWorker(BufferedWorker[T]):
         next_worker: Worker[T],
         pool: ConsumerPool,
         instruments: Instruments,
-        channels: int,
-        buffer_size: int,
-        strategy: BufferStrategy,
+        buffer: BufferSpec,
         flush_every: int = FLUSH_EVERY,
     ) -> None:
-        super().__init__(worker_id, name, pool, instruments, channels, buffer_size, strategy)
+        super().__init__(worker_id, name, pool, instruments, buffer)
         self.next_worker = next_worker
         self.flush_every = flush_every
         self._forwarded = instruments.counter(

@@ -90,12 +90,3 @@ class SequenceAllocator(Protocol):
         """Makes sure the next id allocated is above ``floor``."""
 
     def close(self) -> None: ...
-
-
-class Storage(Protocol):
-    """A storage as the node uses it: opened by ``storage.select.open_storage``."""
-
-    inventory: InventoryDAO
-    sequences: SequenceAllocator
-
-    def close(self) -> None: ...

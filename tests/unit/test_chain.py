@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from aggregator.persistent import InventoryPersistentWorker
-from pipeline.buffer import BufferStrategy
+from pipeline.buffer import BufferSpec, BufferStrategy
 from pipeline.config import NodeConfig
 from pipeline.consumers import ConsumerPools
 from pipeline.instruments import Instruments
@@ -33,7 +33,9 @@ class Collect(Worker[ServiceInventory]):
 def distinct(next_worker: Worker[ServiceInventory]) -> DistinctWorker[ServiceInventory]:
     instruments = Instruments()
     pool = ConsumerPools(instruments).get_or_create("L1", 1)
-    return DistinctWorker(1, "l1", next_worker, pool, instruments, 1, 10_000, BufferStrategy.BLOCKING)
+    return DistinctWorker(
+        1, "l1", next_worker, pool, instruments, BufferSpec(1, 10_000, BufferStrategy.BLOCKING)
+    )
 
 
 def test_l1_combines_equal_items_within_a_batch() -> None:
@@ -64,9 +66,7 @@ def persistent(dao: MemoryInventoryDAO) -> InventoryPersistentWorker[ServiceInve
         LocalSequenceAllocator(),
         pool,
         instruments,
-        1,
-        10_000,
-        BufferStrategy.BLOCKING,
+        BufferSpec(1, 10_000, BufferStrategy.BLOCKING),
     )
 
 
