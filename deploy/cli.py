@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from deploy.options import add_options, config_from
 from pipeline.config import NodeConfig
+from storage.api import StorageError
 
 
 def _node(args: argparse.Namespace) -> int:
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args))
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, StorageError) as e:
         print(f"skyoap {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -18,6 +18,7 @@ from google.protobuf import descriptor, message, message_factory
 
 from pipeline.ratelimit import RateLimitedLog
 from receiver.registration import InvalidRequest, UnknownReference
+from storage.api import StorageError
 
 log = logging.getLogger(__name__)
 _internal_log = RateLimitedLog(log)
@@ -57,6 +58,9 @@ def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
     if isinstance(error, UnknownReference):
         context.abort(grpc.StatusCode.NOT_FOUND, str(error))
+    if isinstance(error, StorageError) and error.retriable:
+        _internal_log.warning("storage", "a call failed, storage is unavailable: %s", error)
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"storage is unavailable, try again later: {error}")
     _internal_log.error(type(error).__name__, "a call failed: %r", error)
     context.abort(grpc.StatusCode.INTERNAL, f"the backend failed to handle the call: {error}")
 

@@ -1,0 +1,63 @@
+"""The gRPC edge maps the project's errors to statuses (in-process server, port 0)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from proto import register_pb2, register_pb2_grpc
+from receiver.grpc_edge import bind
+from receiver.registration import InvalidRequest
+from receiver.server import GrpcServer
+from storage.api import StorageError, StorageUnavailable
+
+
+class Failing:
+    def __init__(self) -> None:
+        self.error: Exception = RuntimeError()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        def fail(request: object, context: grpc.ServicerContext) -> None:
+            raise self.error
+
+        return fail
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Failing, register_pb2_grpc.RegisterStub]]:
+    server = GrpcServer("127.0.0.1", 0, workers=2, max_message_bytes=1 << 20)
+    servicer = Failing()
+    bind(server.server, register_pb2.DESCRIPTOR.services_by_name["Register"], servicer)
+    server.start()
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        yield servicer, register_pb2_grpc.RegisterStub(channel)
+    server.stop(0)
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "details"),
+    [
+        (InvalidRequest("name #0 is empty"), grpc.StatusCode.INVALID_ARGUMENT, "name #0 is empty"),
+        (
+            StorageUnavailable("Elasticsearch is unreachable"),
+            grpc.StatusCode.UNAVAILABLE,
+            "storage is unavailable, try again later: Elasticsearch is unreachable",
+        ),
+        (StorageError("mapping refused"), grpc.StatusCode.INTERNAL, "the backend failed to handle the call"),
+        (KeyError("bug"), grpc.StatusCode.INTERNAL, "the backend failed to handle the call: 'bug'"),
+    ],
+)
+def test_errors_become_statuses(
+    served: tuple[Failing, register_pb2_grpc.RegisterStub],
+    error: Exception,
+    code: grpc.StatusCode,
+    details: str,
+) -> None:
+    servicer, stub = served
+    servicer.error = error
+    with pytest.raises(grpc.RpcError) as info:
+        stub.doServiceRegister(register_pb2.Services(), timeout=5)
+    assert info.value.code() is code
+    assert details in info.value.details()
