@@ -11,9 +11,8 @@ import threading
 
 import grpc
 
+from pipeline.grpc_server import GrpcServer
 from proto import register_pb2
-from receiver.grpc_edge import bind
-from receiver.server import GrpcServer
 from receiver.wire import key_int_pairs
 
 
@@ -40,13 +39,7 @@ def main() -> None:
     parser.add_argument("--answer-names", type=int, default=100)
     args = parser.parse_args()
     server = GrpcServer("127.0.0.1", args.port, workers=16, max_message_bytes=4 * 1024 * 1024)
-    server.services.append(
-        bind(
-            server.server,
-            register_pb2.DESCRIPTOR.services_by_name["Register"],
-            EmptyRegister(args.answer_names),
-        )
-    )
+    server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], EmptyRegister(args.answer_names))
     server.start()
     print(f"empty server listening on 127.0.0.1:{server.port}", flush=True)
     stop = threading.Event()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from deploy.options import add_options, config_from
+from deploy.servers import ServerError
 from pipeline.config import NodeConfig
+from remote.cluster import Role
 from storage.api import StorageError
 
 
@@ -22,8 +26,9 @@ def _node(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     node = Node(config).start()
-    # One line on stdout that scripts can wait for (the port is real even when 0 was asked for).
-    print(f"skyoap node listening on {node.address}", flush=True)
+    # One line on stdout that scripts can wait for (the ports are real even when 0 was asked for).
+    admin = f"{config.advertised_host}:{node.admin_port}" if node.admin_port else "-"
+    print(f"skyoap node listening on {node.address} admin {admin}", flush=True)
     try:
         stop.wait()
     finally:
@@ -51,6 +56,121 @@ def _inventory(args: argparse.Namespace) -> int:
     finally:
         storage.close()
     return 0
+
+
+def _cluster_status(args: argparse.Namespace) -> int:
+    from deploy.cluster import LocalCluster
+    from deploy.inventory_table import table
+    from remote.cluster import RedisCluster
+
+    url, prefix = args.redis_url, args.redis_key_prefix
+    if url is None:
+        local = LocalCluster.load(Path(args.dir))
+        url, prefix = local.state.redis_url, local.state.prefix
+    members = RedisCluster(url, prefix or "skyoap").members()
+    rows = [(m.name, m.role, m.address, _utc(m.started_at), m.admin or "-") for m in members]
+    print(table(["name", "role", "address", "started (UTC)", "admin"], rows))
+    targets = [m.address for m in members if m.role != "receiver"]
+    print(f"\n{len(members)} nodes; L1 results go to: {', '.join(targets) or 'nobody'}")
+    return 0
+
+
+def _utc(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _cluster_up(args: argparse.Namespace) -> int:
+    from deploy.cluster import LocalCluster
+
+    cluster = LocalCluster.up(Path(args.dir), args.node_option)
+    print(f"redis {cluster.state.redis_url}, elasticsearch {cluster.state.es_hosts}")
+    for role, count in (
+        ("aggregator", args.aggregators),
+        ("mixed", args.mixed),
+        ("receiver", args.receivers),
+    ):
+        for _ in range(count):
+            node = cluster.add(role)
+            print(f"started {node.name} (pid {node.pid}, admin http://{node.admin}/metrics, log {node.log})")
+    return 0
+
+
+def _cluster_add(args: argparse.Namespace) -> int:
+    from deploy.cluster import LocalCluster
+
+    node = LocalCluster.load(Path(args.dir)).add(args.role)
+    print(f"started {node.name} (pid {node.pid}, admin http://{node.admin}/metrics, log {node.log})")
+    return 0
+
+
+def _cluster_remove(args: argparse.Namespace) -> int:
+    from deploy.cluster import LocalCluster
+
+    cluster = LocalCluster.load(Path(args.dir))
+    matching = [n for n in cluster.nodes() if args.node in (n.role, n.name)]
+    if not matching:
+        names = ", ".join(n.name for n in cluster.nodes()) or "none"
+        raise ValueError(f"no node {args.node!r} in this cluster (its nodes: {names})")
+    node = matching[-1]
+    cluster.remove(node, kill=args.kill)
+    print(f"{'killed' if args.kill else 'stopped'} {node.name}")
+    return 0
+
+
+def _cluster_down(args: argparse.Namespace) -> int:
+    from deploy.cluster import LocalCluster
+
+    LocalCluster.load(Path(args.dir)).down()
+    print("cluster stopped")
+    return 0
+
+
+def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
+    cluster = sub.add_parser(
+        "cluster",
+        help="run a local cluster, scale its roles, or show any cluster's members",
+        description="Run a local cluster (Redis, Elasticsearch and nodes, each its own process), add or "
+        "remove nodes of any role while it runs, stop it; or list the live members of any cluster.",
+    )
+    csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument(
+        "--dir", default="skyoap-cluster", help="where a local cluster keeps its state and logs"
+    )
+
+    status = csub.add_parser(
+        "status", parents=[where], help="the live nodes: name, role, address, start time"
+    )
+    status.add_argument("--redis-url", help="the cluster's Redis (default: the local cluster's in --dir)")
+    status.add_argument("--redis-key-prefix", help="its key prefix [default: skyoap]")
+    status.set_defaults(run=_cluster_status)
+
+    up = csub.add_parser("up", parents=[where], help="start Redis, Elasticsearch and the nodes")
+    up.add_argument("--receivers", type=int, default=2, help="receiver nodes [default: 2]")
+    up.add_argument("--aggregators", type=int, default=2, help="aggregator nodes [default: 2]")
+    up.add_argument("--mixed", type=int, default=0, help="mixed nodes [default: 0]")
+    up.add_argument(
+        "--node-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="passed to every node, e.g. --node-option=--inventory-selector=hash (repeatable)",
+    )
+    up.set_defaults(run=_cluster_up)
+
+    add = csub.add_parser("add", parents=[where], help="start one more node of a role")
+    add.add_argument("role", choices=[r.value for r in Role])
+    add.set_defaults(run=_cluster_add)
+
+    remove = csub.add_parser(
+        "remove", parents=[where], help="stop a node: the newest of a role, or one by name"
+    )
+    remove.add_argument("node", help="a role (the newest node of it goes) or a node name")
+    remove.add_argument("--kill", action="store_true", help="SIGKILL instead of a graceful SIGTERM")
+    remove.set_defaults(run=_cluster_remove)
+
+    down = csub.add_parser("down", parents=[where], help="stop every node and the servers")
+    down.set_defaults(run=_cluster_down)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.add_argument("--limit", type=int, default=10_000, help="rows per table [default: 10000]")
     add_options(inventory, NodeConfig)
     inventory.set_defaults(run=_inventory)
+    _add_cluster_commands(sub)
     return parser
 
 
@@ -98,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args))
-    except (ValueError, OSError, StorageError) as e:
+    except (ValueError, OSError, StorageError, ServerError) as e:
         print(f"skyoap {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -2,43 +2,60 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import os
 import threading
+import time
 
 from aggregator.housekeeping import HeartbeatExpiry
 from deploy.admin import AdminServer
-from pipeline.config import NodeConfig
+from pipeline.config import ClusterKind, NodeConfig, StorageKind
 from pipeline.consumers import ConsumerPools
+from pipeline.grpc_server import GrpcServer
 from pipeline.instruments import Instruments
 from pipeline.inventory import INVENTORY_TYPES
 from pipeline.processor import L1_POOL, L2_POOL, InventoryStreamProcessor
+from pipeline.stream import StreamTypes
 from pipeline.worker import Workers
+from proto import remote_pb2
 from receiver.cache import InventoryCache
 from receiver.registration import Limits, Registrar
-from receiver.server import GrpcServer
+from receiver.services import add_agent_services
 from remote.client import RemoteClient, SelfRemoteClient
-from remote.cluster import RemoteNode, Role, StandaloneCluster
+from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster
+from remote.grpc_client import GrpcRemoteClient
 from remote.manager import RemoteClientManager
+from remote.sender import RemoteSender
+from remote.service import RemoteService
 from storage.select import OpenStorage, open_storage
 
 log = logging.getLogger(__name__)
 
 
+def check(config: NodeConfig) -> None:
+    """Refuses configurations that cannot work, saying why."""
+    if config.cluster is ClusterKind.STANDALONE and config.role is not Role.MIXED:
+        raise ValueError(
+            f"a {config.role.value} node needs other nodes: run it with --cluster redis "
+            "(a standalone node must be mixed)"
+        )
+    if config.cluster is ClusterKind.REDIS and config.storage is StorageKind.EMBEDDED:
+        raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
-        if config.role is not Role.MIXED:
-            raise ValueError(
-                f"role {config.role.value} needs a cluster of nodes; a standalone node must be mixed"
-            )
+        check(config)
         self.config = config
         self.instruments = Instruments()
         self.storage: OpenStorage | None = None
         self.server: GrpcServer | None = None
         self.pools = ConsumerPools(self.instruments)
         self.workers = Workers()
-        self._housekeeping: HeartbeatExpiry | None = None
+        self._cluster: RedisCluster | StandaloneCluster | None = None
         self._clients: RemoteClientManager | None = None
+        self._sender: RemoteSender | None = None
+        self._housekeeping: HeartbeatExpiry | None = None
         self._admin: AdminServer | None = None
         self._closed = threading.Event()
 
@@ -51,80 +68,119 @@ class Node:
     def address(self) -> str:
         return f"{self.config.advertised_host}:{self.port}"
 
+    @property
+    def name(self) -> str:
+        return self.config.node_name or f"{self.config.role.value}@{self.address}"
+
+    @property
+    def admin_port(self) -> int | None:
+        return self._admin.port if self._admin else None
+
     def start(self) -> Node:
         cfg = self.config
+        role = cfg.role
         self.storage = storage = open_storage(cfg)
         storage.inventory.install(INVENTORY_TYPES)
-        cache = InventoryCache(storage.inventory, cfg.cache_size, cfg.miss_recheck_s)
-
-        def make_client(node: RemoteNode) -> RemoteClient:
-            return SelfRemoteClient(node.address, self.workers)
-
         # The server binds its port first, so the node knows the address it
-        # routes to before any worker is built.
-        self.server = GrpcServer(cfg.host, cfg.port, cfg.grpc_workers, cfg.max_message_bytes)
-        self._clients = RemoteClientManager(
-            StandaloneCluster(self.address), make_client, cfg.remote_refresh_interval_s
-        )
+        # registers and routes under before anything is built on it.
+        self.server = server = GrpcServer(cfg.host, cfg.port, cfg.grpc_workers, cfg.max_message_bytes)
+        if cfg.admin_port >= 0:
+            self._admin = AdminServer(cfg.host, cfg.admin_port, self.instruments)
+        self._cluster = self._join_cluster()
+        if role.takes_agents:  # only L1 results travel between nodes
+            self._clients = RemoteClientManager(
+                self._cluster, self._make_client, cfg.remote_refresh_interval_s
+            )
+            self._sender = RemoteSender(self._clients, self.instruments, cfg.remote_park_size)
+        cache = InventoryCache(storage.inventory, cfg.cache_size, cfg.miss_recheck_s)
         processor = InventoryStreamProcessor(
             cfg,
             storage.inventory,
             storage.sequences,
             self.pools,
             self.workers,
-            self._clients,
+            self._sender,
             self.instruments,
-            on_stored=cache.learn,  # this node's L2 tells its receiver of new ids at once
+            selector=cfg.inventory_selector,
+            # A mixed node's L2 tells its own receiver of new ids at once.
+            on_stored=cache.learn if role is Role.MIXED else None,
         )
-        self.server.add_agent_services(
-            Registrar(
-                cache, processor.entry, Limits(cfg.max_name_length, cfg.max_batch_items, cfg.resend_after_s)
+        if role.takes_agents:
+            add_agent_services(
+                server,
+                Registrar(
+                    cache,
+                    processor.entry,
+                    Limits(cfg.max_name_length, cfg.max_batch_items, cfg.resend_after_s),
+                ),
             )
-        )
-        self._clients.start()
-        self.pools.start()
-        if cfg.role.is_target:
+        if role.is_target:
+            server.add(
+                remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
+                RemoteService(self.workers, StreamTypes(INVENTORY_TYPES), self.instruments),
+            )
             self._housekeeping = HeartbeatExpiry(
                 storage.inventory, cfg.heartbeat_expiry_s, cfg.housekeeping_interval_s
             )
             self._housekeeping.start()
-        if cfg.admin_port >= 0:
-            self._admin = AdminServer(cfg.host, cfg.admin_port, self.instruments)
+        self.pools.start()
+        if self._admin is not None:
             self._admin.start()
-        self.server.start()
+        server.start()
+        self._cluster.start()  # only now: other nodes may route to us from here on
+        if self._clients is not None:
+            self._clients.start()
         log.info(
-            "node started: role=%s grpc=%s storage=%s%s",
-            cfg.role.value,
+            "node %s started: role=%s grpc=%s storage=%s cluster=%s%s",
+            self.name,
+            role.value,
             self.address,
             cfg.storage.value,
+            cfg.cluster.value,
             f" admin=http://{cfg.host}:{self._admin.port}/metrics" if self._admin else "",
         )
         return self
 
-    @property
-    def admin_port(self) -> int | None:
-        return self._admin.port if self._admin else None
+    def _join_cluster(self) -> RedisCluster | StandaloneCluster:
+        cfg = self.config
+        if cfg.cluster is ClusterKind.STANDALONE:
+            return StandaloneCluster(self.address)
+        admin = f"{cfg.advertised_host}:{self._admin.port}" if self._admin else ""
+        me = Member(self.name, cfg.role.value, self.address, time.time(), admin)
+        return RedisCluster(
+            cfg.redis_url, cfg.redis_key_prefix, me, cfg.cluster_heartbeat_s, cfg.cluster_expiry_s
+        )
+
+    def _make_client(self, node: RemoteNode) -> RemoteClient:
+        if node.is_self:
+            return SelfRemoteClient(node.address, self.workers)
+        assert self._sender is not None
+        return GrpcRemoteClient(
+            node.address, self.instruments, self.config.remote_buffer_size, self._sender.reroute
+        )
 
     def close(self, grace_s: float = 5.0) -> None:
-        """Stops taking calls, drains the chains in order (L1 into L2, L2 into
-        storage), then closes storage. Idempotent."""
+        """Leaves the cluster, stops taking calls, drains the chains in order
+        (L1 into L2 or other nodes, L2 into storage), then closes storage. Idempotent."""
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._cluster is not None:
+            self._cluster.close()
         if self.server is not None:
             self.server.stop(grace_s)
         if self._housekeeping is not None:
             self._housekeeping.close()
         for name in (L1_POOL, L2_POOL):
-            with contextlib.suppress(KeyError):  # an aggregator has no L1 pool
+            if name in self.pools:
                 self.pools.get(name).close(grace_s)
         if self._clients is not None:
-            self._clients.close()
+            self._clients.close(grace_s)  # each client sends what it holds before it goes
         if self._admin is not None:
             self._admin.close()
         if self.storage is not None:
             self.storage.close()
-        log.info("node stopped")
+        log.info("node %s stopped (pid %d)", self.name, os.getpid())
 
     def __enter__(self) -> Node:
         return self.start()

@@ -10,11 +10,19 @@ from typing import Any
 
 from pipeline.buffer import BufferStrategy
 from remote.cluster import Role
+from remote.selector import SelectorKind
 
 
 class StorageKind(enum.Enum):
     EMBEDDED = "embedded"
     ELASTICSEARCH = "elasticsearch"
+
+
+class ClusterKind(enum.Enum):
+    STANDALONE = "standalone"
+    """One node that routes to itself."""
+    REDIS = "redis"
+    """Nodes register in Redis with a time-to-live their heartbeats refresh."""
 
 
 def _opt(default: Any, help: str) -> Any:
@@ -37,6 +45,19 @@ class NodeConfig:
         "redis://127.0.0.1:6379/0", "Redis for the global lock and sequences (elasticsearch storage)"
     )
     redis_key_prefix: str = _opt("skyoap", "prefix of every Redis key the node uses")
+
+    cluster: ClusterKind = _opt(ClusterKind.STANDALONE, "how nodes find each other")
+    node_name: str = _opt("", "name of the node in the cluster (default: role@advertised address)")
+    cluster_heartbeat_s: float = _opt(2.0, "how often the node renews its registration in the cluster")
+    cluster_expiry_s: float = _opt(6.0, "a node that has not renewed its registration for this long is gone")
+    inventory_selector: SelectorKind = _opt(
+        SelectorKind.FOREVER_FIRST,
+        "which aggregator gets each inventory name; forever-first keeps one writer allocating ids",
+    )
+    remote_buffer_size: int = _opt(20_000, "items each remote client holds for its target node")
+    remote_park_size: int = _opt(
+        100_000, "items held while no aggregator is known; past that they are dropped and counted"
+    )
 
     l1_channels: int = _opt(2, "channels of each L1 (distinct) worker's buffer queue")
     l1_buffer_size: int = _opt(10_000, "items per channel of each L1 buffer queue")

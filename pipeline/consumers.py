@@ -132,6 +132,9 @@ class ConsumerPools:
     def get(self, name: str) -> ConsumerPool:
         return self._pools[name]
 
+    def __contains__(self, name: str) -> bool:
+        return name in self._pools
+
     def start(self) -> None:
         for pool in list(self._pools.values()):
             pool.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +35,18 @@ class Gauge:
         return self.read()
 
 
+def metric_name(name: str) -> str:
+    """``name`` as Prometheus allows it: letters, digits and underscores."""
+    return _NOT_ALLOWED.sub("_", name)
+
+
+_NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_]")
+
+
 class Instruments:
-    """The registry of one node's counters and gauges, keyed by name.
+    """The registry of one node's counters and gauges, keyed by name (made fit
+    for Prometheus: ``remote_sent_total_127.0.0.1:11800`` becomes
+    ``remote_sent_total_127_0_0_1_11800``).
 
     Asking twice for a counter of the same name returns the same counter, so
     components that share a name (workers of one pool) share the figure.
@@ -47,10 +58,12 @@ class Instruments:
         self._gauges: dict[str, Gauge] = {}
 
     def counter(self, name: str, help: str) -> Counter:
+        name = metric_name(name)
         with self._lock:
             return self._counters.setdefault(name, Counter(name, help))
 
     def gauge(self, name: str, help: str, read: Callable[[], float]) -> Gauge:
+        name = metric_name(name)
         with self._lock:
             gauge = Gauge(name, help, read)
             self._gauges[name] = gauge
@@ -58,6 +71,7 @@ class Instruments:
 
     def value(self, name: str) -> float:
         """The current value of the counter or gauge ``name``; KeyError if there is none."""
+        name = metric_name(name)
         if name in self._counters:
             return self._counters[name].value
         return self._gauges[name].value

@@ -19,9 +19,8 @@ from pipeline.inventory import INVENTORY_TYPES, Inventory
 from pipeline.stream import Stage, worker_id
 from pipeline.worker import Worker, Workers
 from receiver.distinct import DistinctWorker
-from remote.cluster import Role
-from remote.manager import RemoteClientManager
 from remote.selector import SelectorKind
+from remote.sender import RemoteSender
 from remote.worker import RemoteWorker
 from storage.api import InventoryDAO, SequenceAllocator
 
@@ -37,14 +36,14 @@ class InventoryStreamProcessor:
         sequences: SequenceAllocator,
         pools: ConsumerPools,
         workers: Workers,
-        clients: RemoteClientManager,
+        sender: RemoteSender | None,
         instruments: Instruments,
         selector: SelectorKind = SelectorKind.FOREVER_FIRST,
         on_stored: Callable[[type[Inventory], list[Inventory]], None] | None = None,
     ) -> None:
         """``selector`` defaults to forever-first: every new name goes to one
         node, so one writer allocates each scope's sequences. ``on_stored`` hears
-        of every row L2 inserts."""
+        of every row L2 inserts. An aggregator has no L1 and needs no ``sender``."""
         self._entries: dict[type[Inventory], Worker[Inventory]] = {}
         for model in INVENTORY_TYPES:
             if config.role.is_target:
@@ -62,13 +61,14 @@ class InventoryStreamProcessor:
                         on_stored=on_stored,
                     )
                 )
-            if config.role is Role.AGGREGATOR:
+            if not config.role.takes_agents:
                 continue
+            assert sender is not None, "a node that takes agent traffic routes L1 results"
             remote: RemoteWorker[Inventory] = RemoteWorker(
                 worker_id(model, Stage.REMOTE),
                 f"{model.MODEL}_remote",
                 worker_id(model, Stage.L2),
-                clients,
+                sender,
                 selector.build(),
             )
             workers.register(remote)

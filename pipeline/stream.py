@@ -131,6 +131,11 @@ def worker_id(stream: type[StreamData], stage: Stage) -> int:
     return stream.STREAM_ID * 16 + int(stage)
 
 
+def stream_id_of_worker(worker_id: int) -> int:
+    """The STREAM_ID of the stream data the worker ``worker_id`` takes."""
+    return worker_id // 16
+
+
 class StreamTypes:
     """Stream data types by their fixed id, as the RemoteService needs them."""
 

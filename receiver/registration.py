@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pipeline.errors import InvalidRequest, UnknownReference
 from pipeline.inventory import (
     EndpointInventory,
     Inventory,
@@ -16,14 +17,6 @@ from pipeline.inventory import (
 )
 from pipeline.worker import Worker
 from receiver.cache import InventoryCache, RecentKeys
-
-
-class InvalidRequest(ValueError):
-    """A request the caller must change; the message says what was wrong."""
-
-
-class UnknownReference(LookupError):
-    """A request that names an id this backend never gave out."""
 
 
 @dataclass(frozen=True)

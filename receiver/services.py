@@ -8,9 +8,11 @@ from collections.abc import Iterable, Sequence
 
 import grpc
 
+from pipeline.errors import InvalidRequest
+from pipeline.grpc_server import GrpcServer
 from pipeline.inventory import EndpointInventory, ServiceInstanceInventory
 from proto import common_pb2, ping_pb2, register_pb2
-from receiver.registration import InvalidRequest, Registrar, now_ms
+from receiver.registration import Registrar, now_ms
 from receiver.wire import PairEncoder
 
 RESET_COMMAND = "ServiceMetadataReset"
@@ -122,3 +124,9 @@ class PingService:
             ],
         )
         return common_pb2.Commands(commands=[reset])
+
+
+def add_agent_services(server: GrpcServer, registrar: Registrar) -> None:
+    """Serves Register and ServiceInstancePing on ``server``."""
+    server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], RegisterService(registrar))
+    server.add(ping_pb2.DESCRIPTOR.services_by_name["ServiceInstancePing"], PingService(registrar))

@@ -16,7 +16,10 @@ class RemoteClient(Protocol):
     def push(self, next_worker_id: int, item: StreamData) -> None:
         """Hands ``item`` to worker ``next_worker_id`` on the target node."""
 
-    def close(self) -> None: ...
+    def close(self, drain_s: float = 0.0) -> None:
+        """Stops the client. With ``drain_s``, first sends what it holds, for up
+        to that long (the node shuts down); without, hands it back to be routed
+        elsewhere (the target left)."""
 
 
 class SelfRemoteClient:
@@ -33,5 +36,5 @@ class SelfRemoteClient:
     def push(self, next_worker_id: int, item: StreamData) -> None:
         self._workers.get(next_worker_id).accept(item)
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 0.0) -> None:
         pass

@@ -1,10 +1,19 @@
-"""Cluster membership: which nodes take L1 results (the remote targets)."""
+"""Cluster membership: which nodes there are, and which take L1 results (the
+remote targets). Standalone (one node) or on Redis, where every node registers
+with a time-to-live that its own heartbeat renews."""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import json
+import logging
+import threading
+from dataclasses import asdict, dataclass
 from typing import Protocol
+
+import redis
+
+log = logging.getLogger(__name__)
 
 
 class Role(enum.Enum):
@@ -19,12 +28,27 @@ class Role(enum.Enum):
     def is_target(self) -> bool:
         return self is not Role.RECEIVER
 
+    @property
+    def takes_agents(self) -> bool:
+        return self is not Role.AGGREGATOR
+
 
 @dataclass(frozen=True, order=True)
 class RemoteNode:
     address: str
     """``host:port`` where the node's RemoteService listens."""
     is_self: bool = False
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    role: str
+    address: str
+    started_at: float
+    """Seconds since the epoch."""
+    admin: str = ""
+    """``host:port`` of the node's /metrics, if it serves one."""
 
 
 class ClusterNodesQuery(Protocol):
@@ -40,3 +64,117 @@ class StandaloneCluster:
 
     def remote_nodes(self) -> list[RemoteNode]:
         return [self._self]
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# Expiry times come from Redis's clock, so nodes' clocks need not agree.
+_HEARTBEAT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return now
+"""
+_LIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+for _, name in ipairs(gone) do
+  redis.call('ZREM', KEYS[1], name)
+  redis.call('HDEL', KEYS[2], name)
+end
+local names = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #names == 0 then return {} end
+return redis.call('HMGET', KEYS[2], unpack(names))
+"""
+
+
+class RedisCluster:
+    """Registers this node (``me``) in Redis and renews the registration every
+    ``heartbeat_s``; a node whose registration is ``expiry_s`` old is gone, and
+    the next query drops it. ``me`` None only reads (``skyoap cluster status``)."""
+
+    def __init__(
+        self,
+        url: str,
+        key_prefix: str,
+        me: Member | None = None,
+        heartbeat_s: float = 2.0,
+        expiry_s: float = 6.0,
+    ) -> None:
+        if me is not None and expiry_s <= heartbeat_s:
+            raise ValueError(
+                f"the cluster expiry ({expiry_s:g} s) must be longer than the heartbeat ({heartbeat_s:g} s)"
+            )
+        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._alive_key = f"{key_prefix}:cluster:alive"
+        self._info_key = f"{key_prefix}:cluster:members"
+        self._me = me
+        self._heartbeat_s = heartbeat_s
+        self._expiry_ms = int(expiry_s * 1000)
+        self._beat = self._redis.register_script(_HEARTBEAT)
+        self._live = self._redis.register_script(_LIVE)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def heartbeat(self) -> None:
+        assert self._me is not None
+        self._beat(
+            keys=[self._alive_key, self._info_key],
+            args=[self._me.name, self._expiry_ms, json.dumps(asdict(self._me))],
+        )
+
+    def members(self) -> list[Member]:
+        """Every live node, sorted by role then name."""
+        raw = self._live(keys=[self._alive_key, self._info_key])
+        members = [Member(**json.loads(r)) for r in raw if r is not None]
+        return sorted(members, key=lambda m: (m.role, m.name))
+
+    def remote_nodes(self) -> list[RemoteNode]:
+        mine = self._me.address if self._me else None
+        return [
+            RemoteNode(m.address, is_self=m.address == mine) for m in self.members() if Role(m.role).is_target
+        ]
+
+    def start(self) -> None:
+        """Registers now (failing loudly if Redis cannot be reached), then keeps renewing."""
+        try:
+            self.heartbeat()
+        except redis.RedisError as e:
+            raise OSError(f"cannot register in the cluster at {self._describe()}: {e}") from e
+        self._thread = threading.Thread(target=self._run, name="cluster-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._heartbeat_s):
+            try:
+                self.heartbeat()
+            except redis.RedisError as e:
+                log.warning(
+                    "cluster heartbeat to %s failed: %s; trying again in %g s",
+                    self._describe(),
+                    e,
+                    self._heartbeat_s,
+                )
+
+    def close(self) -> None:
+        """Stops renewing and leaves the cluster at once (a killed node leaves by expiry)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._me is not None:
+            try:
+                self._redis.zrem(self._alive_key, self._me.name)
+                self._redis.hdel(self._info_key, self._me.name)
+            except redis.RedisError as e:
+                log.warning("could not leave the cluster cleanly (%s); the registration expires by itself", e)
+        self._redis.close()
+
+    def _describe(self) -> str:
+        kw = self._redis.connection_pool.connection_kwargs
+        return f"redis {kw.get('host')}:{kw.get('port')}"

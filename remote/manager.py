@@ -36,6 +36,8 @@ class RemoteClientManager:
         self._refresh_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.on_change: Callable[[], None] = lambda: None
+        """Called after every swap, from the thread that refreshed."""
 
     @property
     def clients(self) -> tuple[RemoteClient, ...]:
@@ -54,6 +56,7 @@ class RemoteClientManager:
             for address, client in current.items():
                 if address not in kept:
                     client.close()
+        self.on_change()
 
     def start(self) -> None:
         self.refresh()
@@ -67,11 +70,14 @@ class RemoteClientManager:
             except Exception:
                 log.exception("refreshing the remote client list failed; keeping the current one")
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 5.0) -> None:
+        """Stops refreshing and closes every client, each first sending what it
+        holds for up to ``drain_s``."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
         with self._refresh_lock:
-            clients, self._clients = self._clients, ()
+            clients = self._clients
         for c in clients:
-            c.close()
+            c.close(drain_s)
+        self._clients = ()

@@ -7,14 +7,10 @@ from typing import TypeVar
 
 from pipeline.stream import StreamData
 from pipeline.worker import Worker
-from remote.manager import RemoteClientManager
 from remote.selector import Selector
+from remote.sender import RemoteSender
 
 T = TypeVar("T", bound=StreamData)
-
-
-class NoRemoteTarget(RuntimeError):
-    pass
 
 
 class RemoteWorker(Worker[T]):
@@ -23,16 +19,13 @@ class RemoteWorker(Worker[T]):
         worker_id: int,
         name: str,
         next_worker_id: int,
-        clients: RemoteClientManager,
+        sender: RemoteSender,
         selector: Selector,
     ) -> None:
         super().__init__(worker_id, name)
         self.next_worker_id = next_worker_id
-        self._clients = clients
-        self._selector = selector
+        self._sender = sender
+        sender.route_with(next_worker_id, selector)
 
     def accept(self, item: T) -> None:
-        clients = self._clients.clients  # one read: the list in use right now
-        if not clients:
-            raise NoRemoteTarget(f"{self.name}: no node takes L1 results right now")
-        self._selector.select(item.key(), clients).push(self.next_worker_id, item)
+        self._sender.send(self.next_worker_id, item)

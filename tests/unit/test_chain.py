@@ -17,6 +17,7 @@ from receiver.distinct import DistinctWorker
 from remote.client import SelfRemoteClient
 from remote.cluster import StandaloneCluster
 from remote.manager import RemoteClientManager
+from remote.sender import RemoteSender
 from storage.embedded.sequences import LocalSequenceAllocator
 from tests.unit.fakes import MemoryInventoryDAO
 
@@ -120,8 +121,9 @@ def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     )
     clients.refresh()
     config = NodeConfig()
+    sender = RemoteSender(clients, instruments, park_size=10)
     processor = InventoryStreamProcessor(
-        config, dao, LocalSequenceAllocator(), pools, workers, clients, instruments
+        config, dao, LocalSequenceAllocator(), pools, workers, sender, instruments
     )
     pools.start()
     entry = processor.entry(ServiceInstanceInventory)

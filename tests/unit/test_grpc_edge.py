@@ -7,10 +7,9 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from pipeline.errors import InvalidRequest
+from pipeline.grpc_server import GrpcServer
 from proto import register_pb2, register_pb2_grpc
-from receiver.grpc_edge import bind
-from receiver.registration import InvalidRequest
-from receiver.server import GrpcServer
 from storage.api import StorageError, StorageUnavailable
 
 
@@ -29,7 +28,7 @@ class Failing:
 def served() -> Iterator[tuple[Failing, register_pb2_grpc.RegisterStub]]:
     server = GrpcServer("127.0.0.1", 0, workers=2, max_message_bytes=1 << 20)
     servicer = Failing()
-    bind(server.server, register_pb2.DESCRIPTOR.services_by_name["Register"], servicer)
+    server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], servicer)
     server.start()
     with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
         yield servicer, register_pb2_grpc.RegisterStub(channel)

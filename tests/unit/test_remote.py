@@ -4,13 +4,15 @@ from collections import Counter
 
 import pytest
 
+from pipeline.instruments import Instruments
 from pipeline.inventory import ServiceInventory
 from pipeline.stream import StreamData
 from pipeline.worker import UnknownWorker, Worker, Workers
 from remote.cluster import RemoteNode
 from remote.manager import RemoteClientManager
 from remote.selector import ForeverFirst, RendezvousHash, Rolling, SelectorKind
-from remote.worker import NoRemoteTarget, RemoteWorker
+from remote.sender import RemoteSender
+from remote.worker import RemoteWorker
 
 
 class FakeClient:
@@ -26,7 +28,7 @@ class FakeClient:
     def push(self, next_worker_id: int, item: StreamData) -> None:
         self.pushed.append((next_worker_id, item))
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 0.0) -> None:
         self.closed = True
 
 
@@ -111,16 +113,50 @@ def test_refresh_builds_the_next_list_beside_the_one_in_use() -> None:
 def test_the_remote_worker_routes_to_the_selected_node_and_worker() -> None:
     manager = RemoteClientManager(Nodes("a:1", "b:1"), lambda n: FakeClient(n.address))
     manager.refresh()
-    worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, manager, ForeverFirst())
+    sender = RemoteSender(manager, Instruments(), park_size=10)
+    worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, sender, ForeverFirst())
     item = ServiceInventory(name="s")
     worker.accept(item)
     first = manager.clients[0]
     assert isinstance(first, FakeClient)
     assert first.pushed == [(3, item)]
-    empty = RemoteClientManager(Nodes(), lambda n: FakeClient(n.address))
-    nowhere: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, empty, ForeverFirst())
-    with pytest.raises(NoRemoteTarget, match="no node takes L1 results right now"):
-        nowhere.accept(item)
+
+
+def test_with_no_target_items_are_held_up_to_a_bound_then_sent_when_one_appears() -> None:
+    nodes = Nodes()
+    made: list[FakeClient] = []
+
+    def make(node: RemoteNode) -> FakeClient:
+        made.append(FakeClient(node.address))
+        return made[-1]
+
+    manager = RemoteClientManager(nodes, make)
+    manager.refresh()
+    instruments = Instruments()
+    sender = RemoteSender(manager, instruments, park_size=3)
+    worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, sender, ForeverFirst())
+    for i in range(5):
+        worker.accept(ServiceInventory(name=f"s{i}"))
+    assert instruments.value("remote_parked") == 3
+    assert instruments.value("remote_park_dropped_total") == 2
+    nodes.addresses = ["a:1"]
+    manager.refresh()
+    assert [item.key() for _, item in made[0].pushed] == ["s0", "s1", "s2"]
+    assert instruments.value("remote_parked") == 0
+
+
+def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
+    manager = RemoteClientManager(Nodes("a:1", "b:1"), lambda n: FakeClient(n.address))
+    manager.refresh()
+    instruments = Instruments()
+    sender = RemoteSender(manager, instruments, park_size=10)
+    sender.route_with(3, ForeverFirst())
+    held = [(3, ServiceInventory(name=f"s{i}")) for i in range(4)]
+    sender.reroute(held)
+    first = manager.clients[0]
+    assert isinstance(first, FakeClient)
+    assert first.pushed == held
+    assert instruments.value("remote_rerouted_total") == 4
 
 
 def test_workers_are_found_by_id_and_ids_are_unique() -> None:

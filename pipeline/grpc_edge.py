@@ -16,8 +16,8 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
+from pipeline.errors import InvalidRequest, UnknownReference
 from pipeline.ratelimit import RateLimitedLog
-from receiver.registration import InvalidRequest, UnknownReference
 from storage.api import StorageError
 
 log = logging.getLogger(__name__)

@@ -1,17 +1,15 @@
-"""The node's gRPC server: agent services, health checking and reflection."""
+"""A node's gRPC server: the services of its role, health checking and reflection."""
 
 from __future__ import annotations
 
 from concurrent import futures
 
 import grpc
+from google.protobuf import descriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from proto import ping_pb2, register_pb2
-from receiver.grpc_edge import bind
-from receiver.registration import Registrar
-from receiver.services import PingService, RegisterService
+from pipeline.grpc_edge import bind
 
 
 class GrpcServer:
@@ -35,19 +33,9 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.services: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
 
-    def add_agent_services(self, registrar: Registrar) -> None:
-        self.services.append(
-            bind(
-                self.server, register_pb2.DESCRIPTOR.services_by_name["Register"], RegisterService(registrar)
-            )
-        )
-        self.services.append(
-            bind(
-                self.server,
-                ping_pb2.DESCRIPTOR.services_by_name["ServiceInstancePing"],
-                PingService(registrar),
-            )
-        )
+    def add(self, service: descriptor.ServiceDescriptor, servicer: object) -> None:
+        """Serves ``service`` with ``servicer`` (see ``pipeline.grpc_edge.bind``)."""
+        self.services.append(bind(self.server, service, servicer))
 
     def start(self) -> None:
         reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)

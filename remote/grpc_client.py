@@ -1,0 +1,182 @@
+"""The gRPC remote client: one per other node, with its own bounded buffer and
+sender thread streaming RemoteMessages over client-streaming calls."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+
+import grpc
+
+from pipeline.buffer import BufferQueue, BufferStrategy
+from pipeline.instruments import Instruments
+from pipeline.stream import StreamData
+from proto import remote_pb2
+
+log = logging.getLogger(__name__)
+
+CALL = "/skyoap.v1.RemoteService/call"
+# Failures worth trying again: the node may be restarting or briefly overloaded.
+RETRYABLE = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+)
+
+
+def encode(next_worker_id: int, item: StreamData) -> remote_pb2.RemoteMessage:
+    strings, longs = item.to_remote()
+    return remote_pb2.RemoteMessage(
+        nextWorkerId=next_worker_id,
+        streamDataId=item.STREAM_ID,
+        remoteData=remote_pb2.RemoteData(dataStrings=strings, dataLongs=longs),
+    )
+
+
+class GrpcRemoteClient:
+    """Items pushed here wait in the client's own queue; its thread sends them
+    in streams of at most ``stream_max_items`` items or ``stream_max_s`` seconds,
+    each confirmed by the target's RemoteAck. When a stream fails, what it
+    carried is counted as unconfirmed (the target may or may not have taken it:
+    sending it again could count it twice) and the client reconnects with
+    jittered exponential backoff. ``close`` hands everything still held to
+    ``give_back``, so that the new owner gets it."""
+
+    def __init__(
+        self,
+        address: str,
+        instruments: Instruments,
+        buffer_size: int,
+        give_back: Callable[[list[tuple[int, StreamData]]], None],
+        stream_max_items: int = 10_000,
+        stream_max_s: float = 2.0,
+        backoff_s: tuple[float, float] = (0.1, 5.0),
+    ) -> None:
+        self._address = address
+        self._give_back = give_back
+        self._stream_max_items = stream_max_items
+        self._stream_max_s = stream_max_s
+        self._backoff_s = backoff_s
+        self._queue: BufferQueue[tuple[int, StreamData]] = BufferQueue(
+            f"remote_{address}", 1, buffer_size, BufferStrategy.BLOCKING, instruments
+        )
+        self._wake = threading.Event()
+        self._queue.on_data = self._wake.set
+        self._pending: deque[tuple[int, StreamData]] = deque()  # taken from the queue, not yet sent
+        self._closing = threading.Event()
+        self._channel = grpc.insecure_channel(address)
+        self._call = self._channel.stream_unary(
+            CALL,
+            request_serializer=remote_pb2.RemoteMessage.SerializeToString,
+            response_deserializer=remote_pb2.RemoteAck.FromString,
+        )
+        self._future: grpc.Future | None = None
+        self._sent = instruments.counter(f"remote_sent_total_{address}", f"items {address} confirmed")
+        self._rejected = instruments.counter(
+            f"remote_rejected_total_{address}", f"items {address} confirmed but refused"
+        )
+        self._unconfirmed = instruments.counter(
+            f"remote_unconfirmed_total_{address}",
+            f"items sent to {address} in streams that failed: lost if the node died before persisting them",
+        )
+        self._thread = threading.Thread(target=self._run, name=f"remote-{address}", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def push(self, next_worker_id: int, item: StreamData) -> None:
+        """Raises BufferClosed once the client is closing: route the item again."""
+        self._queue.produce((next_worker_id, item))
+
+    def _messages(self, carried: list[int]) -> Iterator[remote_pb2.RemoteMessage]:
+        deadline = time.monotonic() + self._stream_max_s
+        while carried[0] < self._stream_max_items and not self._closing.is_set():
+            if not self._pending:
+                self._pending.extend(self._queue.drain(0, 1000))
+                if not self._pending:
+                    return  # idle: end the stream, get the ack
+            next_worker_id, item = self._pending.popleft()
+            carried[0] += 1
+            yield encode(next_worker_id, item)
+            if time.monotonic() >= deadline:
+                return
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._closing.is_set():
+            if not self._pending and not self._queue.depth():
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            if not self._connected():
+                failures += 1
+                self._closing.wait(self._pause(failures))
+                continue
+            carried = [0]
+            try:
+                self._future = self._call.future(
+                    self._messages(carried), timeout=max(30.0, self._stream_max_s * 5)
+                )
+                ack = self._future.result()
+                self._sent.inc(ack.received)
+                self._rejected.inc(ack.rejected)
+                failures = 0
+            except grpc.RpcError as e:
+                self._unconfirmed.inc(carried[0])
+                if self._closing.is_set():
+                    break
+                failures += 1
+                code = e.code() if isinstance(e, grpc.Call) else None
+                pause = self._pause(failures)
+                log.warning(
+                    "stream to %s failed (%s, %d items unconfirmed)%s; reconnecting in %.2f s",
+                    self._address,
+                    code,
+                    carried[0],
+                    "" if code in RETRYABLE else " and may not recover",
+                    pause,
+                )
+                self._closing.wait(pause)
+
+    def _pause(self, failures: int) -> float:
+        low, high = self._backoff_s
+        return float(min(high, low * 2 ** (failures - 1)) * random.uniform(0.5, 1.0))
+
+    def _connected(self) -> bool:
+        """Waits a moment for a connection, so that no stream takes items from
+        the queue towards a node that cannot be reached."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=1.0)
+            return True
+        except grpc.FutureTimeoutError:
+            log.debug("%s is not reachable yet", self._address)
+            return False
+
+    def close(self, drain_s: float = 0.0) -> None:
+        """Stops sending and gives back whatever is still held; with ``drain_s``,
+        first lets the thread send it, for up to that long. Idempotent."""
+        if self._closing.is_set():
+            return
+        deadline = time.monotonic() + drain_s
+        while (self._pending or self._queue.depth()) and time.monotonic() < deadline:
+            self._wake.set()
+            time.sleep(0.01)
+        self._closing.set()
+        self._queue.close()  # producers blocked on a full queue get BufferClosed and route again
+        self._wake.set()
+        future = self._future
+        if future is not None:
+            future.cancel()
+        self._thread.join(10)
+        leftover = list(self._pending) + self._queue.drain(0, self._queue.capacity)
+        self._pending.clear()
+        self._channel.close()
+        if leftover:
+            log.info(
+                "%s left: handing %d items it still held to their new owners", self._address, len(leftover)
+            )
+            self._give_back(leftover)

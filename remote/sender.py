@@ -1,0 +1,93 @@
+"""The remote sender: routes each L1 result to the node that owns it, parks
+items while no node takes them, and re-routes what a departed node's client
+still held."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterable
+
+from pipeline.buffer import BufferClosed
+from pipeline.instruments import Instruments
+from pipeline.ratelimit import RateLimitedLog
+from pipeline.stream import StreamData
+from remote.manager import RemoteClientManager
+from remote.selector import Selector
+
+log = logging.getLogger(__name__)
+
+MAX_ROUTING_ATTEMPTS = 5
+
+
+class RemoteSender:
+    def __init__(self, clients: RemoteClientManager, instruments: Instruments, park_size: int) -> None:
+        self._clients = clients
+        self._selectors: dict[int, Selector] = {}
+        self._park_size = park_size
+        self._parked: deque[tuple[int, StreamData]] = deque()
+        self._park_lock = threading.Lock()
+        self._parked_total = instruments.counter(
+            "remote_parked_total", "items held because no node took L1 results at the time"
+        )
+        self._park_dropped = instruments.counter(
+            "remote_park_dropped_total", "items dropped because no node took L1 results and the park was full"
+        )
+        self._rerouted = instruments.counter(
+            "remote_rerouted_total", "items a departed node's client still held, sent to the new owner"
+        )
+        instruments.gauge(
+            "remote_parked", "items held until a node takes L1 results", lambda: len(self._parked)
+        )
+        self._warn = RateLimitedLog(log)
+        clients.on_change = self.flush_parked
+
+    def route_with(self, next_worker_id: int, selector: Selector) -> None:
+        """Items for worker ``next_worker_id`` are routed by ``selector``."""
+        self._selectors[next_worker_id] = selector
+
+    def send(self, next_worker_id: int, item: StreamData) -> None:
+        selector = self._selectors[next_worker_id]
+        for _ in range(MAX_ROUTING_ATTEMPTS):
+            clients = self._clients.clients  # one read: the list in use right now
+            if not clients:
+                self._park(next_worker_id, item)
+                return
+            try:
+                selector.select(item.key(), clients).push(next_worker_id, item)
+                return
+            except BufferClosed:
+                continue  # that node just left; the list has been swapped, route again
+        self._park(next_worker_id, item)
+
+    def reroute(self, items: Iterable[tuple[int, StreamData]]) -> None:
+        """Sends again what a departed node's client held."""
+        n = 0
+        for next_worker_id, item in items:
+            self.send(next_worker_id, item)
+            n += 1
+        self._rerouted.inc(n)
+
+    def _park(self, next_worker_id: int, item: StreamData) -> None:
+        with self._park_lock:
+            if len(self._parked) >= self._park_size:
+                self._park_dropped.inc()
+                self._warn.error(
+                    "park",
+                    "no node takes L1 results and %d items wait already: item dropped",
+                    self._park_size,
+                )
+                return
+            self._parked.append((next_worker_id, item))
+        self._parked_total.inc()
+        self._warn.warning("no-target", "no node takes L1 results right now: holding items until one does")
+
+    def flush_parked(self) -> None:
+        """Sends what was parked, now that the client list changed."""
+        if not self._clients.clients:
+            return
+        with self._park_lock:
+            parked, self._parked = self._parked, deque()
+        for next_worker_id, item in parked:
+            self.send(next_worker_id, item)

@@ -1,0 +1,119 @@
+"""The remote hop over gRPC, in process on port 0: the client streams, the
+RemoteService hands items to the worker they name and refuses bad messages."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from deploy.servers import free_port
+from pipeline.grpc_server import GrpcServer
+from pipeline.instruments import Instruments
+from pipeline.inventory import INVENTORY_TYPES, ServiceInstanceInventory, ServiceInventory
+from pipeline.stream import Stage, StreamData, StreamTypes, worker_id
+from pipeline.worker import Worker, Workers
+from proto import remote_pb2
+from remote.grpc_client import CALL, GrpcRemoteClient, encode
+from remote.service import RemoteService
+
+L2 = worker_id(ServiceInventory, Stage.L2)
+
+
+class Collect(Worker[StreamData]):
+    def __init__(self, wid: int) -> None:
+        super().__init__(wid, "collect")
+        self.items: list[StreamData] = []
+        self.lock = threading.Lock()
+
+    def accept(self, item: StreamData) -> None:
+        with self.lock:
+            self.items.append(item)
+
+
+def wait_for(check, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def target() -> Iterator[tuple[str, Collect, Instruments]]:
+    workers = Workers()
+    collect = Collect(L2)
+    workers.register(collect)
+    instruments = Instruments()
+    server = GrpcServer("127.0.0.1", 0, workers=4, max_message_bytes=1 << 22)
+    server.add(
+        remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
+        RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments),
+    )
+    server.start()
+    yield f"127.0.0.1:{server.port}", collect, instruments
+    server.stop(0)
+
+
+def test_items_pushed_to_a_client_reach_the_named_worker_in_order(
+    target: tuple[str, Collect, Instruments],
+) -> None:
+    address, collect, server_instruments = target
+    instruments = Instruments()
+    client = GrpcRemoteClient(address, instruments, buffer_size=5000, give_back=lambda items: None)
+    items = [ServiceInventory(name=f"s{i}", heartbeat_time=i, properties={"i": str(i)}) for i in range(3000)]
+    for item in items:
+        client.push(L2, item)
+    wait_for(lambda: len(collect.items) == 3000)
+    assert collect.items == items
+    client.close(drain_s=5)
+    assert instruments.value(f"remote_sent_total_{address}") == 3000
+    assert instruments.value(f"remote_unconfirmed_total_{address}") == 0
+    assert server_instruments.value("remote_received_total") == 3000
+
+
+def test_bad_messages_are_counted_and_the_stream_goes_on(target: tuple[str, Collect, Instruments]) -> None:
+    address, collect, instruments = target
+    good = encode(L2, ServiceInventory(name="good")).SerializeToString()
+    wrong_shape = remote_pb2.RemoteMessage(
+        nextWorkerId=L2, streamDataId=1, remoteData=remote_pb2.RemoteData(dataStrings=["only one"])
+    ).SerializeToString()
+    instance_for_service_worker = encode(
+        L2, ServiceInstanceInventory(name="i", service_id=1, instance_uuid="u")
+    ).SerializeToString()
+    messages = [
+        good,
+        remote_pb2.RemoteMessage(
+            nextWorkerId=999 * 16 + 3, streamDataId=999
+        ).SerializeToString(),  # unknown stream
+        encode(
+            worker_id(ServiceInventory, Stage.L1), ServiceInventory(name="x")
+        ).SerializeToString(),  # no such worker
+        instance_for_service_worker,  # a worker of another stream
+        b"\xff\xff\xff\xff",  # not a RemoteMessage
+        wrong_shape,
+        good,
+    ]
+    with grpc.insecure_channel(address) as channel:
+        call = channel.stream_unary(CALL, response_deserializer=remote_pb2.RemoteAck.FromString)
+        ack = call(iter(messages), timeout=10)
+    assert (ack.received, ack.rejected) == (2, 5)
+    assert [i.key() for i in collect.items] == ["good", "good"]
+    assert instruments.value("remote_rejected_total") == 5
+
+
+def test_a_client_whose_target_left_gives_back_what_it_held() -> None:
+    address = f"127.0.0.1:{free_port()}"  # nobody listens
+    given_back: list[tuple[int, StreamData]] = []
+    instruments = Instruments()
+    client = GrpcRemoteClient(address, instruments, buffer_size=100, give_back=given_back.extend)
+    items = [(L2, ServiceInventory(name=f"s{i}")) for i in range(20)]
+    for wid, item in items:
+        client.push(wid, item)
+    time.sleep(0.3)  # let it try and fail
+    client.close()
+    unconfirmed = instruments.value(f"remote_unconfirmed_total_{address}")
+    assert unconfirmed == 0  # nothing was sent: it never connected
+    assert given_back == items
