@@ -44,6 +44,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         self._dao = dao
         self._sequences = sequences
         self.flush_every = flush_every
+        self._received = instruments.counter(f"l2_received_total_{name}", f"items worker {name} consumed")
         self._inserted = instruments.counter(f"l2_inserted_total_{name}", f"new rows worker {name} stored")
         self._updated = instruments.counter(f"l2_updated_total_{name}", f"rows worker {name} updated")
         self._failed = instruments.counter(
@@ -52,6 +53,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         self._error_log = RateLimitedLog(log)
 
     def consume(self, batch: list[I]) -> None:
+        self._received.inc(len(batch))
         for start in range(0, len(batch), self.flush_every):
             pending = combine_by_key(batch[start : start + self.flush_every])
             try:

@@ -92,6 +92,8 @@ class Node:
                 self._cluster, self._make_client, cfg.remote_refresh_interval_s
             )
             self._sender = RemoteSender(self._clients, self.instruments, cfg.remote_park_size)
+            clients = self._clients
+            self.instruments.gauge("remote_targets", "nodes L1 results go to", lambda: len(clients.clients))
         cache = InventoryCache(storage.inventory, cfg.cache_size, cfg.miss_recheck_s)
         processor = InventoryStreamProcessor(
             cfg,

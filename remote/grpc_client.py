@@ -73,6 +73,10 @@ class GrpcRemoteClient:
             response_deserializer=remote_pb2.RemoteAck.FromString,
         )
         self._future: grpc.Future | None = None
+        self._pushed = instruments.counter(f"remote_pushed_total_{address}", f"items routed to {address}")
+        self._given_back = instruments.counter(
+            f"remote_given_back_total_{address}", f"items held for {address} when it left, routed elsewhere"
+        )
         self._sent = instruments.counter(f"remote_sent_total_{address}", f"items {address} confirmed")
         self._rejected = instruments.counter(
             f"remote_rejected_total_{address}", f"items {address} confirmed but refused"
@@ -91,6 +95,7 @@ class GrpcRemoteClient:
     def push(self, next_worker_id: int, item: StreamData) -> None:
         """Raises BufferClosed once the client is closing: route the item again."""
         self._queue.produce((next_worker_id, item))
+        self._pushed.inc()
 
     def _messages(self, carried: list[int]) -> Iterator[remote_pb2.RemoteMessage]:
         deadline = time.monotonic() + self._stream_max_s
@@ -179,4 +184,5 @@ class GrpcRemoteClient:
             log.info(
                 "%s left: handing %d items it still held to their new owners", self._address, len(leftover)
             )
+            self._given_back.inc(len(leftover))
             self._give_back(leftover)

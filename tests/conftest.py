@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
+from deploy.cluster import LocalCluster
 from deploy.node import Node
 from deploy.servers import ElasticsearchServer, RedisServer
 from pipeline.config import NodeConfig, StorageKind
@@ -52,15 +54,50 @@ def node_config(request: pytest.FixtureRequest, tmp_path) -> Iterator[NodeConfig
         redis_url=rs.url,
         redis_key_prefix=prefix,
     )
+    wipe(es.url, rs.url, prefix)
+
+
+def wipe(es_url: str, redis_url: str, prefix: str) -> None:
+    """Deletes what a test stored under ``prefix``."""
     from elasticsearch import Elasticsearch
 
-    with Elasticsearch(es.url) as client:
+    with Elasticsearch(es_url) as client:
         client.indices.delete(index=f"{prefix}_*", ignore_unavailable=True)
-    r = redis.Redis.from_url(rs.url)
+    r = redis.Redis.from_url(redis_url)
     keys = list(r.scan_iter(f"{prefix}:*"))
     if keys:
         r.delete(*keys)
     r.close()
+
+
+# Membership changes are noticed in about a second, so that the tests of
+# failures and scaling do not wait for the production defaults.
+FAST_CLUSTER = [
+    "--cluster-heartbeat-s", "0.3",
+    "--cluster-expiry-s", "1.5",
+    "--remote-refresh-interval-s", "0.5",
+]  # fmt: skip
+
+
+@pytest.fixture
+def local_cluster(
+    es_server: ElasticsearchServer, redis_server: RedisServer, tmp_path: Path
+) -> Iterator[Callable[..., LocalCluster]]:
+    """Makes clusters whose nodes are separate ``skyoap node`` processes on the
+    session's Redis and Elasticsearch; stops them and wipes their data after."""
+    made: list[LocalCluster] = []
+
+    def make(*node_options: str) -> LocalCluster:
+        cluster = LocalCluster.create(
+            tmp_path / f"cluster-{len(made)}", redis_server.url, es_server.url, [*FAST_CLUSTER, *node_options]
+        )
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.down()
+        wipe(es_server.url, redis_server.url, cluster.state.prefix)
 
 
 @pytest.fixture
