@@ -24,19 +24,21 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/remote.proto\x12\tskyoap.v1\"f\n\rRemoteMessage\x12\x14\n\x0cnextWorkerId\x18\x01 \x01(\x05\x12\x14\n\x0cstreamDataId\x18\x02 \x01(\x05\x12)\n\nremoteData\x18\x03 \x01(\x0b\x32\x15.skyoap.v1.RemoteData\"I\n\nRemoteData\x12\x13\n\x0b\x64\x61taStrings\x18\x01 \x03(\t\x12\x11\n\tdataLongs\x18\x02 \x03(\x03\x12\x13\n\x0b\x64\x61taDoubles\x18\x03 \x03(\x01\"/\n\tRemoteAck\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x32I\n\rRemoteService\x12\x38\n\x04\x63\x61ll\x12\x18.skyoap.v1.RemoteMessage\x1a\x14.skyoap.v1.RemoteAck(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/remote.proto\x12\tskyoap.v1\"9\n\x0bRemoteBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.skyoap.v1.RemoteMessage\"f\n\rRemoteMessage\x12\x14\n\x0cnextWorkerId\x18\x01 \x01(\x05\x12\x14\n\x0cstreamDataId\x18\x02 \x01(\x05\x12)\n\nremoteData\x18\x03 \x01(\x0b\x32\x15.skyoap.v1.RemoteData\"I\n\nRemoteData\x12\x13\n\x0b\x64\x61taStrings\x18\x01 \x03(\t\x12\x11\n\tdataLongs\x18\x02 \x03(\x03\x12\x13\n\x0b\x64\x61taDoubles\x18\x03 \x03(\x01\"/\n\tRemoteAck\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x32\x88\x01\n\rRemoteService\x12\x38\n\x04\x63\x61ll\x12\x18.skyoap.v1.RemoteMessage\x1a\x14.skyoap.v1.RemoteAck(\x01\x12=\n\x0b\x63\x61llBatched\x12\x16.skyoap.v1.RemoteBatch\x1a\x14.skyoap.v1.RemoteAck(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.remote_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REMOTEMESSAGE']._serialized_start=33
-  _globals['_REMOTEMESSAGE']._serialized_end=135
-  _globals['_REMOTEDATA']._serialized_start=137
-  _globals['_REMOTEDATA']._serialized_end=210
-  _globals['_REMOTEACK']._serialized_start=212
-  _globals['_REMOTEACK']._serialized_end=259
-  _globals['_REMOTESERVICE']._serialized_start=261
-  _globals['_REMOTESERVICE']._serialized_end=334
+  _globals['_REMOTEBATCH']._serialized_start=33
+  _globals['_REMOTEBATCH']._serialized_end=90
+  _globals['_REMOTEMESSAGE']._serialized_start=92
+  _globals['_REMOTEMESSAGE']._serialized_end=194
+  _globals['_REMOTEDATA']._serialized_start=196
+  _globals['_REMOTEDATA']._serialized_end=269
+  _globals['_REMOTEACK']._serialized_start=271
+  _globals['_REMOTEACK']._serialized_end=318
+  _globals['_REMOTESERVICE']._serialized_start=321
+  _globals['_REMOTESERVICE']._serialized_end=457
 # @@protoc_insertion_point(module_scope)

@@ -6,6 +6,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RemoteBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[RemoteMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[RemoteMessage, _Mapping]]] = ...) -> None: ...
+
 class RemoteMessage(_message.Message):
     __slots__ = ("nextWorkerId", "streamDataId", "remoteData")
     NEXTWORKERID_FIELD_NUMBER: _ClassVar[int]

@@ -39,13 +39,27 @@ class RemoteServiceStub:
                 request_serializer=proto_dot_remote__pb2.RemoteMessage.SerializeToString,
                 response_deserializer=proto_dot_remote__pb2.RemoteAck.FromString,
                 _registered_method=True)
+        self.callBatched = channel.stream_unary(
+                '/skyoap.v1.RemoteService/callBatched',
+                request_serializer=proto_dot_remote__pb2.RemoteBatch.SerializeToString,
+                response_deserializer=proto_dot_remote__pb2.RemoteAck.FromString,
+                _registered_method=True)
 
 
 class RemoteServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def call(self, request_iterator, context):
-        """Missing associated documentation comment in .proto file."""
+        """One item per message, as SkyWalking's nodes send them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def callBatched(self, request_iterator, context):
+        """Many items per message: what skyoap's own nodes send, since each stream
+        message costs far more than an item in it.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -56,6 +70,11 @@ def add_RemoteServiceServicer_to_server(servicer, server):
             'call': grpc.stream_unary_rpc_method_handler(
                     servicer.call,
                     request_deserializer=proto_dot_remote__pb2.RemoteMessage.FromString,
+                    response_serializer=proto_dot_remote__pb2.RemoteAck.SerializeToString,
+            ),
+            'callBatched': grpc.stream_unary_rpc_method_handler(
+                    servicer.callBatched,
+                    request_deserializer=proto_dot_remote__pb2.RemoteBatch.FromString,
                     response_serializer=proto_dot_remote__pb2.RemoteAck.SerializeToString,
             ),
     }
@@ -85,6 +104,33 @@ class RemoteService:
             target,
             '/skyoap.v1.RemoteService/call',
             proto_dot_remote__pb2.RemoteMessage.SerializeToString,
+            proto_dot_remote__pb2.RemoteAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def callBatched(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/skyoap.v1.RemoteService/callBatched',
+            proto_dot_remote__pb2.RemoteBatch.SerializeToString,
             proto_dot_remote__pb2.RemoteAck.FromString,
             options,
             channel_credentials,

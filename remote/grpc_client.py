@@ -20,6 +20,8 @@ from proto import remote_pb2
 log = logging.getLogger(__name__)
 
 CALL = "/skyoap.v1.RemoteService/call"
+CALL_BATCHED = "/skyoap.v1.RemoteService/callBatched"
+BATCH_ITEMS = 500
 # Failures worth trying again: the node may be restarting or briefly overloaded.
 RETRYABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -37,7 +39,8 @@ def encode(next_worker_id: int, item: StreamData) -> remote_pb2.RemoteMessage:
 
 class GrpcRemoteClient:
     """Items pushed here wait in the client's own queue; its thread sends them
-    in streams of at most ``stream_max_items`` items or ``stream_max_s`` seconds,
+    in batches of up to 500 (``RemoteService.callBatched``), in streams of at
+    most ``stream_max_items`` items or ``stream_max_s`` seconds,
     each confirmed by the target's RemoteAck. When a stream fails, what it
     carried is counted as unconfirmed (the target may or may not have taken it:
     sending it again could count it twice) and the client reconnects with
@@ -68,11 +71,12 @@ class GrpcRemoteClient:
         self._closing = threading.Event()
         self._channel = grpc.insecure_channel(address)
         self._call = self._channel.stream_unary(
-            CALL,
-            request_serializer=remote_pb2.RemoteMessage.SerializeToString,
+            CALL_BATCHED,
+            request_serializer=remote_pb2.RemoteBatch.SerializeToString,
             response_deserializer=remote_pb2.RemoteAck.FromString,
         )
         self._future: grpc.Future | None = None
+        self._streaming = False
         self._pushed = instruments.counter(f"remote_pushed_total_{address}", f"items routed to {address}")
         self._given_back = instruments.counter(
             f"remote_given_back_total_{address}", f"items held for {address} when it left, routed elsewhere"
@@ -97,16 +101,16 @@ class GrpcRemoteClient:
         self._queue.produce((next_worker_id, item))
         self._pushed.inc()
 
-    def _messages(self, carried: list[int]) -> Iterator[remote_pb2.RemoteMessage]:
+    def _batches(self, carried: list[int]) -> Iterator[remote_pb2.RemoteBatch]:
         deadline = time.monotonic() + self._stream_max_s
         while carried[0] < self._stream_max_items and not self._closing.is_set():
             if not self._pending:
-                self._pending.extend(self._queue.drain(0, 1000))
+                self._pending.extend(self._queue.drain(0, BATCH_ITEMS))
                 if not self._pending:
                     return  # idle: end the stream, get the ack
-            next_worker_id, item = self._pending.popleft()
-            carried[0] += 1
-            yield encode(next_worker_id, item)
+            batch = [self._pending.popleft() for _ in range(min(BATCH_ITEMS, len(self._pending)))]
+            carried[0] += len(batch)
+            yield remote_pb2.RemoteBatch(messages=[encode(w, item) for w, item in batch])
             if time.monotonic() >= deadline:
                 return
 
@@ -122,14 +126,18 @@ class GrpcRemoteClient:
                 self._closing.wait(self._pause(failures))
                 continue
             carried = [0]
+            self._streaming = True
             try:
                 self._future = self._call.future(
-                    self._messages(carried), timeout=max(30.0, self._stream_max_s * 5)
+                    self._batches(carried), timeout=max(30.0, self._stream_max_s * 5)
                 )
                 ack = self._future.result()
                 self._sent.inc(ack.received)
                 self._rejected.inc(ack.rejected)
                 failures = 0
+            except grpc.FutureCancelledError:
+                self._unconfirmed.inc(carried[0])  # close() gave up on the stream
+                break
             except grpc.RpcError as e:
                 self._unconfirmed.inc(carried[0])
                 if self._closing.is_set():
@@ -146,6 +154,8 @@ class GrpcRemoteClient:
                     pause,
                 )
                 self._closing.wait(pause)
+            finally:
+                self._streaming = False
 
     def _pause(self, failures: int) -> float:
         low, high = self._backoff_s
@@ -167,7 +177,7 @@ class GrpcRemoteClient:
         if self._closing.is_set():
             return
         deadline = time.monotonic() + drain_s
-        while (self._pending or self._queue.depth()) and time.monotonic() < deadline:
+        while (self._pending or self._queue.depth() or self._streaming) and time.monotonic() < deadline:
             self._wake.set()
             time.sleep(0.01)
         self._closing.set()
