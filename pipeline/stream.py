@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import json
 import typing
 from collections.abc import Mapping, Sequence
@@ -80,43 +81,70 @@ class StreamData:
         return cls(**values)
 
     def to_remote(self) -> tuple[list[str], list[int]]:
-        """Flattens the item into string and integer columns, in column order."""
-        strings: list[str] = []
-        longs: list[int] = []
-        for c in self.columns():
-            v = getattr(self, c.name)
-            if c.type is ColumnType.STRING:
-                strings.append(v)
-            elif c.type is ColumnType.MAP:
-                strings.append(json.dumps(v, separators=(",", ":")))
-            else:
-                longs.append(int(v))
+        """Flattens the item for another node: the string columns then every
+        map's keys and values in turn; the integer and boolean columns then
+        every map's size. Column order is the dataclass's field order."""
+        layout = _layout(type(self))
+        strings = [getattr(self, n) for n in layout.strings]
+        longs = [int(getattr(self, n)) for n in layout.longs]
+        for n in layout.maps:
+            entries = getattr(self, n)
+            longs.append(len(entries))
+            strings.extend(itertools.chain.from_iterable(entries.items()))
         return strings, longs
 
     @classmethod
     def from_remote(cls, strings: Sequence[str], longs: Sequence[int]) -> Self:
-        cols = cls.columns()
-        n_strings = sum(c.type in (ColumnType.STRING, ColumnType.MAP) for c in cols)
-        if len(strings) != n_strings or len(longs) != len(cols) - n_strings:
+        layout = _layout(cls)
+        ns, nl = len(layout.strings), len(layout.longs)
+        sizes = list(longs[nl:])
+        if len(strings) < ns or len(longs) != nl + len(layout.maps) or 2 * sum(sizes) != len(strings) - ns:
             raise UndecodableData(
-                f"{cls.__name__} takes {n_strings} strings and {len(cols) - n_strings} integers, "
-                f"got {len(strings)} and {len(longs)}"
+                f"{cls.__name__} takes {ns} strings and {nl} integers, then {len(layout.maps)} map sizes "
+                f"and their entries; got {len(strings)} strings and {len(longs)} integers"
             )
-        s, n = iter(strings), iter(longs)
-        values: dict[str, Any] = {}
-        try:
-            for c in cols:
-                if c.type is ColumnType.STRING:
-                    values[c.name] = next(s)
-                elif c.type is ColumnType.MAP:
-                    values[c.name] = json.loads(next(s))
-                elif c.type is ColumnType.BOOL:
-                    values[c.name] = bool(next(n))
-                else:
-                    values[c.name] = next(n)
-        except json.JSONDecodeError as e:
-            raise UndecodableData(f"{cls.__name__}: a map column is not JSON: {e}") from e
+        values: dict[str, Any] = dict(zip(layout.strings, strings[:ns], strict=True))
+        values.update(zip(layout.longs, longs[:nl], strict=True))
+        for n in layout.bools:
+            values[n] = bool(values[n])
+        pos = ns
+        for n, size in zip(layout.maps, sizes, strict=True):
+            flat = strings[pos : pos + 2 * size]
+            values[n] = dict(zip(flat[::2], flat[1::2], strict=True))
+            pos += 2 * size
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class _RemoteLayout:
+    strings: tuple[str, ...]
+    longs: tuple[str, ...]
+    bools: tuple[str, ...]
+    maps: tuple[str, ...]
+
+
+_LAYOUTS: dict[type[StreamData], _RemoteLayout] = {}
+
+
+def _layout(cls: type[StreamData]) -> _RemoteLayout:
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        layout = _LAYOUTS[cls] = _layout_of(cls)
+    return layout
+
+
+def _layout_of(cls: type[StreamData]) -> _RemoteLayout:
+    cols = cls.columns()
+
+    def named(*types: ColumnType) -> tuple[str, ...]:
+        return tuple(c.name for c in cols if c.type in types)
+
+    return _RemoteLayout(
+        named(ColumnType.STRING),
+        named(ColumnType.INT, ColumnType.BOOL),
+        named(ColumnType.BOOL),
+        named(ColumnType.MAP),
+    )
 
 
 class Stage(enum.IntEnum):

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pipeline.buffer import BufferQueue, BufferStrategy
 from pipeline.instruments import Instruments
@@ -75,6 +76,8 @@ class GrpcRemoteClient:
             request_serializer=remote_pb2.RemoteBatch.SerializeToString,
             response_deserializer=remote_pb2.RemoteAck.FromString,
         )
+        self._health = health_pb2_grpc.HealthStub(self._channel).Check
+        self._reachable = False
         self._future: grpc.Future | None = None
         self._streaming = False
         self._pushed = instruments.counter(f"remote_pushed_total_{address}", f"items routed to {address}")
@@ -140,6 +143,7 @@ class GrpcRemoteClient:
                 break
             except grpc.RpcError as e:
                 self._unconfirmed.inc(carried[0])
+                self._reachable = False
                 if self._closing.is_set():
                     break
                 failures += 1
@@ -162,14 +166,16 @@ class GrpcRemoteClient:
         return float(min(high, low * 2 ** (failures - 1)) * random.uniform(0.5, 1.0))
 
     def _connected(self) -> bool:
-        """Waits a moment for a connection, so that no stream takes items from
-        the queue towards a node that cannot be reached."""
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=1.0)
-            return True
-        except grpc.FutureTimeoutError:
-            log.debug("%s is not reachable yet", self._address)
-            return False
+        """After a failure (and before the first stream), asks the node's health
+        service first, so that no stream takes items from the queue towards a
+        node that cannot be reached."""
+        if not self._reachable:
+            try:
+                answer = self._health(health_pb2.HealthCheckRequest(), timeout=1.0)
+                self._reachable = answer.status == health_pb2.HealthCheckResponse.SERVING
+            except grpc.RpcError as e:
+                log.debug("%s is not reachable: %s", self._address, e)
+        return self._reachable
 
     def close(self, drain_s: float = 0.0) -> None:
         """Stops sending and gives back whatever is still held; with ``drain_s``,

@@ -50,16 +50,21 @@ def test_remote_data_round_trips() -> None:
         properties={"host": "h", "pid": "42"},
     )
     strings, longs = item.to_remote()
-    assert strings == ["i", '{"host":"h","pid":"42"}', "u"]
-    assert longs == [5, 1, 2, 0, 9]
+    assert strings == ["i", "u", "host", "h", "pid", "42"]
+    assert longs == [5, 1, 2, 0, 9, 2]
     assert ServiceInstanceInventory.from_remote(strings, longs) == item
+    empty = ServiceInventory(name="s")
+    assert ServiceInventory.from_remote(*empty.to_remote()) == empty
 
 
 def test_remote_data_of_the_wrong_shape_is_refused() -> None:
-    with pytest.raises(UndecodableData, match="takes 3 strings and 5 integers, got 1 and 5"):
-        ServiceInstanceInventory.from_remote(["i"], [1, 2, 3, 4, 5])
-    with pytest.raises(UndecodableData, match="not JSON"):
-        ServiceInventory.from_remote(["s", "{not json"], [1, 2, 3, 1])
+    shape = "takes 2 strings and 5 integers, then 1 map sizes and their entries"
+    with pytest.raises(UndecodableData, match=f"{shape}; got 1 strings and 6 integers"):
+        ServiceInstanceInventory.from_remote(["i"], [1, 2, 3, 4, 5, 0])
+    with pytest.raises(UndecodableData, match=f"{shape}; got 3 strings and 6 integers"):
+        ServiceInstanceInventory.from_remote(["i", "u", "k"], [1, 2, 3, 4, 5, 1])  # a key without its value
+    with pytest.raises(UndecodableData, match="got 2 strings and 5 integers"):
+        ServiceInstanceInventory.from_remote(["i", "u"], [1, 2, 3, 4, 5])  # no map size
 
 
 def test_stream_and_worker_ids_are_fixed_by_type_and_stage() -> None:

@@ -1,0 +1,78 @@
+"""Items per second through the remote hop between two nodes: this process's
+real gRPC remote client streaming batches to a separate process running the
+real RemoteService, beside the same client streaming to a handler that only
+counts messages (the ceiling).
+
+    .venv/bin/python -m bench.remote_hop [--items 200000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from bench.registration import spawn, stop
+from pipeline.instruments import Instruments
+from pipeline.inventory import ServiceInstanceInventory
+from pipeline.stream import Stage, worker_id
+from remote.grpc_client import GrpcRemoteClient
+
+L2 = worker_id(ServiceInstanceInventory, Stage.L2)
+
+
+def items_per_s(address: str, count: int) -> float:
+    instruments = Instruments()
+    client = GrpcRemoteClient(address, instruments, buffer_size=50_000, give_back=lambda items: None)
+    # A heartbeat-sized item: what L1 sends most of.
+    items = [
+        ServiceInstanceInventory(name=f"inst-{i}", service_id=i % 50 + 1, instance_uuid=f"uuid-{i:08d}",
+                                 heartbeat_time=1_700_000_000_000 + i, properties={"host": f"h{i % 20}"})
+        for i in range(count)
+    ]  # fmt: skip
+    started = time.perf_counter()
+    for item in items:
+        client.push(L2, item)
+    while instruments.value(f"remote_sent_total_{address}") < count:
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - started
+    client.close()
+    return count / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--items", type=int, default=200_000)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating runs of each, the median is reported"
+    )
+    args = parser.parse_args()
+    print(f"# {os.cpu_count()} cores; {args.items} items per run, {args.rounds} runs each, alternating")
+    service, service_address = spawn(
+        [sys.executable, "-m", "bench.remote_server", "--mode", "service"], r"listening on (\S+)"
+    )
+    empty, empty_address = spawn(
+        [sys.executable, "-m", "bench.remote_server", "--mode", "empty"], r"listening on (\S+)"
+    )
+    try:
+        items_per_s(service_address, 20_000)  # warm-up of both
+        items_per_s(empty_address, 20_000)
+        real, ceiling = [], []
+        for _ in range(args.rounds):
+            ceiling.append(items_per_s(empty_address, args.items))
+            real.append(items_per_s(service_address, args.items))
+    finally:
+        stop(service)
+        stop(empty)
+    r, c = statistics.median(real), statistics.median(ceiling)
+    print(f"empty handler (ceiling): {c:10.0f} items/s   runs: {', '.join(f'{v:.0f}' for v in ceiling)}")
+    print(f"RemoteService:           {r:10.0f} items/s   runs: {', '.join(f'{v:.0f}' for v in real)}")
+    print(f"remote hop at {r / c:.1%} of the ceiling")
+
+
+if __name__ == "__main__":
+    main()

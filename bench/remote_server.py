@@ -1,0 +1,70 @@
+"""The receiving end of the remote-hop benchmark: the real RemoteService handing
+items to buffered workers (as L2 takes them, minus storage), or, as the ceiling,
+a handler that only counts the messages it is sent."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from collections.abc import Iterator
+
+import grpc
+
+from pipeline.buffer import BufferSpec, BufferStrategy
+from pipeline.consumers import ConsumerPools
+from pipeline.grpc_server import GrpcServer
+from pipeline.instruments import Instruments
+from pipeline.inventory import INVENTORY_TYPES, Inventory
+from pipeline.stream import Stage, StreamTypes, worker_id
+from pipeline.worker import BufferedWorker, Workers
+from proto import remote_pb2
+from remote.service import RemoteService
+
+
+class Discard(BufferedWorker[Inventory]):
+    """Takes items like an L2 worker (its own queue, a shared pool) and drops them."""
+
+    def consume(self, batch: list[Inventory]) -> None:
+        pass
+
+
+class CountOnly:
+    def call(self, requests: Iterator[object], context: grpc.ServicerContext) -> remote_pb2.RemoteAck:
+        return remote_pb2.RemoteAck(received=sum(1 for _ in requests))
+
+    def callBatched(
+        self, requests: Iterator[remote_pb2.RemoteBatch], context: grpc.ServicerContext
+    ) -> remote_pb2.RemoteAck:
+        return remote_pb2.RemoteAck(received=sum(len(b.messages) for b in requests))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["service", "empty"], required=True)
+    args = parser.parse_args()
+    instruments = Instruments()
+    servicer: object = CountOnly()
+    pools = ConsumerPools(instruments)
+    if args.mode == "service":
+        workers = Workers()
+        pool = pools.get_or_create("REGISTER_L2", 2)
+        for model in INVENTORY_TYPES:
+            spec = BufferSpec(1, 10_000, BufferStrategy.BLOCKING)
+            workers.register(
+                Discard(worker_id(model, Stage.L2), f"{model.MODEL}_l2", pool, instruments, spec)
+            )
+        pools.start()
+        servicer = RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments)
+    server = GrpcServer("127.0.0.1", 0, workers=8, max_message_bytes=64 * 1024 * 1024)
+    server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], servicer)
+    server.start()
+    print(f"remote server listening on 127.0.0.1:{server.port}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    server.stop(1)
+
+
+if __name__ == "__main__":
+    main()
