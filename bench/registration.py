@@ -67,11 +67,18 @@ class NewNames:
 
 
 def register_new(
-    address: str, names: list[str], threads: int, batch: int, poll_s: float, rate: float | None = None
+    address: str | list[str],
+    names: list[str],
+    threads: int,
+    batch: int,
+    poll_s: float,
+    rate: float | None = None,
 ) -> NewNames:
     """Each thread asks for its share of names in batches until every one has an
     id, re-asking for the missing ones every ``poll_s``. With ``rate`` (names per
-    second in all), new names are introduced at that pace instead of at once."""
+    second in all), new names are introduced at that pace instead of at once.
+    Given several addresses, thread i asks the i-th (round robin)."""
+    targets = [address] if isinstance(address, str) else address
     shares = [names[i::threads] for i in range(threads)]
     per_thread_rate = rate / threads if rate else None
     first_asked: dict[str, float] = {}
@@ -79,9 +86,10 @@ def register_new(
     calls = 0
     lock = threading.Lock()
 
-    def agent(share: list[str]) -> None:
+    def agent(thread: int) -> None:
         nonlocal calls
-        with grpc.insecure_channel(address) as ch:
+        share = shares[thread]
+        with grpc.insecure_channel(targets[thread % len(targets)]) as ch:
             stub = register_pb2_grpc.RegisterStub(ch)
             begun = time.perf_counter()
             introduced = 0 if per_thread_rate else len(share)
@@ -109,7 +117,7 @@ def register_new(
 
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(agent, shares))
+        list(pool.map(agent, range(threads)))
     elapsed = time.perf_counter() - started
     return NewNames(len(names) / elapsed, [got_at[n] - first_asked[n] for n in names], calls)
 
@@ -218,9 +226,9 @@ def main() -> None:
                         sys.executable,
                         "-m",
                         "deploy.cli",
+                        "node",
                         "--log-level",
                         "WARNING",
-                        "node",
                         "--host",
                         "127.0.0.1",
                         "--port",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import logging
+import os
 import signal
 import sys
 import threading
@@ -125,9 +126,18 @@ def _cluster_down(args: argparse.Namespace) -> int:
     return 0
 
 
+LOGGING = argparse.ArgumentParser(add_help=False)
+LOGGING.add_argument(
+    "--log-level",
+    default=os.environ.get("SKYOAP_LOG_LEVEL", "INFO"),
+    help="DEBUG, INFO, WARNING or ERROR [$SKYOAP_LOG_LEVEL, default: INFO]",
+)
+
+
 def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     cluster = sub.add_parser(
         "cluster",
+        parents=[LOGGING],
         help="run a local cluster, scale its roles, or show any cluster's members",
         description="Run a local cluster (Redis, Elasticsearch and nodes, each its own process), add or "
         "remove nodes of any role while it runs, stop it; or list the live members of any cluster.",
@@ -179,15 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="A SkyWalking-style telemetry ingestion pipeline. Every option can also be set "
         "in the environment as SKYOAP_<OPTION> (e.g. SKYOAP_STORAGE=elasticsearch).",
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR [default: INFO]")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    node = sub.add_parser("node", help="run a node until SIGINT or SIGTERM", description="Run a node.")
+    node = sub.add_parser(
+        "node", parents=[LOGGING], help="run a node until SIGINT or SIGTERM", description="Run a node."
+    )
     add_options(node, NodeConfig)
     node.set_defaults(run=_node)
 
     demo = sub.add_parser(
         "demo",
+        parents=[LOGGING],
         help="run a mixed node and a fleet of simulated agents, then print the inventory",
         description="Run a mixed node (a temporary embedded storage unless told otherwise) and simulated "
         "agents that register and heart-beat; print the registered inventory at the end.",
@@ -201,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     inventory = sub.add_parser(
         "inventory",
+        parents=[LOGGING],
         help="print the registered services, instances, endpoints and addresses",
         description="Print the inventory a storage holds (the storage options say which).",
     )

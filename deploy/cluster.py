@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +34,18 @@ class NodeProcess:
     @property
     def name(self) -> str:
         return f"{self.role}@{self.address}"
+
+
+def read_metrics(admin: str) -> dict[str, float]:
+    """The /metrics of the node whose admin endpoint is ``admin`` (host:port)."""
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
 
 
 @dataclass

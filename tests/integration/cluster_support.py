@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import urllib.request
 
-from deploy.cluster import NodeProcess
-
-
-def metrics(node: NodeProcess) -> dict[str, float]:
-    """A node's /metrics, as name -> value."""
-    with urllib.request.urlopen(f"http://{node.admin}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
+from deploy.cluster import NodeProcess, read_metrics
+from pipeline.instruments import metric_name
 
 
 def metric(node: NodeProcess, name: str) -> float:
-    return metrics(node).get(name, 0.0)
-
-
-def safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    """One figure of a node's /metrics, 0 if it has none of that name yet."""
+    return read_metrics(node.admin).get(metric_name(name), 0.0)
 
 
 def rendezvous_owner(key: str, addresses: list[str]) -> str:

@@ -18,7 +18,7 @@ from pipeline.inventory import ServiceInventory
 from pipeline.stream import Stage, worker_id
 from proto import remote_pb2
 from remote.grpc_client import CALL, encode
-from tests.integration.cluster_support import metric, rendezvous_owner, safe
+from tests.integration.cluster_support import metric, rendezvous_owner
 from tests.integration.helpers import eventually, stored
 
 SERVICE_L2 = "l2_received_total_service_inventory_l2"
@@ -117,7 +117,7 @@ def test_a_killed_aggregator_is_replaced_and_nothing_held_by_receivers_is_lost(
     # The receivers account for every item they routed to the dead node:
     # confirmed by it, in a stream that broke (lost with the node), or given
     # back and routed to the survivor. None vanished.
-    dead = safe(first.address)
+    dead = first.address
     for r in receivers:
         pushed = metric(r, f"remote_pushed_total_{dead}")
         accounted = sum(
