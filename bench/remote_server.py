@@ -36,7 +36,7 @@ class CountOnly:
     def callBatched(
         self, requests: Iterator[remote_pb2.RemoteBatch], context: grpc.ServicerContext
     ) -> remote_pb2.RemoteAck:
-        return remote_pb2.RemoteAck(received=sum(len(b.messages) for b in requests))
+        return remote_pb2.RemoteAck(received=sum(len(b.nextWorkerIds) for b in requests))
 
 
 def main() -> None:

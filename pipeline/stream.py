@@ -13,7 +13,7 @@ import enum
 import itertools
 import json
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Self
@@ -97,22 +97,18 @@ class StreamData:
     def from_remote(cls, strings: Sequence[str], longs: Sequence[int]) -> Self:
         layout = _layout(cls)
         ns, nl = len(layout.strings), len(layout.longs)
-        sizes = list(longs[nl:])
-        if len(strings) < ns or len(longs) != nl + len(layout.maps) or 2 * sum(sizes) != len(strings) - ns:
+        sizes = longs[nl:]
+        if (
+            len(strings) < ns
+            or len(longs) != nl + len(layout.maps)
+            or min(sizes, default=0) < 0
+            or 2 * sum(sizes) != len(strings) - ns
+        ):
             raise UndecodableData(
                 f"{cls.__name__} takes {ns} strings and {nl} integers, then {len(layout.maps)} map sizes "
                 f"and their entries; got {len(strings)} strings and {len(longs)} integers"
             )
-        values: dict[str, Any] = dict(zip(layout.strings, strings[:ns], strict=True))
-        values.update(zip(layout.longs, longs[:nl], strict=True))
-        for n in layout.bools:
-            values[n] = bool(values[n])
-        pos = ns
-        for n, size in zip(layout.maps, sizes, strict=True):
-            flat = strings[pos : pos + 2 * size]
-            values[n] = dict(zip(flat[::2], flat[1::2], strict=True))
-            pos += 2 * size
-        return cls(**values)
+        return layout.decode(strings, longs)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -121,6 +117,8 @@ class _RemoteLayout:
     longs: tuple[str, ...]
     bools: tuple[str, ...]
     maps: tuple[str, ...]
+    decode: Callable[[Sequence[str], Sequence[int]], StreamData]
+    """Builds the item from checked columns (see ``_decoder``)."""
 
 
 _LAYOUTS: dict[type[StreamData], _RemoteLayout] = {}
@@ -139,12 +137,37 @@ def _layout_of(cls: type[StreamData]) -> _RemoteLayout:
     def named(*types: ColumnType) -> tuple[str, ...]:
         return tuple(c.name for c in cols if c.type in types)
 
-    return _RemoteLayout(
-        named(ColumnType.STRING),
-        named(ColumnType.INT, ColumnType.BOOL),
-        named(ColumnType.BOOL),
-        named(ColumnType.MAP),
-    )
+    strings, longs = named(ColumnType.STRING), named(ColumnType.INT, ColumnType.BOOL)
+    bools, maps = named(ColumnType.BOOL), named(ColumnType.MAP)
+    return _RemoteLayout(strings, longs, bools, maps, _decoder(cls, strings, longs, bools, maps))
+
+
+def _decoder(
+    cls: type[StreamData],
+    strings: tuple[str, ...],
+    longs: tuple[str, ...],
+    bools: tuple[str, ...],
+    maps: tuple[str, ...],
+) -> Callable[[Sequence[str], Sequence[int]], StreamData]:
+    """A function that calls ``cls(name=s[0], ..., sequence=l[0], ...)`` with the
+    columns in place, written out for the type the way ``dataclasses`` writes
+    ``__init__``: the receiving end of every remote hop runs it once per item,
+    and building the arguments in a loop costs twice as much. Only field names
+    of our own dataclasses go into the code."""
+    args = [f"{n}=s[{i}]" for i, n in enumerate(strings)]
+    args += [f"{n}=bool(l[{i}])" if n in bools else f"{n}=l[{i}]" for i, n in enumerate(longs)]
+    lines = ["def decode(s, l):", f"    p = {len(strings)}"]
+    for j, n in enumerate(maps):
+        lines += [
+            f"    e = p + 2 * l[{len(longs) + j}]",
+            f"    m{j} = dict(zip(s[p:e:2], s[p + 1 : e : 2]))",
+            "    p = e",
+        ]
+        args.append(f"{n}=m{j}")
+    lines.append(f"    return cls({', '.join(args)})")
+    namespace: dict[str, Any] = {"cls": cls}
+    exec("\n".join(lines), namespace)
+    return namespace["decode"]
 
 
 class Stage(enum.IntEnum):

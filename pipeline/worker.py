@@ -29,6 +29,11 @@ class Worker(abc.ABC, Generic[T]):
     def accept(self, item: T) -> None:
         """Takes one item; returns without waiting for the item to be processed."""
 
+    def accept_many(self, items: list[T]) -> None:
+        """Takes several items, in order."""
+        for item in items:
+            self.accept(item)
+
 
 class Workers:
     """The workers of one node by id: where the RemoteService and the self
@@ -81,6 +86,9 @@ class BufferedWorker(Worker[T]):
 
     def accept(self, item: T) -> None:
         self.queue.produce(item)
+
+    def accept_many(self, items: list[T]) -> None:
+        self.queue.produce_many(items)
 
     @abc.abstractmethod
     def consume(self, batch: list[T]) -> None: ...

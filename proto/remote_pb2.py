@@ -24,21 +24,21 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/remote.proto\x12\tskyoap.v1\"9\n\x0bRemoteBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.skyoap.v1.RemoteMessage\"f\n\rRemoteMessage\x12\x14\n\x0cnextWorkerId\x18\x01 \x01(\x05\x12\x14\n\x0cstreamDataId\x18\x02 \x01(\x05\x12)\n\nremoteData\x18\x03 \x01(\x0b\x32\x15.skyoap.v1.RemoteData\"I\n\nRemoteData\x12\x13\n\x0b\x64\x61taStrings\x18\x01 \x03(\t\x12\x11\n\tdataLongs\x18\x02 \x03(\x03\x12\x13\n\x0b\x64\x61taDoubles\x18\x03 \x03(\x01\"/\n\tRemoteAck\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x32\x88\x01\n\rRemoteService\x12\x38\n\x04\x63\x61ll\x12\x18.skyoap.v1.RemoteMessage\x1a\x14.skyoap.v1.RemoteAck(\x01\x12=\n\x0b\x63\x61llBatched\x12\x16.skyoap.v1.RemoteBatch\x1a\x14.skyoap.v1.RemoteAck(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/remote.proto\x12\tskyoap.v1\"\x85\x01\n\x0bRemoteBatch\x12\x15\n\rnextWorkerIds\x18\x01 \x03(\x05\x12\x15\n\rstreamDataIds\x18\x02 \x03(\x05\x12\x14\n\x0cstringCounts\x18\x03 \x03(\x05\x12\x12\n\nlongCounts\x18\x04 \x03(\x05\x12\x0f\n\x07strings\x18\x05 \x03(\t\x12\r\n\x05longs\x18\x06 \x03(\x03\"f\n\rRemoteMessage\x12\x14\n\x0cnextWorkerId\x18\x01 \x01(\x05\x12\x14\n\x0cstreamDataId\x18\x02 \x01(\x05\x12)\n\nremoteData\x18\x03 \x01(\x0b\x32\x15.skyoap.v1.RemoteData\"I\n\nRemoteData\x12\x13\n\x0b\x64\x61taStrings\x18\x01 \x03(\t\x12\x11\n\tdataLongs\x18\x02 \x03(\x03\x12\x13\n\x0b\x64\x61taDoubles\x18\x03 \x03(\x01\"/\n\tRemoteAck\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x32\x88\x01\n\rRemoteService\x12\x38\n\x04\x63\x61ll\x12\x18.skyoap.v1.RemoteMessage\x1a\x14.skyoap.v1.RemoteAck(\x01\x12=\n\x0b\x63\x61llBatched\x12\x16.skyoap.v1.RemoteBatch\x1a\x14.skyoap.v1.RemoteAck(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.remote_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REMOTEBATCH']._serialized_start=33
-  _globals['_REMOTEBATCH']._serialized_end=90
-  _globals['_REMOTEMESSAGE']._serialized_start=92
-  _globals['_REMOTEMESSAGE']._serialized_end=194
-  _globals['_REMOTEDATA']._serialized_start=196
-  _globals['_REMOTEDATA']._serialized_end=269
-  _globals['_REMOTEACK']._serialized_start=271
-  _globals['_REMOTEACK']._serialized_end=318
-  _globals['_REMOTESERVICE']._serialized_start=321
-  _globals['_REMOTESERVICE']._serialized_end=457
+  _globals['_REMOTEBATCH']._serialized_start=34
+  _globals['_REMOTEBATCH']._serialized_end=167
+  _globals['_REMOTEMESSAGE']._serialized_start=169
+  _globals['_REMOTEMESSAGE']._serialized_end=271
+  _globals['_REMOTEDATA']._serialized_start=273
+  _globals['_REMOTEDATA']._serialized_end=346
+  _globals['_REMOTEACK']._serialized_start=348
+  _globals['_REMOTEACK']._serialized_end=395
+  _globals['_REMOTESERVICE']._serialized_start=398
+  _globals['_REMOTESERVICE']._serialized_end=534
 # @@protoc_insertion_point(module_scope)

@@ -57,8 +57,9 @@ class RemoteServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def callBatched(self, request_iterator, context):
-        """Many items per message: what skyoap's own nodes send, since each stream
-        message costs far more than an item in it.
+        """Many items per message, laid out in columns: what skyoap's own nodes
+        send, since each stream message and each sub-message costs far more than
+        the values in it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

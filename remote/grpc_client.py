@@ -30,11 +30,35 @@ RETRYABLE = frozenset(
 
 
 def encode(next_worker_id: int, item: StreamData) -> remote_pb2.RemoteMessage:
+    """One item as a RemoteMessage (``RemoteService.call``)."""
     strings, longs = item.to_remote()
     return remote_pb2.RemoteMessage(
         nextWorkerId=next_worker_id,
         streamDataId=item.STREAM_ID,
         remoteData=remote_pb2.RemoteData(dataStrings=strings, dataLongs=longs),
+    )
+
+
+def encode_batch(items: list[tuple[int, StreamData]]) -> remote_pb2.RemoteBatch:
+    """Items in the columns of a RemoteBatch (``RemoteService.callBatched``)."""
+    workers, streams, string_counts, long_counts = [], [], [], []
+    strings: list[str] = []
+    longs: list[int] = []
+    for next_worker_id, item in items:
+        s, n = item.to_remote()
+        workers.append(next_worker_id)
+        streams.append(item.STREAM_ID)
+        string_counts.append(len(s))
+        long_counts.append(len(n))
+        strings += s
+        longs += n
+    return remote_pb2.RemoteBatch(
+        nextWorkerIds=workers,
+        streamDataIds=streams,
+        stringCounts=string_counts,
+        longCounts=long_counts,
+        strings=strings,
+        longs=longs,
     )
 
 
@@ -113,7 +137,7 @@ class GrpcRemoteClient:
                     return  # idle: end the stream, get the ack
             batch = [self._pending.popleft() for _ in range(min(BATCH_ITEMS, len(self._pending)))]
             carried[0] += len(batch)
-            yield remote_pb2.RemoteBatch(messages=[encode(w, item) for w, item in batch])
+            yield encode_batch(batch)
             if time.monotonic() >= deadline:
                 return
 

@@ -5,14 +5,14 @@ worker it names. Worker and stream ids mean the same on every node (see
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import grpc
 
 from pipeline.grpc_edge import Undecodable
 from pipeline.instruments import Instruments
 from pipeline.ratelimit import RateLimitedLog
-from pipeline.stream import StreamTypes, UndecodableData, stream_id_of_worker
+from pipeline.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
 from pipeline.worker import UnknownWorker, Workers
 from proto import remote_pb2
 
@@ -39,21 +39,66 @@ class RemoteService:
     def callBatched(
         self, requests: Iterator[remote_pb2.RemoteBatch | Undecodable], context: grpc.ServicerContext
     ) -> remote_pb2.RemoteAck:
-        """As ``call``, with many messages in each batch."""
+        """As ``call``, with many items in each batch. A batch whose columns do
+        not add up is refused whole, as one message."""
         peer = context.peer()
         received = rejected = 0
         for batch in requests:
-            ack = self._take([batch] if isinstance(batch, Undecodable) else batch.messages, peer)
-            received += ack.received
-            rejected += ack.rejected
+            if isinstance(batch, Undecodable):
+                reasons: list[str | None] = [batch.describe()]
+            else:
+                reasons = self._take_batch(batch)
+            for reason in reasons:
+                if reason is None:
+                    received += 1
+                else:
+                    rejected += 1
+                    self._log.warning(reason.split(":")[0], "refused a message from %s: %s", peer, reason)
+        self._received.inc(received)
+        self._rejected.inc(rejected)
         return remote_pb2.RemoteAck(received=received, rejected=rejected)
+
+    def _take_batch(self, batch: remote_pb2.RemoteBatch) -> list[str | None]:
+        # One conversion per column: reading the containers item by item costs more.
+        workers, streams = list(batch.nextWorkerIds), list(batch.streamDataIds)
+        string_counts, long_counts = list(batch.stringCounts), list(batch.longCounts)
+        strings, longs = list(batch.strings), list(batch.longs)
+        n = len(workers)
+        if not (
+            len(streams) == len(string_counts) == len(long_counts) == n
+            and sum(string_counts) == len(strings)
+            and sum(long_counts) == len(longs)
+            and min(string_counts + long_counts, default=0) >= 0
+        ):
+            return [f"a batch of {n} items whose columns do not add up"]
+        reasons: list[str | None] = []
+        by_worker: dict[int, list[StreamData]] = {}
+        sp = lp = 0
+        for i in range(n):
+            se, le = sp + string_counts[i], lp + long_counts[i]
+            item = self._decode(workers[i], streams[i], strings[sp:se], longs[lp:le])
+            if isinstance(item, str):
+                reasons.append(item)
+            else:
+                by_worker.setdefault(workers[i], []).append(item)
+                reasons.append(None)
+            sp, lp = se, le
+        for worker_id, items in by_worker.items():  # one hand-over per worker and batch
+            self._workers.get(worker_id).accept_many(items)
+        return reasons
 
     def _take(
         self, messages: Iterable[remote_pb2.RemoteMessage | Undecodable], peer: str
     ) -> remote_pb2.RemoteAck:
         received = rejected = 0
         for message in messages:
-            reason = self._hand_over(message)
+            if isinstance(message, Undecodable):
+                reason: str | None = message.describe()
+            else:
+                data = message.remoteData
+                reason = self._hand_over(
+                    message.nextWorkerId, message.streamDataId, data.dataStrings, data.dataLongs
+                )
             if reason is None:
                 received += 1
             else:
@@ -63,20 +108,27 @@ class RemoteService:
         self._rejected.inc(rejected)
         return remote_pb2.RemoteAck(received=received, rejected=rejected)
 
-    def _hand_over(self, message: remote_pb2.RemoteMessage | Undecodable) -> str | None:
-        """Gives the message's item to its worker; returns why not, if not."""
-        if isinstance(message, Undecodable):
-            return message.describe()
-        stream = self._types.get(message.streamDataId)
+    def _hand_over(
+        self, next_worker_id: int, stream_data_id: int, strings: Sequence[str], longs: Sequence[int]
+    ) -> str | None:
+        """Gives the item to its worker; returns why not, if not."""
+        item = self._decode(next_worker_id, stream_data_id, strings, longs)
+        if isinstance(item, str):
+            return item
+        self._workers.get(next_worker_id).accept(item)
+        return None
+
+    def _decode(
+        self, next_worker_id: int, stream_data_id: int, strings: Sequence[str], longs: Sequence[int]
+    ) -> StreamData | str:
+        """The item, or why there is none."""
+        stream = self._types.get(stream_data_id)
         if stream is None:
-            return f"unknown stream data id {message.streamDataId}"
-        if stream_id_of_worker(message.nextWorkerId) != message.streamDataId:
-            return f"worker {message.nextWorkerId} does not take stream data {message.streamDataId}"
+            return f"unknown stream data id {stream_data_id}"
+        if stream_id_of_worker(next_worker_id) != stream_data_id:
+            return f"worker {next_worker_id} does not take stream data {stream_data_id}"
         try:
-            worker = self._workers.get(message.nextWorkerId)
-            data = message.remoteData
-            item = stream.from_remote(data.dataStrings, data.dataLongs)
+            self._workers.get(next_worker_id)
+            return stream.from_remote(strings, longs)
         except (UnknownWorker, UndecodableData) as e:
             return str(e)
-        worker.accept(item)
-        return None

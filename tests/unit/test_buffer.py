@@ -98,3 +98,25 @@ def test_the_queue_wakes_its_consumer_on_data() -> None:
     q.produce(1)
     q.produce(2)
     assert len(calls) == 2
+
+
+def test_produce_many_keeps_order_and_drops_what_does_not_fit_under_if_possible() -> None:
+    q, instruments = make(BufferStrategy.IF_POSSIBLE, channels=1, size=4)
+    assert q.produce_many([1, 2, 3]) == 3
+    assert q.produce_many([4, 5, 6]) == 1
+    assert instruments.value("buffer_dropped_total_q") == 2
+    assert q.drain(0, 10) == [1, 2, 3, 4]
+
+
+def test_produce_many_waits_for_room_under_blocking() -> None:
+    q, _ = make(BufferStrategy.BLOCKING, channels=1, size=3)
+    kept: list[int] = []
+    t = threading.Thread(target=lambda: kept.append(q.produce_many(list(range(7)))))
+    t.start()
+    seen: list[int] = []
+    while len(seen) < 7:
+        seen += q.drain(0, 2)
+        time.sleep(0.01)
+    t.join(5)
+    assert seen == list(range(7))
+    assert kept == [7]

@@ -17,7 +17,7 @@ from pipeline.inventory import INVENTORY_TYPES, ServiceInstanceInventory, Servic
 from pipeline.stream import Stage, StreamData, StreamTypes, worker_id
 from pipeline.worker import Worker, Workers
 from proto import remote_pb2
-from remote.grpc_client import CALL, GrpcRemoteClient, encode
+from remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, encode_batch
 from remote.service import RemoteService
 
 L2 = worker_id(ServiceInventory, Stage.L2)
@@ -117,3 +117,18 @@ def test_a_client_whose_target_left_gives_back_what_it_held() -> None:
     unconfirmed = instruments.value(f"remote_unconfirmed_total_{address}")
     assert unconfirmed == 0  # nothing was sent: it never connected
     assert given_back == items
+
+
+def test_a_batch_whose_columns_do_not_add_up_is_refused_whole(
+    target: tuple[str, Collect, Instruments],
+) -> None:
+    address, collect, instruments = target
+    good = encode_batch([(L2, ServiceInventory(name="a")), (L2, ServiceInventory(name="b"))])
+    short = encode_batch([(L2, ServiceInventory(name="c"))])
+    del short.strings[-1]  # one string fewer than its count says
+    with grpc.insecure_channel(address) as channel:
+        call = channel.stream_unary(CALL_BATCHED, response_deserializer=remote_pb2.RemoteAck.FromString)
+        ack = call(iter([good.SerializeToString(), short.SerializeToString(), b"\xff"]), timeout=10)
+    assert (ack.received, ack.rejected) == (2, 2)
+    assert [i.key() for i in collect.items] == ["a", "b"]
+    assert instruments.value("remote_rejected_total") == 2
