@@ -6,11 +6,10 @@ answer to doServiceRegister is a canned one of the size a real answer has
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 
 import grpc
 
+from bench.serving import serve_until_terminated
 from pipeline.grpc_server import GrpcServer
 from proto import register_pb2
 from receiver.wire import key_int_pairs
@@ -40,12 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     server = GrpcServer("127.0.0.1", args.port, workers=16, max_message_bytes=4 * 1024 * 1024)
     server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], EmptyRegister(args.answer_names))
-    server.start()
-    print(f"empty server listening on 127.0.0.1:{server.port}", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
-    server.stop(1)
+    serve_until_terminated(server, "empty server")
 
 
 if __name__ == "__main__":

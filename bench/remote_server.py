@@ -5,12 +5,11 @@ a handler that only counts the messages it is sent."""
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from collections.abc import Iterator
 
 import grpc
 
+from bench.serving import serve_until_terminated
 from pipeline.buffer import BufferSpec, BufferStrategy
 from pipeline.consumers import ConsumerPools
 from pipeline.grpc_server import GrpcServer
@@ -58,12 +57,7 @@ def main() -> None:
         servicer = RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments)
     server = GrpcServer("127.0.0.1", 0, workers=8, max_message_bytes=64 * 1024 * 1024)
     server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], servicer)
-    server.start()
-    print(f"remote server listening on 127.0.0.1:{server.port}", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
-    server.stop(1)
+    serve_until_terminated(server, "remote server")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,13 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deploy.options import add_options, config_from
 from deploy.servers import ServerError
+
+if TYPE_CHECKING:
+    from deploy.cluster import NodeProcess
 from pipeline.config import NodeConfig
 from remote.cluster import Role
 from storage.api import StorageError
@@ -80,6 +84,10 @@ def _utc(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _say_started(node: NodeProcess) -> None:
+    print(f"started {node.name} (pid {node.pid}, admin http://{node.admin}/metrics, log {node.log})")
+
+
 def _cluster_up(args: argparse.Namespace) -> int:
     from deploy.cluster import LocalCluster
 
@@ -92,7 +100,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
     ):
         for _ in range(count):
             node = cluster.add(role)
-            print(f"started {node.name} (pid {node.pid}, admin http://{node.admin}/metrics, log {node.log})")
+            _say_started(node)
     return 0
 
 
@@ -100,7 +108,7 @@ def _cluster_add(args: argparse.Namespace) -> int:
     from deploy.cluster import LocalCluster
 
     node = LocalCluster.load(Path(args.dir)).add(args.role)
-    print(f"started {node.name} (pid {node.pid}, admin http://{node.admin}/metrics, log {node.log})")
+    _say_started(node)
     return 0
 
 

@@ -34,29 +34,43 @@ class RemoteService:
     ) -> remote_pb2.RemoteAck:
         """Hands every good message to its worker; a bad one is counted, logged
         with the sender's address and skipped, and the stream goes on."""
-        return self._take(requests, context.peer())
+        return self._tally((self._take_message(m) for m in requests), context.peer())
 
     def callBatched(
         self, requests: Iterator[remote_pb2.RemoteBatch | Undecodable], context: grpc.ServicerContext
     ) -> remote_pb2.RemoteAck:
         """As ``call``, with many items in each batch. A batch whose columns do
         not add up is refused whole, as one message."""
-        peer = context.peer()
+        reasons = (
+            reason
+            for batch in requests
+            for reason in ([batch.describe()] if isinstance(batch, Undecodable) else self._take_batch(batch))
+        )
+        return self._tally(reasons, context.peer())
+
+    def _tally(self, reasons: Iterable[str | None], peer: str) -> remote_pb2.RemoteAck:
+        """Counts the items taken (reason None) and refused (the reason), logging each refusal."""
         received = rejected = 0
-        for batch in requests:
-            if isinstance(batch, Undecodable):
-                reasons: list[str | None] = [batch.describe()]
+        for reason in reasons:
+            if reason is None:
+                received += 1
             else:
-                reasons = self._take_batch(batch)
-            for reason in reasons:
-                if reason is None:
-                    received += 1
-                else:
-                    rejected += 1
-                    self._log.warning(reason.split(":")[0], "refused a message from %s: %s", peer, reason)
+                rejected += 1
+                self._log.warning(reason.split(":")[0], "refused a message from %s: %s", peer, reason)
         self._received.inc(received)
         self._rejected.inc(rejected)
         return remote_pb2.RemoteAck(received=received, rejected=rejected)
+
+    def _take_message(self, message: remote_pb2.RemoteMessage | Undecodable) -> str | None:
+        """Gives the message's item to its worker; returns why not, if not."""
+        if isinstance(message, Undecodable):
+            return message.describe()
+        data = message.remoteData
+        item = self._decode(message.nextWorkerId, message.streamDataId, data.dataStrings, data.dataLongs)
+        if isinstance(item, str):
+            return item
+        self._workers.get(message.nextWorkerId).accept(item)
+        return None
 
     def _take_batch(self, batch: remote_pb2.RemoteBatch) -> list[str | None]:
         # One conversion per column: reading the containers item by item costs more.
@@ -86,37 +100,6 @@ class RemoteService:
         for worker_id, items in by_worker.items():  # one hand-over per worker and batch
             self._workers.get(worker_id).accept_many(items)
         return reasons
-
-    def _take(
-        self, messages: Iterable[remote_pb2.RemoteMessage | Undecodable], peer: str
-    ) -> remote_pb2.RemoteAck:
-        received = rejected = 0
-        for message in messages:
-            if isinstance(message, Undecodable):
-                reason: str | None = message.describe()
-            else:
-                data = message.remoteData
-                reason = self._hand_over(
-                    message.nextWorkerId, message.streamDataId, data.dataStrings, data.dataLongs
-                )
-            if reason is None:
-                received += 1
-            else:
-                rejected += 1
-                self._log.warning(reason.split(":")[0], "refused a message from %s: %s", peer, reason)
-        self._received.inc(received)
-        self._rejected.inc(rejected)
-        return remote_pb2.RemoteAck(received=received, rejected=rejected)
-
-    def _hand_over(
-        self, next_worker_id: int, stream_data_id: int, strings: Sequence[str], longs: Sequence[int]
-    ) -> str | None:
-        """Gives the item to its worker; returns why not, if not."""
-        item = self._decode(next_worker_id, stream_data_id, strings, longs)
-        if isinstance(item, str):
-            return item
-        self._workers.get(next_worker_id).accept(item)
-        return None
 
     def _decode(
         self, next_worker_id: int, stream_data_id: int, strings: Sequence[str], longs: Sequence[int]
