@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from pipeline.buffer import BufferClosed
 from pipeline.instruments import Instruments
@@ -41,7 +41,7 @@ class RemoteSender:
             "remote_parked", "items held until a node takes L1 results", lambda: len(self._parked)
         )
         self._warn = RateLimitedLog(log)
-        clients.on_change = self.flush_parked
+        clients.on_change = lambda: self._in_background("flush-parked", self.flush_parked)
 
     def route_with(self, next_worker_id: int, selector: Selector) -> None:
         """Items for worker ``next_worker_id`` are routed by ``selector``."""
@@ -61,13 +61,27 @@ class RemoteSender:
                 continue  # that node just left; the list has been swapped, route again
         self._park(next_worker_id, item)
 
-    def reroute(self, items: Iterable[tuple[int, StreamData]]) -> None:
-        """Sends again what a departed node's client held."""
-        n = 0
-        for next_worker_id, item in items:
-            self.send(next_worker_id, item)
-            n += 1
-        self._rerouted.inc(n)
+    def reroute(self, items: list[tuple[int, StreamData]]) -> None:
+        """Sends again, from a thread of its own, what a departed node's client
+        held: the caller is the refresh that swapped the client list, and
+        sending may wait for room in a busy client's queue."""
+
+        def send_all() -> None:
+            for next_worker_id, item in items:
+                self.send(next_worker_id, item)
+            self._rerouted.inc(len(items))
+
+        self._in_background("reroute", send_all)
+
+    @staticmethod
+    def _in_background(name: str, work: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                work()
+            except Exception:
+                log.exception("remote %s failed", name)
+
+        threading.Thread(target=run, name=f"remote-{name}", daemon=True).start()
 
     def _park(self, next_worker_id: int, item: StreamData) -> None:
         with self._park_lock:

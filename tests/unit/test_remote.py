@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -38,6 +40,13 @@ class Nodes:
 
     def remote_nodes(self) -> list[RemoteNode]:
         return [RemoteNode(a) for a in self.addresses]
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
 
 
 def clients(*addresses: str) -> list[FakeClient]:
@@ -140,7 +149,8 @@ def test_with_no_target_items_are_held_up_to_a_bound_then_sent_when_one_appears(
     assert instruments.value("remote_parked") == 3
     assert instruments.value("remote_park_dropped_total") == 2
     nodes.addresses = ["a:1"]
-    manager.refresh()
+    manager.refresh()  # sends what was parked, from a thread of its own
+    wait_until(lambda: len(made[0].pushed) == 3)
     assert [item.key() for _, item in made[0].pushed] == ["s0", "s1", "s2"]
     assert instruments.value("remote_parked") == 0
 
@@ -151,10 +161,11 @@ def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
     instruments = Instruments()
     sender = RemoteSender(manager, instruments, park_size=10)
     sender.route_with(3, ForeverFirst())
-    held = [(3, ServiceInventory(name=f"s{i}")) for i in range(4)]
+    held: list[tuple[int, StreamData]] = [(3, ServiceInventory(name=f"s{i}")) for i in range(4)]
     sender.reroute(held)
     first = manager.clients[0]
     assert isinstance(first, FakeClient)
+    wait_until(lambda: instruments.value("remote_rerouted_total") == 4)
     assert first.pushed == held
     assert instruments.value("remote_rerouted_total") == 4
 
