@@ -35,5 +35,6 @@ class AdminServer:
         self._thread.start()
 
     def close(self) -> None:
-        self._httpd.shutdown()
+        if self._thread.is_alive():  # shutdown() waits for serve_forever, which must be running
+            self._httpd.shutdown()
         self._httpd.server_close()

@@ -70,13 +70,22 @@ class Node:
 
     @property
     def name(self) -> str:
-        return self.config.node_name or f"{self.config.role.value}@{self.address}"
+        where = self.address if self.server is not None else "(not started)"
+        return self.config.node_name or f"{self.config.role.value}@{where}"
 
     @property
     def admin_port(self) -> int | None:
         return self._admin.port if self._admin else None
 
     def start(self) -> Node:
+        """Builds and starts everything; on failure, closes what was started."""
+        try:
+            return self._start()
+        except BaseException:
+            self.close(grace_s=0)
+            raise
+
+    def _start(self) -> Node:
         cfg = self.config
         role = cfg.role
         self.storage = storage = open_storage(cfg)
@@ -113,7 +122,9 @@ class Node:
                 Registrar(
                     cache,
                     processor.entry,
-                    Limits(cfg.max_name_length, cfg.max_batch_items, cfg.resend_after_s),
+                    Limits(
+                        cfg.max_name_length, cfg.max_batch_items, cfg.max_properties_chars, cfg.resend_after_s
+                    ),
                 ),
             )
         if role.is_target:
@@ -162,13 +173,19 @@ class Node:
         )
 
     def close(self, grace_s: float = 5.0) -> None:
-        """Leaves the cluster, stops taking calls, drains the chains in order
-        (L1 into L2 or other nodes, L2 into storage), then closes storage. Idempotent."""
+        """Leaves the cluster and answers NOT_SERVING to health checks; an
+        aggregator keeps serving until every receiver's next refresh has routed
+        elsewhere. Then stops taking calls, drains the chains in order (L1 into
+        L2 or other nodes, L2 into storage) and closes storage. Idempotent."""
         if self._closed.is_set():
             return
         self._closed.set()
+        if self.server is not None:
+            self.server.refuse()
         if self._cluster is not None:
             self._cluster.close()
+            if isinstance(self._cluster, RedisCluster) and self.config.role.is_target:
+                time.sleep(self.config.remote_refresh_interval_s + 0.5)
         if self.server is not None:
             self.server.stop(grace_s)
         if self._housekeeping is not None:

@@ -36,10 +36,17 @@ class BufferSpec:
     channels: int
     buffer_size: int
     strategy: BufferStrategy
+    max_wait_s: float | None = None
 
 
 class BufferClosed(RuntimeError):
     """Raised by ``produce`` on a queue that is closing."""
+
+
+class BufferFull(RuntimeError):
+    """Raised by ``produce`` under BLOCKING when the queue stayed full for its
+    ``max_wait_s``: the caller should shed the work (tell its client to come
+    back later) rather than hold a thread any longer."""
 
 
 class _Channel(Generic[T]):
@@ -66,12 +73,14 @@ class BufferQueue(Generic[T]):
         buffer_size: int,
         strategy: BufferStrategy,
         instruments: Instruments,
+        max_wait_s: float | None = None,
     ) -> None:
         if channels < 1 or buffer_size < 1:
             raise ValueError(f"buffer queue {name}: channels and buffer_size must be >= 1")
         self.name = name
         self.strategy = strategy
         self.buffer_size = buffer_size
+        self.max_wait_s = max_wait_s
         self._channels = [_Channel[T](buffer_size) for _ in range(channels)]
         self._next_channel = itertools.count()
         self._closed = False
@@ -100,10 +109,22 @@ class BufferQueue(Generic[T]):
     def depth(self) -> int:
         return sum(len(c.items) for c in self._channels)
 
+    def _wait_for_room(self, channel: _Channel[T], deadline: float | None) -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise BufferFull(f"buffer queue {self.name} stayed full for {self.max_wait_s:g} s")
+        # Wake the consumer in case it is idle, then wait for room.
+        self.on_data()
+        channel.not_full.wait(0.1)
+
+    def _deadline(self) -> float | None:
+        return None if self.max_wait_s is None else time.monotonic() + self.max_wait_s
+
     def produce(self, item: T) -> bool:
         """Puts ``item`` into a channel. Returns False if it was dropped (full
-        queue under IF_POSSIBLE); raises BufferClosed once the queue is closing."""
+        queue under IF_POSSIBLE); raises BufferClosed once the queue is closing
+        and BufferFull if it stayed full for ``max_wait_s``."""
         channel = self._channels[next(self._next_channel) % len(self._channels)]
+        deadline = self._deadline()
         with channel.not_full:
             while len(channel.items) >= channel.capacity:
                 if self._closed:
@@ -117,9 +138,7 @@ class BufferQueue(Generic[T]):
                         self.capacity,
                     )
                     return False
-                # Wake the consumer in case it is idle, then wait for room.
-                self.on_data()
-                channel.not_full.wait(0.1)
+                self._wait_for_room(channel, deadline)
             if self._closed:
                 raise BufferClosed(f"buffer queue {self.name} is closed")
             channel.items.append(item)
@@ -132,6 +151,7 @@ class BufferQueue(Generic[T]):
         of them under BLOCKING, those that fitted under IF_POSSIBLE (the rest are
         dropped and counted)."""
         channel = self._channels[next(self._next_channel) % len(self._channels)]
+        deadline = self._deadline()
         done = 0
         with channel.not_full:
             while done < len(items):
@@ -146,8 +166,7 @@ class BufferQueue(Generic[T]):
                             self.name, "buffer queue %s is full: %d items dropped", self.name, dropped
                         )
                         return done
-                    self.on_data()
-                    channel.not_full.wait(0.1)
+                    self._wait_for_room(channel, deadline)
                     continue
                 channel.items.extend(items[done : done + room])
                 done = min(len(items), done + room)

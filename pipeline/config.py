@@ -64,6 +64,9 @@ class NodeConfig:
     l1_strategy: BufferStrategy = _opt(
         BufferStrategy.BLOCKING, "what a full L1 queue does: blocking or if_possible (drop)"
     )
+    l1_max_wait_s: float = _opt(
+        5.0, "how long an agent call waits for room in a full L1 queue before it is told to come back later"
+    )
     l1_pool_size: int = _opt(2, "threads of the REGISTER_L1 consumer pool shared by every L1 worker")
     l2_channels: int = _opt(1, "channels of each L2 (persistent) worker's buffer queue")
     l2_buffer_size: int = _opt(10_000, "items per channel of each L2 buffer queue")
@@ -82,6 +85,7 @@ class NodeConfig:
         5.0, "a name still without an id is handed to L1 again after this long, not sooner"
     )
     max_name_length: int = _opt(500, "longest name (in characters) a registration may carry")
+    max_properties_chars: int = _opt(16_384, "most characters of tags and properties one name may carry")
     max_batch_items: int = _opt(1000, "most names one registration call may carry")
     max_message_bytes: int = _opt(4 * 1024 * 1024, "largest gRPC message the node accepts")
     grpc_workers: int = _opt(16, "threads serving gRPC calls")

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
+from pipeline.buffer import BufferClosed, BufferFull
 from pipeline.errors import InvalidRequest, UnknownReference
 from pipeline.ratelimit import RateLimitedLog
 from storage.api import StorageError
@@ -58,6 +59,15 @@ def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
     if isinstance(error, UnknownReference):
         context.abort(grpc.StatusCode.NOT_FOUND, str(error))
+    if isinstance(error, BufferFull):
+        _internal_log.warning("overloaded", "a call was shed: %s", error)
+        context.abort(
+            grpc.StatusCode.RESOURCE_EXHAUSTED, f"the node is overloaded ({error}); try again later"
+        )
+    if isinstance(error, BufferClosed):
+        context.abort(
+            grpc.StatusCode.UNAVAILABLE, "the node is shutting down; try another node or again later"
+        )
     if isinstance(error, StorageError) and error.retriable:
         _internal_log.warning("storage", "a call failed, storage is unavailable: %s", error)
         context.abort(grpc.StatusCode.UNAVAILABLE, f"storage is unavailable, try again later: {error}")

@@ -43,8 +43,11 @@ class GrpcServer:
         for name in ("", *self.services):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
-    def stop(self, grace_s: float) -> None:
-        """Answers NOT_SERVING to health checks first, so balancers stop sending,
-        then lets calls under way finish within ``grace_s``."""
+    def refuse(self) -> None:
+        """Answers NOT_SERVING to health checks from now on, still serving calls."""
         self.health.enter_graceful_shutdown()
+
+    def stop(self, grace_s: float) -> None:
+        """Stops listening and lets calls under way finish within ``grace_s``."""
+        self.refuse()
         self.server.stop(grace_s).wait(grace_s + 1)

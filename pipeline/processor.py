@@ -78,7 +78,9 @@ class InventoryStreamProcessor:
                 remote,
                 pools.get_or_create(L1_POOL, config.l1_pool_size),
                 instruments,
-                BufferSpec(config.l1_channels, config.l1_buffer_size, config.l1_strategy),
+                BufferSpec(
+                    config.l1_channels, config.l1_buffer_size, config.l1_strategy, config.l1_max_wait_s
+                ),
             )
             workers.register(l1)
             self._entries[model] = l1

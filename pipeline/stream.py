@@ -63,6 +63,14 @@ class StreamData:
         """The identity of the item: equal keys are combined and stored as one row."""
         raise NotImplementedError
 
+    def size_hint(self) -> int:
+        """About how many bytes the item takes on the wire (its strings dominate)."""
+        layout = _layout(type(self))
+        size = 10 * len(layout.longs) + sum(len(getattr(self, n)) for n in layout.strings)
+        for n in layout.maps:
+            size += sum(len(k) + len(v) + 4 for k, v in getattr(self, n).items())
+        return size
+
     def to_row(self) -> dict[str, Any]:
         return {c.name: getattr(self, c.name) for c in self.columns()}
 

@@ -80,7 +80,7 @@ class BufferedWorker(Worker[T]):
     ) -> None:
         super().__init__(worker_id, name)
         self.queue: BufferQueue[T] = BufferQueue(
-            name, buffer.channels, buffer.buffer_size, buffer.strategy, instruments
+            name, buffer.channels, buffer.buffer_size, buffer.strategy, instruments, buffer.max_wait_s
         )
         pool.register(self.queue, self)
 

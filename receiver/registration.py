@@ -23,6 +23,7 @@ from receiver.cache import InventoryCache, RecentKeys
 class Limits:
     max_name_length: int
     max_batch_items: int
+    max_properties_chars: int
     resend_after_s: float
     """A name without an id is handed to the chain again only this long after
     the last time: agents ask every few seconds, and each ask would otherwise
@@ -76,12 +77,23 @@ class Registrar:
         it was sent moments ago; the caller asks again later."""
         ids = self._cache.ids(model, keys)
         if len(ids) < len(keys):
+            new = [(key, make(i)) for i, key in enumerate(keys) if key not in ids]
+            for _, item in new:  # all checked before any goes on: a bad batch changes nothing
+                self.check_properties(item)
             entry = self._entry(model)
             now = time.monotonic()
-            for i, key in enumerate(keys):
-                if key not in ids and self._recent.claim(model, key, now):
-                    entry.accept(make(i))
+            for key, item in new:
+                if self._recent.claim(model, key, now):
+                    entry.accept(item)
         return ids
+
+    def check_properties(self, item: Inventory) -> None:
+        size = sum(len(k) + len(v) for k, v in item.properties.items())
+        if size > self.limits.max_properties_chars:
+            raise InvalidRequest(
+                f"{item.name!r} carries {size} characters of tags and properties; "
+                f"at most {self.limits.max_properties_chars} are allowed"
+            )
 
     def services(self, names: Sequence[str], properties: Callable[[int], dict[str, str]]) -> dict[str, int]:
         self.check_names("service name", names)

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 CALL = "/skyoap.v1.RemoteService/call"
 CALL_BATCHED = "/skyoap.v1.RemoteService/callBatched"
 BATCH_ITEMS = 500
+BATCH_BYTES = 512 * 1024
+"""A batch stops growing past about this many bytes, far below any node's message limit."""
 # Failures worth trying again: the node may be restarting or briefly overloaded.
 RETRYABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -93,6 +95,7 @@ class GrpcRemoteClient:
         self._wake = threading.Event()
         self._queue.on_data = self._wake.set
         self._pending: deque[tuple[int, StreamData]] = deque()  # taken from the queue, not yet sent
+        self._pending_lock = threading.Lock()
         self._closing = threading.Event()
         self._channel = grpc.insecure_channel(address)
         self._call = self._channel.stream_unary(
@@ -107,6 +110,9 @@ class GrpcRemoteClient:
         self._pushed = instruments.counter(f"remote_pushed_total_{address}", f"items routed to {address}")
         self._given_back = instruments.counter(
             f"remote_given_back_total_{address}", f"items held for {address} when it left, routed elsewhere"
+        )
+        self._dropped = instruments.counter(
+            f"remote_dropped_total_{address}", f"items for {address} still held when this node shut down"
         )
         self._sent = instruments.counter(f"remote_sent_total_{address}", f"items {address} confirmed")
         self._rejected = instruments.counter(
@@ -128,14 +134,28 @@ class GrpcRemoteClient:
         self._queue.produce((next_worker_id, item))
         self._pushed.inc()
 
-    def _batches(self, carried: list[int]) -> Iterator[remote_pb2.RemoteBatch]:
-        deadline = time.monotonic() + self._stream_max_s
-        while carried[0] < self._stream_max_items and not self._closing.is_set():
+    def _take_batch(self) -> list[tuple[int, StreamData]]:
+        """Up to BATCH_ITEMS items, and at most about BATCH_BYTES of them; none
+        once the client is closing. Runs on gRPC's request thread, hence the lock."""
+        with self._pending_lock:
+            if self._closing.is_set():
+                return []
             if not self._pending:
                 self._pending.extend(self._queue.drain(0, BATCH_ITEMS))
-                if not self._pending:
-                    return  # idle: end the stream, get the ack
-            batch = [self._pending.popleft() for _ in range(min(BATCH_ITEMS, len(self._pending)))]
+            batch: list[tuple[int, StreamData]] = []
+            size = 0
+            while self._pending and len(batch) < BATCH_ITEMS and size < BATCH_BYTES:
+                entry = self._pending.popleft()
+                batch.append(entry)
+                size += entry[1].size_hint()
+            return batch
+
+    def _batches(self, carried: list[int]) -> Iterator[remote_pb2.RemoteBatch]:
+        deadline = time.monotonic() + self._stream_max_s
+        while carried[0] < self._stream_max_items:
+            batch = self._take_batch()
+            if not batch:
+                return  # idle or closing: end the stream, get the ack
             carried[0] += len(batch)
             yield encode_batch(batch)
             if time.monotonic() >= deadline:
@@ -202,8 +222,10 @@ class GrpcRemoteClient:
         return self._reachable
 
     def close(self, drain_s: float = 0.0) -> None:
-        """Stops sending and gives back whatever is still held; with ``drain_s``,
-        first lets the thread send it, for up to that long. Idempotent."""
+        """Without ``drain_s`` (the target left): stops sending and gives back
+        whatever is still held. With ``drain_s`` (this node shuts down): first
+        lets the thread send it, for up to that long, and counts what is left
+        after that as dropped. Idempotent."""
         if self._closing.is_set():
             return
         deadline = time.monotonic() + drain_s
@@ -217,12 +239,21 @@ class GrpcRemoteClient:
         if future is not None:
             future.cancel()
         self._thread.join(10)
-        leftover = list(self._pending) + self._queue.drain(0, self._queue.capacity)
-        self._pending.clear()
+        with self._pending_lock:
+            leftover = list(self._pending) + self._queue.drain(0, self._queue.capacity)
+            self._pending.clear()
         self._channel.close()
-        if leftover:
-            log.info(
-                "%s left: handing %d items it still held to their new owners", self._address, len(leftover)
+        if not leftover:
+            return
+        if drain_s:
+            self._dropped.inc(len(leftover))
+            log.warning(
+                "shutting down: %d items for %s could not be sent in %g s",
+                len(leftover),
+                self._address,
+                drain_s,
             )
-            self._given_back.inc(len(leftover))
-            self._give_back(leftover)
+            return
+        log.info("%s left: handing %d items it still held to their new owners", self._address, len(leftover))
+        self._given_back.inc(len(leftover))
+        self._give_back(leftover)

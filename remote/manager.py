@@ -45,7 +45,9 @@ class RemoteClientManager:
 
     def refresh(self) -> None:
         with self._refresh_lock:
-            nodes = sorted(set(self._nodes.remote_nodes()))
+            # One node per address (this node's own entry wins), sorted by address.
+            by_address = {n.address: n for n in sorted(self._nodes.remote_nodes(), key=lambda n: n.is_self)}
+            nodes = sorted(by_address.values())
             current = {c.address: c for c in self._clients}
             if [n.address for n in nodes] == list(current):
                 return

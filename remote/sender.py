@@ -95,6 +95,8 @@ class RemoteSender:
                 return
             self._parked.append((next_worker_id, item))
         self._parked_total.inc()
+        if self._clients.clients:  # a node appeared while this item was on its way here
+            self._in_background("flush-parked", self.flush_parked)
         self._warn.warning("no-target", "no node takes L1 results right now: holding items until one does")
 
     def flush_parked(self) -> None:

@@ -119,7 +119,8 @@ class ElasticsearchInventoryDAO:
             try:
                 doc = self._es.get(index=index, id=model.MODEL, realtime=True)
             except elasticsearch.NotFoundError:
-                return 0, {"op_type": "create"}
+                # No fence yet (or it was lost): it starts above every stored row.
+                return self._stored_max(model), {"op_type": "create"}
         return int(doc["_source"]["last"]), {
             "if_seq_no": doc["_seq_no"],
             "if_primary_term": doc["_primary_term"],
@@ -141,7 +142,16 @@ class ElasticsearchInventoryDAO:
                 # Another writer moved the fence between our read and write: read again.
 
     def max_sequence(self, model: type[Inventory]) -> int:
-        return self._fence(model)[0]
+        return max(self._fence(model)[0], self._stored_max(model))
+
+    def _stored_max(self, model: type[Inventory]) -> int:
+        self._client.refresh(model.MODEL)
+        with translated_errors(f"reading the largest id stored in {model.MODEL}"):
+            res = self._es.search(
+                index=self._client.index(model.MODEL), size=0, aggs={"top": {"max": {"field": "sequence"}}}
+            )
+        value = res["aggregations"]["top"]["value"]
+        return int(value) if value is not None else 0
 
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         self._client.refresh(model.MODEL)

@@ -13,7 +13,7 @@ from agent import Agent
 from deploy.node import Node
 from pipeline.config import NodeConfig
 from pipeline.inventory import INVENTORY_TYPES
-from proto import register_pb2, register_pb2_grpc
+from proto import common_pb2, register_pb2, register_pb2_grpc
 from tests.integration.helpers import stored
 
 MAX_NAME = 40
@@ -116,6 +116,20 @@ def test_bad_registrations_get_clear_statuses_and_change_nothing(node: Node, cha
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "the call carries 11 items (network address); at most 10 are allowed per call, split the batch",
+        ),
+        (
+            lambda: stub.doServiceRegister(
+                register_pb2.Services(
+                    services=[
+                        register_pb2.Service(
+                            serviceName="heavy",
+                            properties=[common_pb2.KeyStringValuePair(key="k", value="v" * 20_000)],
+                        )
+                    ]
+                )
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "'heavy' carries 20001 characters of tags and properties; at most 16384 are allowed",
         ),
         (
             lambda: stub.doNetworkAddressRegister(register_pb2.NetAddresses(addresses=["a" * 70_000])),

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from pipeline.buffer import BufferClosed, BufferQueue, BufferStrategy
+from pipeline.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
 from pipeline.instruments import Instruments
 
 
@@ -60,6 +60,16 @@ def test_items_are_spread_over_channels_round_robin() -> None:
         q.produce(i)
     assert [q.drain(c, 10) for c in range(3)] == [[0, 3, 6], [1, 4], [2, 5]]
     assert q.capacity == 30
+
+
+def test_a_blocking_queue_with_a_wait_limit_gives_up_with_buffer_full() -> None:
+    q: BufferQueue[int] = BufferQueue("q", 1, 1, BufferStrategy.BLOCKING, Instruments(), max_wait_s=0.2)
+    q.produce(1)
+    with pytest.raises(BufferFull, match=r"buffer queue q stayed full for 0\.2 s"):
+        q.produce(2)
+    with pytest.raises(BufferFull):
+        q.produce_many([3, 4])
+    assert q.drain(0, 10) == [1]
 
 
 def test_a_closed_queue_refuses_items_but_keeps_what_it_holds() -> None:

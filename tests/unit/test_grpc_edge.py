@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from pipeline.buffer import BufferClosed, BufferFull
 from pipeline.errors import InvalidRequest
 from pipeline.grpc_server import GrpcServer
 from proto import register_pb2, register_pb2_grpc
@@ -45,6 +46,12 @@ def served() -> Iterator[tuple[Failing, register_pb2_grpc.RegisterStub]]:
             "storage is unavailable, try again later: Elasticsearch is unreachable",
         ),
         (StorageError("mapping refused"), grpc.StatusCode.INTERNAL, "the backend failed to handle the call"),
+        (
+            BufferFull("buffer queue q stayed full for 5 s"),
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "the node is overloaded (buffer queue q stayed full for 5 s); try again later",
+        ),
+        (BufferClosed("closed"), grpc.StatusCode.UNAVAILABLE, "the node is shutting down"),
         (KeyError("bug"), grpc.StatusCode.INTERNAL, "the backend failed to handle the call: 'bug'"),
     ],
 )
