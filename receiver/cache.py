@@ -55,7 +55,10 @@ class RecentKeys:
             if last is not None and now - last < self._ttl_s:
                 return False
             if len(self._seen) >= self._size:
-                self._seen = {k: t for k, t in self._seen.items() if now - t < self._ttl_s}
+                live = {k: t for k, t in self._seen.items() if now - t < self._ttl_s}
+                if len(live) > self._size // 2:  # keep the newest half, so this runs rarely
+                    live = dict(list(live.items())[len(live) - self._size // 2 :])
+                self._seen = live
             self._seen[(model, key)] = now
             return True
 

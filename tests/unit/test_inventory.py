@@ -76,3 +76,16 @@ def test_stream_and_worker_ids_are_fixed_by_type_and_stage() -> None:
     assert types.get(99) is None
     with pytest.raises(ValueError, match="both declare STREAM_ID 1"):
         StreamTypes([ServiceInventory, type("Other", (ServiceInventory,), {"STREAM_ID": 1})])
+
+
+def test_recent_keys_forget_after_their_time_and_stay_bounded() -> None:
+    from receiver.cache import RecentKeys
+
+    recent = RecentKeys(ttl_s=10, size=4)
+    assert recent.claim(ServiceInventory, "a", now=0.0) is True
+    assert recent.claim(ServiceInventory, "a", now=5.0) is False
+    assert recent.claim(ServiceInventory, "a", now=10.0) is True
+    for i, key in enumerate("bcdefg"):
+        assert recent.claim(ServiceInventory, key, now=11.0 + i) is True
+    assert len(recent._seen) <= 4
+    assert recent.claim(ServiceInventory, "g", now=17.0) is False  # the newest are kept
