@@ -5,6 +5,7 @@ commands (add, remove, down) find it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -193,10 +194,14 @@ class LocalCluster:
         self.state.nodes.remove(node)
         self.save()
 
-    def down(self) -> None:
-        """Stops every node, then the servers this cluster started, and forgets it."""
+    def down(self, timeout_s: float = 60.0) -> None:
+        """Stops every node (all at once: each aggregator lingers while receivers
+        re-route), then the servers this cluster started, and forgets it."""
+        for node in self.state.nodes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGTERM)
         for node in list(self.state.nodes):
-            self.remove(node)
+            self.remove(node, timeout_s=timeout_s)
         for server in self.state.servers.values():
             _stop_pid(server.pid, signal.SIGTERM, 30)
             subprocess.run(["rm", "-rf", server.workdir], check=False)
