@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from pipeline.inventory import ServiceInstanceInventory
+from pipeline.periodic import Periodic
 from storage.api import InventoryDAO
 
 log = logging.getLogger(__name__)
@@ -21,8 +21,9 @@ class HeartbeatExpiry:
         self._dao = dao
         self.expiry_s = expiry_s
         self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._task = Periodic(
+            "heartbeat-expiry", interval_s, self.run_once, "marking silent instances inactive"
+        )
 
     def run_once(self) -> int:
         cutoff_ms = int((time.time() - self.expiry_s) * 1000)
@@ -34,17 +35,7 @@ class HeartbeatExpiry:
         return expired
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="heartbeat-expiry", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("heartbeat expiry failed; trying again in %g s", self.interval_s)
+        self._task.start()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        self._task.close()

@@ -7,11 +7,12 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import threading
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
 import redis
+
+from pipeline.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -115,12 +116,12 @@ class RedisCluster:
         self._alive_key = f"{key_prefix}:cluster:alive"
         self._info_key = f"{key_prefix}:cluster:members"
         self._me = me
-        self._heartbeat_s = heartbeat_s
         self._expiry_ms = int(expiry_s * 1000)
         self._beat = self._redis.register_script(_HEARTBEAT)
         self._live = self._redis.register_script(_LIVE)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._renewal = Periodic(
+            "cluster-heartbeat", heartbeat_s, self.heartbeat, f"the cluster heartbeat to {self._describe()}"
+        )
 
     def heartbeat(self) -> None:
         assert self._me is not None
@@ -147,26 +148,11 @@ class RedisCluster:
             self.heartbeat()
         except redis.RedisError as e:
             raise OSError(f"cannot register in the cluster at {self._describe()}: {e}") from e
-        self._thread = threading.Thread(target=self._run, name="cluster-heartbeat", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._heartbeat_s):
-            try:
-                self.heartbeat()
-            except redis.RedisError as e:
-                log.warning(
-                    "cluster heartbeat to %s failed: %s; trying again in %g s",
-                    self._describe(),
-                    e,
-                    self._heartbeat_s,
-                )
+        self._renewal.start()
 
     def close(self) -> None:
         """Stops renewing and leaves the cluster at once (a killed node leaves by expiry)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        self._renewal.close()
         if self._me is not None:
             try:
                 self._redis.zrem(self._alive_key, self._me.name)

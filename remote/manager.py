@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from pipeline.periodic import Periodic
 from remote.client import RemoteClient
 from remote.cluster import ClusterNodesQuery, RemoteNode
 
@@ -31,11 +32,11 @@ class RemoteClientManager:
     ) -> None:
         self._nodes = nodes
         self._make_client = make_client
-        self._refresh_interval_s = refresh_interval_s
         self._clients: tuple[RemoteClient, ...] = ()
         self._refresh_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._task = Periodic(
+            "remote-client-refresh", refresh_interval_s, self.refresh, "refreshing the remote client list"
+        )
         self.on_change: Callable[[], None] = lambda: None
         """Called after every swap, from the thread that refreshed."""
 
@@ -62,22 +63,12 @@ class RemoteClientManager:
 
     def start(self) -> None:
         self.refresh()
-        self._thread = threading.Thread(target=self._run, name="remote-client-refresh", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._refresh_interval_s):
-            try:
-                self.refresh()
-            except Exception:
-                log.exception("refreshing the remote client list failed; keeping the current one")
+        self._task.start()
 
     def close(self, drain_s: float = 5.0) -> None:
         """Stops refreshing and closes every client, each first sending what it
         holds for up to ``drain_s``."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        self._task.close()
         with self._refresh_lock:
             clients = self._clients
         for c in clients:
