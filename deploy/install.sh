@@ -26,4 +26,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# SkyWalking's own Python agent, in a virtualenv of its own, for the tests that
+# check that agents built for SkyWalking report to skyoap unchanged.
+if [ ! -x .venv-agent/bin/python ]; then
+  python3 -m venv .venv-agent
+  .venv-agent/bin/pip install -q apache-skywalking==1.2.0
+fi
+
 .venv/bin/python -c 'from deploy.servers import elasticsearch_home; print("elasticsearch at", elasticsearch_home())' >&2

@@ -21,6 +21,7 @@ from proto import remote_pb2
 from receiver.cache import InventoryCache
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
+from receiver.skywalking import NamesByService, add_skywalking_services
 from remote.client import RemoteClient, SelfRemoteClient
 from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster
 from remote.grpc_client import GrpcRemoteClient
@@ -56,6 +57,7 @@ class Node:
         self._clients: RemoteClientManager | None = None
         self._sender: RemoteSender | None = None
         self._housekeeping: HeartbeatExpiry | None = None
+        self._waiting_instances: NamesByService | None = None
         self._admin: AdminServer | None = None
         self._closed = threading.Event()
 
@@ -117,16 +119,13 @@ class Node:
             on_stored=cache.learn if role is Role.MIXED else None,
         )
         if role.takes_agents:
-            add_agent_services(
-                server,
-                Registrar(
-                    cache,
-                    processor.entry,
-                    Limits(
-                        cfg.max_name_length, cfg.max_batch_items, cfg.max_properties_chars, cfg.resend_after_s
-                    ),
-                ),
+            limits = Limits(
+                cfg.max_name_length, cfg.max_batch_items, cfg.max_properties_chars, cfg.resend_after_s
             )
+            registrar = Registrar(cache, processor.entry, limits)
+            add_agent_services(server, registrar)
+            self._waiting_instances = add_skywalking_services(server, registrar, self.instruments)
+            self._waiting_instances.start()
         if role.is_target:
             server.add(
                 remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
@@ -190,6 +189,8 @@ class Node:
             self.server.stop(grace_s)
         if self._housekeeping is not None:
             self._housekeeping.close()
+        if self._waiting_instances is not None:
+            self._waiting_instances.close()
         for name in (L1_POOL, L2_POOL):
             if name in self.pools:
                 self.pools.get(name).close(grace_s)

@@ -98,14 +98,17 @@ def _stream_in(fn: Callable[[Iterator[Any], grpc.ServicerContext], Any]) -> Call
 
 
 def bind(server: grpc.Server, service: descriptor.ServiceDescriptor, servicer: object) -> str:
-    """Serves every method of ``service`` with the servicer's method of the same
-    name; returns the full service name. Client-streaming handlers receive the
-    raw iterator, in which an undecodable message appears as ``Undecodable``."""
+    """Serves the methods of ``service`` with the servicer's methods of the same
+    name (one the servicer lacks answers UNIMPLEMENTED); returns the full service
+    name. Client-streaming handlers receive the raw iterator, in which an
+    undecodable message appears as ``Undecodable``."""
     handlers = {}
     for method in service.methods:
         request_cls = message_factory.GetMessageClass(method.input_type)
         response_cls = message_factory.GetMessageClass(method.output_type)
-        fn = getattr(servicer, method.name)
+        fn = getattr(servicer, method.name, None)
+        if fn is None:
+            continue
         kwargs = {
             "request_deserializer": _deserializer(request_cls),
             "response_serializer": _serializer(response_cls),

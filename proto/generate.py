@@ -17,12 +17,13 @@ ROOT = PROTO_DIR.parent
 
 
 def proto_files() -> list[Path]:
-    return sorted(PROTO_DIR.glob("*.proto"))
+    return sorted(PROTO_DIR.rglob("*.proto"))
 
 
 def generate(out_dir: Path) -> None:
     """Writes ``*_pb2.py``, ``*_pb2.pyi`` and ``*_pb2_grpc.py`` under ``out_dir/proto``."""
-    (out_dir / "proto").mkdir(parents=True, exist_ok=True)
+    for p in proto_files():
+        (out_dir / p.parent.relative_to(ROOT)).mkdir(parents=True, exist_ok=True)
     include = Path(protoc.__file__).resolve().parent / "_proto"
     args = [
         "protoc",
@@ -38,9 +39,11 @@ def generate(out_dir: Path) -> None:
 
 
 def generated_names() -> list[str]:
+    """Paths relative to this folder."""
     names = []
     for p in proto_files():
-        names += [f"{p.stem}_pb2.py", f"{p.stem}_pb2.pyi", f"{p.stem}_pb2_grpc.py"]
+        stem = str(p.relative_to(PROTO_DIR).with_suffix(""))
+        names += [f"{stem}_pb2.py", f"{stem}_pb2.pyi", f"{stem}_pb2_grpc.py"]
     return names
 
 

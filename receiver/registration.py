@@ -126,6 +126,49 @@ class Registrar:
             lambda i: NetworkAddressInventory(name=addresses[i], register_time=t, heartbeat_time=t),
         )
 
+    def alive(self, service: str, instance: str, properties: dict[str, str]) -> bool:
+        """Records that ``instance`` of ``service`` is alive, by names (SkyWalking's
+        v3 protocol): the service's heartbeat goes on at once, registering it if
+        new; the instance's needs the service id. Returns False if that id is not
+        known yet: the caller must try again later."""
+        self.check_names("service name", [service])
+        self.check_names("instance name", [instance])
+        t = now_ms()
+        self._entry(ServiceInventory).accept(
+            ServiceInventory(name=service, register_time=t, heartbeat_time=t)
+        )
+        service_id = self._cache.ids(ServiceInventory, [service]).get(service)
+        if service_id is None:
+            return False
+        item = ServiceInstanceInventory(
+            name=instance,
+            service_id=service_id,
+            instance_uuid=instance,
+            register_time=t,
+            heartbeat_time=t,
+            properties=properties,
+        )
+        self.check_properties(item)
+        self._entry(ServiceInstanceInventory).accept(item)
+        return True
+
+    def endpoints_by_name(self, service: str, names: Sequence[str]) -> bool:
+        """Registers server-side endpoints of ``service`` by names; returns False
+        if the service id is not known yet (try again later)."""
+        self.check_names("endpoint name", names)
+        service_id = self._cache.ids(ServiceInventory, [service]).get(service)
+        if service_id is None:
+            return False
+        t = now_ms()
+        items = [
+            EndpointInventory(
+                name=n, service_id=service_id, detect_point=1, register_time=t, heartbeat_time=t
+            )
+            for n in names
+        ]
+        self.register(EndpointInventory, [i.key() for i in items], items.__getitem__)
+        return True
+
     def ping(self, instance_id: int, instance_uuid: str) -> bool:
         """Records a heartbeat of instance ``instance_id`` (and of its service).
         Returns False when the id is unknown or belongs to another UUID: the
