@@ -63,7 +63,6 @@ def request(names: Sequence[str]) -> register_pb2.Services:
 class NewNames:
     ids_per_s: float
     time_to_id_s: list[float]
-    calls: int
 
 
 def register_new(
@@ -83,11 +82,8 @@ def register_new(
     per_thread_rate = rate / threads if rate else None
     first_asked: dict[str, float] = {}
     got_at: dict[str, float] = {}
-    calls = 0
-    lock = threading.Lock()
 
     def agent(thread: int) -> None:
-        nonlocal calls
         share = shares[thread]
         with grpc.insecure_channel(targets[thread % len(targets)]) as ch:
             stub = register_pb2_grpc.RegisterStub(ch)
@@ -109,8 +105,6 @@ def register_new(
                     for kv in answer.services:
                         if kv.value:
                             got_at.setdefault(kv.key, done)
-                    with lock:
-                        calls += 1
                 missing = [n for n in missing if n not in got_at]
                 if missing or introduced < len(share):
                     time.sleep(poll_s)
@@ -119,7 +113,7 @@ def register_new(
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(agent, range(threads)))
     elapsed = time.perf_counter() - started
-    return NewNames(len(names) / elapsed, [got_at[n] - first_asked[n] for n in names], calls)
+    return NewNames(len(names) / elapsed, [got_at[n] - first_asked[n] for n in names])
 
 
 def ask_known(address: str, names: list[str], threads: int, batch: int, duration_s: float) -> float:

@@ -57,7 +57,7 @@ class Node:
         self._clients: RemoteClientManager | None = None
         self._sender: RemoteSender | None = None
         self._housekeeping: HeartbeatExpiry | None = None
-        self._waiting_instances: NamesByService | None = None
+        self._v3_names: NamesByService | None = None
         self._admin: AdminServer | None = None
         self._closed = threading.Event()
 
@@ -124,12 +124,13 @@ class Node:
             )
             registrar = Registrar(cache, processor.entry, limits)
             add_agent_services(server, registrar)
-            self._waiting_instances = add_skywalking_services(server, registrar, self.instruments)
-            self._waiting_instances.start()
+            self._v3_names = add_skywalking_services(server, registrar, self.instruments)
+            self._v3_names.start()
         if role.is_target:
             server.add(
                 remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
                 RemoteService(self.workers, StreamTypes(INVENTORY_TYPES), self.instruments),
+                keep_undecodable=True,  # one bad message from a peer must not end its stream
             )
             self._housekeeping = HeartbeatExpiry(
                 storage.inventory, cfg.heartbeat_expiry_s, cfg.housekeeping_interval_s
@@ -189,8 +190,8 @@ class Node:
             self.server.stop(grace_s)
         if self._housekeeping is not None:
             self._housekeeping.close()
-        if self._waiting_instances is not None:
-            self._waiting_instances.close()
+        if self._v3_names is not None:
+            self._v3_names.close()
         for name in (L1_POOL, L2_POOL):
             if name in self.pools:
                 self.pools.get(name).close(grace_s)

@@ -189,11 +189,3 @@ class BufferQueue(Generic[T]):
         for ch in self._channels:
             with ch.not_full:
                 ch.not_full.notify_all()
-
-    def wait_empty(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while self.depth():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.005)
-        return True

@@ -87,21 +87,36 @@ def _unary(fn: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[[Any, grp
     return handle
 
 
-def _stream_in(fn: Callable[[Iterator[Any], grpc.ServicerContext], Any]) -> Callable[..., Any]:
+def _refusing_undecodable(requests: Iterator[Any]) -> Iterator[Any]:
+    for request in requests:
+        if isinstance(request, Undecodable):
+            raise InvalidRequest(request.describe())
+        yield request
+
+
+def _stream_in(
+    fn: Callable[[Iterator[Any], grpc.ServicerContext], Any], keep_undecodable: bool
+) -> Callable[..., Any]:
     def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
         try:
-            return fn(requests, context)
+            return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
         except Exception as e:
             abort_for(context, e)
 
     return handle
 
 
-def bind(server: grpc.Server, service: descriptor.ServiceDescriptor, servicer: object) -> str:
+def bind(
+    server: grpc.Server,
+    service: descriptor.ServiceDescriptor,
+    servicer: object,
+    keep_undecodable: bool = False,
+) -> str:
     """Serves the methods of ``service`` with the servicer's methods of the same
     name (one the servicer lacks answers UNIMPLEMENTED); returns the full service
-    name. Client-streaming handlers receive the raw iterator, in which an
-    undecodable message appears as ``Undecodable``."""
+    name. A message that does not decode ends its call with INVALID_ARGUMENT;
+    with ``keep_undecodable``, client-streaming handlers get it in their stream
+    as an ``Undecodable`` instead, to count it and go on."""
     handlers = {}
     for method in service.methods:
         request_cls = message_factory.GetMessageClass(method.input_type)
@@ -114,7 +129,9 @@ def bind(server: grpc.Server, service: descriptor.ServiceDescriptor, servicer: o
             "response_serializer": _serializer(response_cls),
         }
         if method.client_streaming and not method.server_streaming:
-            handlers[method.name] = grpc.stream_unary_rpc_method_handler(_stream_in(fn), **kwargs)
+            handlers[method.name] = grpc.stream_unary_rpc_method_handler(
+                _stream_in(fn, keep_undecodable), **kwargs
+            )
         elif not method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(_unary(fn), **kwargs)
         else:

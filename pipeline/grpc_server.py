@@ -33,9 +33,11 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.services: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
 
-    def add(self, service: descriptor.ServiceDescriptor, servicer: object) -> None:
+    def add(
+        self, service: descriptor.ServiceDescriptor, servicer: object, keep_undecodable: bool = False
+    ) -> None:
         """Serves ``service`` with ``servicer`` (see ``pipeline.grpc_edge.bind``)."""
-        self.services.append(bind(self.server, service, servicer))
+        self.services.append(bind(self.server, service, servicer, keep_undecodable))
 
     def start(self) -> None:
         reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)

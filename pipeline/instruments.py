@@ -76,14 +76,6 @@ class Instruments:
             return self._counters[name].value
         return self._gauges[name].value
 
-    def snapshot(self) -> dict[str, float]:
-        with self._lock:
-            counters = list(self._counters.values())
-            gauges = list(self._gauges.values())
-        values: dict[str, float] = {c.name: c.value for c in counters}
-        values.update({g.name: g.value for g in gauges})
-        return dict(sorted(values.items()))
-
     def render_text(self) -> str:
         """The Prometheus text exposition of every instrument."""
         with self._lock:

@@ -137,7 +137,7 @@ class Registrar:
         self._entry(ServiceInventory).accept(
             ServiceInventory(name=service, register_time=t, heartbeat_time=t)
         )
-        service_id = self._cache.ids(ServiceInventory, [service]).get(service)
+        service_id = self._service_id(service)
         if service_id is None:
             return False
         item = ServiceInstanceInventory(
@@ -155,19 +155,22 @@ class Registrar:
     def endpoints_by_name(self, service: str, names: Sequence[str]) -> bool:
         """Registers server-side endpoints of ``service`` by names; returns False
         if the service id is not known yet (try again later)."""
-        self.check_names("endpoint name", names)
-        service_id = self._cache.ids(ServiceInventory, [service]).get(service)
+        service_id = self._service_id(service)
         if service_id is None:
             return False
         t = now_ms()
-        items = [
-            EndpointInventory(
-                name=n, service_id=service_id, detect_point=1, register_time=t, heartbeat_time=t
-            )
-            for n in names
-        ]
-        self.register(EndpointInventory, [i.key() for i in items], items.__getitem__)
+        self.endpoints(
+            [
+                EndpointInventory(
+                    name=n, service_id=service_id, detect_point=1, register_time=t, heartbeat_time=t
+                )
+                for n in names
+            ]
+        )
         return True
+
+    def _service_id(self, name: str) -> int | None:
+        return self._cache.ids(ServiceInventory, [name]).get(name)
 
     def ping(self, instance_id: int, instance_uuid: str) -> bool:
         """Records a heartbeat of instance ``instance_id`` (and of its service).

@@ -13,8 +13,6 @@ from collections.abc import Iterable, Iterator
 import grpc
 from google.protobuf import descriptor
 
-from pipeline.errors import InvalidRequest
-from pipeline.grpc_edge import Undecodable
 from pipeline.grpc_server import GrpcServer
 from pipeline.instruments import Instruments
 from pipeline.periodic import Periodic
@@ -158,8 +156,6 @@ class TraceSegmentReportService:
         self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         for segment in requests:
-            if isinstance(segment, Undecodable):
-                raise InvalidRequest(segment.describe())
             self._take(segment)
         return NO_COMMANDS
 
@@ -182,8 +178,6 @@ class LogReportService:
         self, requests: Iterator[logging_pb2.LogData], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         for record in requests:
-            if isinstance(record, Undecodable):
-                raise InvalidRequest(record.describe())
             if record.serviceInstance:
                 self._names.instance(record.service, record.serviceInstance, {})
             if record.endpoint:
@@ -200,11 +194,9 @@ class MeterReportService:
         self._names = names
         self._meters = instruments.counter("v3_meters_received_total", "meter values agents reported")
 
-    def _take(self, meters: Iterable[meter_pb2.MeterData | Undecodable]) -> None:
+    def _take(self, meters: Iterable[meter_pb2.MeterData]) -> None:
         source: tuple[str, str] | None = None
         for meter in meters:
-            if isinstance(meter, Undecodable):
-                raise InvalidRequest(meter.describe())
             if meter.service and (meter.service, meter.serviceInstance) != source:
                 source = (meter.service, meter.serviceInstance)
                 self._names.instance(*source, {})
@@ -220,8 +212,6 @@ class MeterReportService:
         self, requests: Iterator[meter_pb2.MeterDataCollection], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         for batch in requests:
-            if isinstance(batch, Undecodable):
-                raise InvalidRequest(batch.describe())
             self._take(batch.meterData)
         return NO_COMMANDS
 

@@ -18,7 +18,7 @@ from pipeline.inventory import (
     ServiceInstanceInventory,
     ServiceInventory,
 )
-from proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2
+from proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
 from tests.integration.helpers import eventually, stored
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +85,33 @@ def test_instances_register_by_name_and_keep_alive(
             response_deserializer=common_pb2.Commands.FromString,
         )(configuration_pb2.ConfigurationSyncRequest(service="shop"), timeout=10)
         assert list(fetched.commands) == []
+
+        # Segments sent in one call: their entry endpoints and exit peers are registered.
+        channel.unary_unary(
+            "/skywalking.v3.TraceSegmentReportService/collectInSync",
+            request_serializer=tracing_pb2.SegmentCollection.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )(
+            tracing_pb2.SegmentCollection(
+                segments=[
+                    tracing_pb2.SegmentObject(
+                        traceId="t1",
+                        traceSegmentId="s1",
+                        service="shop",
+                        serviceInstance="shop-1@host-a",
+                        spans=[
+                            tracing_pb2.SpanObject(
+                                spanId=0, spanType=tracing_pb2.Entry, operationName="POST:/pay"
+                            ),
+                            tracing_pb2.SpanObject(spanId=1, spanType=tracing_pb2.Exit, peer="bank:443"),
+                        ],
+                    )
+                ]
+            ),
+            timeout=10,
+        )
+        eventually(lambda: [e.name for e in stored(node_config, EndpointInventory)] == ["POST:/pay"])
+        eventually(lambda: [a.name for a in stored(node_config, NetworkAddressInventory)] == ["bank:443"])
 
 
 def test_an_empty_service_name_is_refused(

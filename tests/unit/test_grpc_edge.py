@@ -10,7 +10,7 @@ import pytest
 from pipeline.buffer import BufferClosed, BufferFull
 from pipeline.errors import InvalidRequest
 from pipeline.grpc_server import GrpcServer
-from proto import register_pb2, register_pb2_grpc
+from proto import register_pb2, register_pb2_grpc, remote_pb2
 from storage.api import StorageError, StorageUnavailable
 
 
@@ -67,3 +67,27 @@ def test_errors_become_statuses(
         stub.doServiceRegister(register_pb2.Services(), timeout=5)
     assert info.value.code() is code
     assert details in info.value.details()
+
+
+def test_a_stream_message_that_does_not_decode_ends_the_call_with_invalid_argument() -> None:
+    taken: list[object] = []
+
+    class Remote:
+        def call(self, requests: Iterator[object], context: grpc.ServicerContext) -> remote_pb2.RemoteAck:
+            taken.extend(requests)
+            return remote_pb2.RemoteAck(received=len(taken))
+
+    server = GrpcServer("127.0.0.1", 0, workers=2, max_message_bytes=1 << 20)
+    server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], Remote())
+    server.start()
+    good = remote_pb2.RemoteMessage(nextWorkerId=19, streamDataId=1).SerializeToString()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            call = channel.stream_unary("/skyoap.v1.RemoteService/call")
+            with pytest.raises(grpc.RpcError) as info:
+                call(iter([good, b"\xff\xff"]), timeout=5)
+    finally:
+        server.stop(0)
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid skyoap.v1.RemoteMessage message" in info.value.details()
+    assert len(taken) == 1

@@ -51,6 +51,7 @@ def target() -> Iterator[tuple[str, Collect, Instruments]]:
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
         RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments),
+        keep_undecodable=True,
     )
     server.start()
     yield f"127.0.0.1:{server.port}", collect, instruments
