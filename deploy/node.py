@@ -14,14 +14,22 @@ from pipeline.consumers import ConsumerPools
 from pipeline.grpc_server import GrpcServer
 from pipeline.instruments import Instruments
 from pipeline.inventory import INVENTORY_TYPES
-from pipeline.processor import L1_POOL, L2_POOL, InventoryStreamProcessor
+from pipeline.metrics import METRICS_TYPES
+from pipeline.processor import (
+    InventoryStreamProcessor,
+    MetricsStreamProcessor,
+    RecordStreamProcessor,
+    StreamProcessor,
+)
+from pipeline.records import RECORD_TYPES
 from pipeline.stream import StreamTypes
 from pipeline.worker import Workers
 from proto import remote_pb2
 from receiver.cache import InventoryCache
+from receiver.checks import TelemetryLimits
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
-from receiver.skywalking import NamesByService, add_skywalking_services
+from receiver.skywalking import NamesByService, Sinks, add_skywalking_services
 from remote.client import RemoteClient, SelfRemoteClient
 from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster
 from remote.grpc_client import GrpcRemoteClient
@@ -58,6 +66,7 @@ class Node:
         self._sender: RemoteSender | None = None
         self._housekeeping: HeartbeatExpiry | None = None
         self._v3_names: NamesByService | None = None
+        self._processors: list[StreamProcessor] = []
         self._admin: AdminServer | None = None
         self._closed = threading.Event()
 
@@ -92,6 +101,8 @@ class Node:
         role = cfg.role
         self.storage = storage = open_storage(cfg)
         storage.inventory.install(INVENTORY_TYPES)
+        storage.metrics.install(METRICS_TYPES)
+        storage.records.install(RECORD_TYPES)
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
         self.server = server = GrpcServer(cfg.host, cfg.port, cfg.grpc_workers, cfg.max_message_bytes)
@@ -118,18 +129,32 @@ class Node:
             # A mixed node's L2 tells its own receiver of new ids at once.
             on_stored=cache.learn if role is Role.MIXED else None,
         )
+        metrics = MetricsStreamProcessor(
+            cfg, storage.metrics, self.pools, self.workers, self._sender, self.instruments
+        )
+        records = RecordStreamProcessor(cfg, storage.records, self.pools, self.workers, self.instruments)
+        self._processors = [processor, metrics, records]
         if role.takes_agents:
             limits = Limits(
                 cfg.max_name_length, cfg.max_batch_items, cfg.max_properties_chars, cfg.resend_after_s
             )
             registrar = Registrar(cache, processor.entry, limits)
             add_agent_services(server, registrar)
-            self._v3_names = add_skywalking_services(server, registrar, self.instruments)
+            telemetry = TelemetryLimits(
+                cfg.max_name_length,
+                int(cfg.telemetry_max_age_s * 1000),
+                int(cfg.telemetry_max_ahead_s * 1000),
+            )
+            self._v3_names = add_skywalking_services(
+                server, registrar, Sinks(metrics.entry, records.entry), telemetry, self.instruments
+            )
             self._v3_names.start()
         if role.is_target:
             server.add(
                 remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-                RemoteService(self.workers, StreamTypes(INVENTORY_TYPES), self.instruments),
+                RemoteService(
+                    self.workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), self.instruments
+                ),
                 keep_undecodable=True,  # one bad message from a peer must not end its stream
             )
             self._housekeeping = HeartbeatExpiry(
@@ -137,6 +162,8 @@ class Node:
             )
             self._housekeeping.start()
         self.pools.start()
+        for p in self._processors:
+            p.start()
         if self._admin is not None:
             self._admin.start()
         server.start()
@@ -192,9 +219,10 @@ class Node:
             self._housekeeping.close()
         if self._v3_names is not None:
             self._v3_names.close()
-        for name in (L1_POOL, L2_POOL):
-            if name in self.pools:
-                self.pools.get(name).close(grace_s)
+        for p in self._processors:
+            p.close_l1(grace_s)
+        for p in self._processors:
+            p.close_l2(grace_s)
         if self._clients is not None:
             self._clients.close(grace_s)  # each client sends what it holds before it goes
         if self._admin is not None:

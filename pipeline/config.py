@@ -76,6 +76,19 @@ class NodeConfig:
     l2_pool_size: int = _opt(2, "threads of the REGISTER_L2 consumer pool shared by every L2 worker")
     l2_batch_size: int = _opt(5000, "most items one L2 storage round (reads, lock, inserts) takes")
 
+    metrics_l1_flush_period_s: float = _opt(
+        0.5, "how long a receiver merges each metric before sending it on to its aggregator"
+    )
+    metrics_persist_interval_s: float = _opt(
+        3.0, "how often an aggregator adds what it merged to the stored metrics, in bulk"
+    )
+    metrics_max_pending: int = _opt(
+        500_000, "metric rows per level an aggregator holds while storage does not take them"
+    )
+    record_buffer_size: int = _opt(50_000, "segments or log lines waiting to be stored, per record type")
+    record_bulk_size: int = _opt(2000, "most records one bulk write carries")
+    record_pool_size: int = _opt(1, "threads of the RECORD_PERSIST consumer pool")
+
     heartbeat_expiry_s: float = _opt(120.0, "an instance with no heartbeat for this long is marked inactive")
     housekeeping_interval_s: float = _opt(10.0, "how often inactive instances are looked for")
     remote_refresh_interval_s: float = _opt(5.0, "how often the list of remote target nodes is refreshed")
@@ -86,6 +99,12 @@ class NodeConfig:
     )
     max_name_length: int = _opt(500, "longest name (in characters) a registration may carry")
     max_properties_chars: int = _opt(16_384, "most characters of tags and properties one name may carry")
+    telemetry_max_age_s: float = _opt(
+        3 * 86_400.0, "segments, logs and meters time-stamped longer ago than this are refused"
+    )
+    telemetry_max_ahead_s: float = _opt(
+        600.0, "segments, logs and meters time-stamped further ahead of the node's clock are refused"
+    )
     max_batch_items: int = _opt(1000, "most names one registration call may carry")
     max_message_bytes: int = _opt(4 * 1024 * 1024, "largest gRPC message the node accepts")
     grpc_workers: int = _opt(16, "threads serving gRPC calls")

@@ -1,31 +1,68 @@
-"""The inventory stream processor: builds each inventory type's worker chain,
+"""The stream processors: each builds its types' worker chains, as far as the
+node's role needs them (a receiver has L1 and the remote worker, an aggregator
+has L2, a mixed node has all):
 
-    DistinctWorker (L1) -> RemoteWorker -> InventoryPersistentWorker (L2)
+    inventory  DistinctWorker (L1) -> RemoteWorker (forever-first) -> InventoryPersistentWorker (L2)
+    metrics    MetricsAggregateWorker (L1) -> RemoteWorker (hash) -> MetricsPersistentWorker (L2)
+    record     RecordPersistentWorker, on the node that received the record
 
-as far as the node's role needs it: a receiver has L1 and the remote worker, an
-aggregator has L2, a mixed node has all three.
+A node closes them in two steps: every processor's L1 first (which hands its
+last items on), then every L2 (which stores them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
+from aggregator.metrics import MetricsPersistentWorker
 from aggregator.persistent import InventoryPersistentWorker
+from aggregator.records import RecordPersistentWorker
 from pipeline.buffer import BufferSpec
 from pipeline.config import NodeConfig
 from pipeline.consumers import ConsumerPools
 from pipeline.instruments import Instruments
 from pipeline.inventory import INVENTORY_TYPES, Inventory
+from pipeline.metrics import METRICS_TYPES, Metrics
+from pipeline.periodic import Periodic
+from pipeline.records import RECORD_TYPES, Record
 from pipeline.stream import Stage, worker_id
 from pipeline.worker import Worker, Workers
+from receiver.aggregate import MetricsAggregateWorker
 from receiver.distinct import DistinctWorker
 from remote.selector import SelectorKind
 from remote.sender import RemoteSender
 from remote.worker import RemoteWorker
-from storage.api import InventoryDAO, SequenceAllocator
+from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator
 
 L1_POOL = "REGISTER_L1"
 L2_POOL = "REGISTER_L2"
+METRICS_L1_POOL = "METRICS_L1"
+METRICS_L2_POOL = "METRICS_L2"
+RECORD_POOL = "RECORD_PERSIST"
+
+
+class StreamProcessor(Protocol):
+    def start(self) -> None: ...
+
+    def close_l1(self, grace_s: float) -> None:
+        """Stops taking items and hands on what L1 holds."""
+
+    def close_l2(self, grace_s: float) -> None:
+        """Stores what L2 holds; called after every processor's ``close_l1``."""
+
+
+def l1_buffer(config: NodeConfig) -> BufferSpec:
+    return BufferSpec(config.l1_channels, config.l1_buffer_size, config.l1_strategy, config.l1_max_wait_s)
+
+
+def l2_buffer(config: NodeConfig) -> BufferSpec:
+    return BufferSpec(config.l2_channels, config.l2_buffer_size, config.l2_strategy)
+
+
+def _close_pool(pools: ConsumerPools, name: str, grace_s: float) -> None:
+    if name in pools:
+        pools.get(name).close(grace_s)
 
 
 class InventoryStreamProcessor:
@@ -56,7 +93,7 @@ class InventoryStreamProcessor:
                         sequences,
                         pools.get_or_create(L2_POOL, config.l2_pool_size),
                         instruments,
-                        BufferSpec(config.l2_channels, config.l2_buffer_size, config.l2_strategy),
+                        l2_buffer(config),
                         flush_every=config.l2_batch_size,
                         on_stored=on_stored,
                     )
@@ -78,13 +115,153 @@ class InventoryStreamProcessor:
                 remote,
                 pools.get_or_create(L1_POOL, config.l1_pool_size),
                 instruments,
-                BufferSpec(
-                    config.l1_channels, config.l1_buffer_size, config.l1_strategy, config.l1_max_wait_s
-                ),
+                l1_buffer(config),
             )
             workers.register(l1)
             self._entries[model] = l1
+        self._pools = pools
 
     def entry(self, model: type[Inventory]) -> Worker[Inventory]:
         """The first worker of ``model``'s chain on this node."""
         return self._entries[model]
+
+    def start(self) -> None:
+        pass  # the node starts the consumer pools
+
+    def close_l1(self, grace_s: float) -> None:
+        _close_pool(self._pools, L1_POOL, grace_s)
+
+    def close_l2(self, grace_s: float) -> None:
+        _close_pool(self._pools, L2_POOL, grace_s)
+
+
+class MetricsStreamProcessor:
+    """Routes by hash of each metric's entity, so that one aggregator merges an
+    entity's minutes, hours and days and no two nodes race on its rows."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        dao: MetricsDAO,
+        pools: ConsumerPools,
+        workers: Workers,
+        sender: RemoteSender | None,
+        instruments: Instruments,
+    ) -> None:
+        self._pools = pools
+        self._entries: dict[type[Metrics], Worker[Metrics]] = {}
+        self._l1: list[MetricsAggregateWorker] = []
+        self._l2: list[MetricsPersistentWorker] = []
+        for model in METRICS_TYPES:
+            if config.role.is_target:
+                l2 = MetricsPersistentWorker(
+                    worker_id(model, Stage.L2),
+                    f"{model.MODEL}_l2",
+                    model,
+                    dao,
+                    pools.get_or_create(METRICS_L2_POOL, config.l2_pool_size),
+                    instruments,
+                    l2_buffer(config),
+                    config.metrics_max_pending,
+                )
+                workers.register(l2)
+                self._l2.append(l2)
+            if not config.role.takes_agents:
+                continue
+            assert sender is not None, "a node that takes agent traffic routes L1 results"
+            remote: RemoteWorker[Metrics] = RemoteWorker(
+                worker_id(model, Stage.REMOTE),
+                f"{model.MODEL}_remote",
+                worker_id(model, Stage.L2),
+                sender,
+                SelectorKind.HASH.build(),
+            )
+            workers.register(remote)
+            l1 = MetricsAggregateWorker(
+                worker_id(model, Stage.L1),
+                f"{model.MODEL}_l1",
+                remote,
+                pools.get_or_create(METRICS_L1_POOL, config.l1_pool_size),
+                instruments,
+                l1_buffer(config),
+                config.metrics_l1_flush_period_s,
+            )
+            workers.register(l1)
+            self._l1.append(l1)
+            self._entries[model] = l1
+        self._flush = Periodic(
+            "metrics-l1-flush", config.metrics_l1_flush_period_s, self._flush_l1, "handing on L1 metrics"
+        )
+        self._persist = Periodic(
+            "metrics-persist", config.metrics_persist_interval_s, self._persist_l2, "persisting metrics"
+        )
+
+    def entry(self, model: type[Metrics]) -> Worker[Metrics]:
+        return self._entries[model]
+
+    def _flush_l1(self) -> None:
+        for w in self._l1:
+            w.flush(due_only=True)
+
+    def _persist_l2(self) -> None:
+        for w in self._l2:
+            w.persist()
+
+    def start(self) -> None:
+        if self._l1:
+            self._flush.start()
+        if self._l2:
+            self._persist.start()
+
+    def close_l1(self, grace_s: float) -> None:
+        self._flush.close()
+        _close_pool(self._pools, METRICS_L1_POOL, grace_s)
+        for w in self._l1:
+            w.flush()
+
+    def close_l2(self, grace_s: float) -> None:
+        self._persist.close()
+        _close_pool(self._pools, METRICS_L2_POOL, grace_s)
+        self._persist_l2()
+
+
+class RecordStreamProcessor:
+    def __init__(
+        self,
+        config: NodeConfig,
+        dao: RecordDAO,
+        pools: ConsumerPools,
+        workers: Workers,
+        instruments: Instruments,
+    ) -> None:
+        self._pools = pools
+        self._entries: dict[type[Record], RecordPersistentWorker] = {}
+        if not config.role.takes_agents:
+            return
+        for model in RECORD_TYPES:
+            worker = RecordPersistentWorker(
+                worker_id(model, Stage.L2),
+                f"{model.MODEL}_records",
+                model,
+                dao,
+                pools.get_or_create(RECORD_POOL, config.record_pool_size),
+                instruments,
+                BufferSpec(1, config.record_buffer_size, config.l1_strategy, config.l1_max_wait_s),
+                config.record_bulk_size,
+            )
+            workers.register(worker)
+            self._entries[model] = worker
+
+    def entry(self, model: type[Record]) -> Worker[Record]:
+        return self._entries[model]
+
+    def start(self) -> None:
+        pass
+
+    def close_l1(self, grace_s: float) -> None:
+        pass
+
+    def close_l2(self, grace_s: float) -> None:
+        for w in self._entries.values():
+            w.close()
+        _close_pool(self._pools, RECORD_POOL, grace_s)

@@ -56,13 +56,18 @@ class Workers:
             raise UnknownWorker(f"no worker with id {worker_id} on this node") from None
 
 
-def combine_by_key(items: Iterable[T]) -> dict[str, T]:
-    """Folds items with equal keys into one with their ``combine``."""
-    combined: dict[str, T] = {}
+def merge_into(target: dict[str, T], items: Iterable[T]) -> None:
+    """Folds ``items`` into ``target`` by key with their ``combine``."""
     for item in items:
         k = item.key()
-        prev = combined.get(k)
-        combined[k] = item if prev is None else prev.combine(item)  # type: ignore[attr-defined]
+        prev = target.get(k)
+        target[k] = item if prev is None else prev.combine(item)  # type: ignore[attr-defined]
+
+
+def combine_by_key(items: Iterable[T]) -> dict[str, T]:
+    """Items with equal keys folded into one with their ``combine``."""
+    combined: dict[str, T] = {}
+    merge_into(combined, items)
     return combined
 
 

@@ -1,21 +1,32 @@
 """SkyWalking's v3 agent protocol: the services SkyWalking agents call, served
 unchanged. Agents name things (service, instance, endpoint, peer) instead of
 asking for ids; the names go through the same registration chain as
-``Register`` calls. Segments, logs and meters are counted and their names
-registered; storing them as records and metrics is not built yet."""
+``Register`` calls. Segments and logs are stored as records; spans and meters
+become metrics (``receiver/segments.py``); bad items are refused as
+``receiver/checks.py`` says."""
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from collections.abc import Iterable, Iterator
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from google.protobuf import descriptor
 
+from pipeline.grpc_edge import Undecodable
 from pipeline.grpc_server import GrpcServer
 from pipeline.instruments import Instruments
+from pipeline.metrics import MeterMetrics, Metrics, minute_bucket
 from pipeline.periodic import Periodic
+from pipeline.records import LogRecord, Record, SegmentRecord
+from pipeline.stream import Text
+from pipeline.worker import Worker
 from proto.skywalking import (
     common_pb2,
     configuration_pb2,
@@ -25,7 +36,9 @@ from proto.skywalking import (
     profile_pb2,
     tracing_pb2,
 )
+from receiver.checks import Reason, Refusals, Refused, Tally, TelemetryLimits
 from receiver.registration import Registrar
+from receiver.segments import Segment, Span, SpanKind, SpanRef, calls_of, check, record_of
 
 log = logging.getLogger(__name__)
 
@@ -129,95 +142,272 @@ class ConfigurationDiscoveryService:
         return NO_COMMANDS
 
 
-class TraceSegmentReportService:
-    """Takes segments and registers the names in them: the service and instance,
-    the endpoints entry spans serve, and the peers exit spans call."""
+@dataclass(frozen=True)
+class Sinks:
+    """Where the telemetry services hand what they take: the first worker of
+    each metrics and record chain on this node."""
 
-    def __init__(self, names: NamesByService, registrar: Registrar, instruments: Instruments) -> None:
+    metrics: Callable[[type[Metrics]], Worker[Metrics]]
+    records: Callable[[type[Record]], Worker[Record]]
+
+
+def _taking(requests: Iterator[Any], tally: Tally) -> Iterator[Any]:
+    """The messages of an agent's stream that decode; the ones that do not are
+    refused, and a stream that breaks ends the iteration, keeping what came."""
+    try:
+        for request in requests:
+            if isinstance(request, Undecodable):
+                tally.refuse(Refused(Reason.UNDECODABLE, request.describe()))
+            else:
+                yield request
+    except grpc.RpcError:  # the agent cancelled or lost the call
+        tally.refuse(Refused(Reason.BROKEN_STREAM, "the stream ended with an error"))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def segment_of(pb: tracing_pb2.SegmentObject) -> Segment:
+    return Segment(
+        trace_id=pb.traceId,
+        segment_id=pb.traceSegmentId,
+        service=pb.service,
+        instance=pb.serviceInstance,
+        spans=tuple(
+            Span(
+                kind=s.spanType,
+                layer=s.spanLayer,
+                start_time=s.startTime,
+                end_time=s.endTime,
+                operation=s.operationName,
+                peer=s.peer,
+                is_error=s.isError,
+                skip_analysis=s.skipAnalysis,
+                refs=tuple(
+                    SpanRef(
+                        r.refType,
+                        r.parentService,
+                        r.parentServiceInstance,
+                        r.parentEndpoint,
+                        r.networkAddressUsedAtPeer,
+                    )
+                    for r in s.refs
+                ),
+            )
+            for s in pb.spans
+        ),
+        data=pb.SerializeToString(),
+    )
+
+
+class TraceSegmentReportService:
+    """Takes segments: registers the names in them (the service and instance,
+    the endpoints entry spans serve, the peers exit spans call), stores each as
+    a record, and measures its spans' calls."""
+
+    def __init__(
+        self,
+        names: NamesByService,
+        registrar: Registrar,
+        sinks: Sinks,
+        limits: TelemetryLimits,
+        instruments: Instruments,
+    ) -> None:
         self._names = names
         self._registrar = registrar
+        self._sinks = sinks
+        self._limits = limits
         self._segments = instruments.counter("v3_segments_received_total", "trace segments agents reported")
+        self._refusals = Refusals("segments", instruments)
 
-    def _take(self, segment: tracing_pb2.SegmentObject) -> None:
+    def _take(self, pb: tracing_pb2.SegmentObject, tally: Tally, now_ms: int) -> None:
+        self._segments.inc()
+        segment = segment_of(pb)
+        try:
+            check(segment, self._limits, now_ms)
+        except Refused as e:
+            tally.refuse(e)
+            return
         endpoints, peers = set(), set()
         for span in segment.spans:
-            if span.spanType == tracing_pb2.Entry and span.operationName:
-                endpoints.add(span.operationName)
-            elif span.spanType == tracing_pb2.Exit and span.peer:
+            if span.kind == SpanKind.ENTRY and span.operation:
+                endpoints.add(span.operation)
+            elif span.kind == SpanKind.EXIT and span.peer:
                 peers.add(span.peer)
-            peers.update(r.networkAddressUsedAtPeer for r in span.refs if r.networkAddressUsedAtPeer)
-        self._names.instance(segment.service, segment.serviceInstance, {})
+            peers.update(r.address for r in span.refs if r.address)
+        self._names.instance(segment.service, segment.instance, {})
         self._names.endpoints(segment.service, endpoints)
         if peers:
             self._registrar.addresses(sorted(peers))
-        self._segments.inc()
+        self._sinks.records(SegmentRecord).accept(record_of(segment))
+        for value in calls_of(segment):
+            self._sinks.metrics(type(value)).accept(value)
+        tally.taken += 1
+
+    def _take_all(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
+        now_ms = _now_ms()
+        for segment in segments:
+            self._take(segment, tally, now_ms)
+        tally.check()
+        return NO_COMMANDS
 
     def collect(
         self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        for segment in requests:
-            self._take(segment)
-        return NO_COMMANDS
+        tally = self._refusals.tally()
+        return self._take_all(_taking(requests, tally), tally)
 
     def collectInSync(
         self, request: tracing_pb2.SegmentCollection, context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        for segment in request.segments:
-            self._take(segment)
-        return NO_COMMANDS
+        return self._take_all(request.segments, self._refusals.tally())
+
+
+_LOG_BODIES = ("text", "json", "yaml")
 
 
 class LogReportService:
-    """Takes logs and registers the service, instance and endpoint they name."""
+    """Takes log lines: registers the service, instance and endpoint they name
+    and stores each as a record."""
 
-    def __init__(self, names: NamesByService, instruments: Instruments) -> None:
+    def __init__(
+        self, names: NamesByService, sinks: Sinks, limits: TelemetryLimits, instruments: Instruments
+    ) -> None:
         self._names = names
+        self._sinks = sinks
+        self._limits = limits
         self._logs = instruments.counter("v3_logs_received_total", "log records agents reported")
+        self._refusals = Refusals("logs", instruments)
+
+    def _record(self, pb: logging_pb2.LogData, now_ms: int) -> LogRecord:
+        lim = self._limits
+        timestamp = lim.time("timestamp", pb.timestamp, now_ms) if pb.timestamp else now_ms
+        kind = pb.body.WhichOneof("content") or "text"
+        body = getattr(pb.body, kind)
+        ctx = pb.traceContext
+        return LogRecord(
+            time_bucket=minute_bucket(timestamp),
+            log_id=uuid.uuid4().hex,
+            timestamp=timestamp,
+            service=lim.name("service", pb.service),
+            instance=lim.name("serviceInstance", pb.serviceInstance, required=False),
+            endpoint=lim.name("endpoint", pb.endpoint, required=False),
+            trace_id=lim.name("traceId", ctx.traceId, required=False),
+            segment_id=lim.name("traceSegmentId", ctx.traceSegmentId, required=False),
+            span_id=ctx.spanId,
+            content_type=kind,
+            content=Text(getattr(body, kind)),
+            tags={kv.key: kv.value for kv in pb.tags.data},
+        )
 
     def collect(
         self, requests: Iterator[logging_pb2.LogData], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        for record in requests:
-            if record.serviceInstance:
-                self._names.instance(record.service, record.serviceInstance, {})
+        tally = self._refusals.tally()
+        now_ms = _now_ms()
+        records = self._sinks.records(LogRecord)
+        for pb in _taking(requests, tally):
+            self._logs.inc()
+            try:
+                record = self._record(pb, now_ms)
+            except Refused as e:
+                tally.refuse(e)
+                continue
+            if record.instance:
+                self._names.instance(record.service, record.instance, {})
             if record.endpoint:
                 self._names.endpoints(record.service, [record.endpoint])
-            self._logs.inc()
+            records.accept(record)
+            tally.taken += 1
+        tally.check()
         return NO_COMMANDS
 
 
 class MeterReportService:
-    """Takes meters and registers the service and instance they come from
-    (named in the first message of a stream only)."""
+    """Takes meters: registers the service and instance they come from (named
+    in the first message of a stream only) and turns each value into a metric."""
 
-    def __init__(self, names: NamesByService, instruments: Instruments) -> None:
+    def __init__(
+        self, names: NamesByService, sinks: Sinks, limits: TelemetryLimits, instruments: Instruments
+    ) -> None:
         self._names = names
+        self._sinks = sinks
+        self._limits = limits
         self._meters = instruments.counter("v3_meters_received_total", "meter values agents reported")
+        self._refusals = Refusals("meters", instruments)
 
-    def _take(self, meters: Iterable[meter_pb2.MeterData]) -> None:
+    def _metric(self, pb: meter_pb2.MeterData, source: tuple[str, str], now_ms: int) -> MeterMetrics:
+        lim = self._limits
+        timestamp = lim.time("timestamp", pb.timestamp, now_ms) if pb.timestamp else now_ms
+        kind = pb.WhichOneof("metric")
+        if kind is None:
+            raise Refused(Reason.MISSING_NAME, "the meter has neither a single value nor a histogram")
+        value = getattr(pb, kind)
+        labels = ",".join(f"{lab.name}={lab.value}" for lab in sorted(value.labels, key=lambda x: x.name))
+        common: dict[str, Any] = {
+            "time_bucket": minute_bucket(timestamp),
+            "service": source[0],
+            "instance": source[1],
+            "name": lim.name("meter name", value.name),
+            "labels": lim.name("meter labels", labels, required=False),
+            "samples": 1,
+            "last_time": timestamp,
+        }
+        if kind == "singleValue":
+            if not math.isfinite(value.value):
+                raise Refused(Reason.NOT_A_NUMBER, f"meter {value.name} has the value {value.value}")
+            return MeterMetrics(**common, value_sum=value.value, last_value=value.value)
+        buckets = {"-inf" if b.isNegativeInfinity else repr(b.bucket): str(b.count) for b in value.values}
+        total = float(sum(b.count for b in value.values))
+        return MeterMetrics(**common, value_sum=total, last_value=total, buckets=buckets)
+
+    def _take(self, meters: Iterable[meter_pb2.MeterData], tally: Tally) -> None:
+        now_ms = _now_ms()
         source: tuple[str, str] | None = None
-        for meter in meters:
-            if meter.service and (meter.service, meter.serviceInstance) != source:
-                source = (meter.service, meter.serviceInstance)
-                self._names.instance(*source, {})
+        sink = self._sinks.metrics(MeterMetrics)
+        for pb in meters:
             self._meters.inc()
+            try:
+                if pb.service and (pb.service, pb.serviceInstance) != source:
+                    source = (
+                        self._limits.name("service", pb.service),
+                        self._limits.name("serviceInstance", pb.serviceInstance),
+                    )
+                    self._names.instance(*source, {})
+                if source is None:
+                    raise Refused(Reason.MISSING_NAME, "the first meter of a stream names no service")
+                metric = self._metric(pb, source, now_ms)
+            except Refused as e:
+                tally.refuse(e)
+                continue
+            sink.accept(metric)
+            tally.taken += 1
 
     def collect(
         self, requests: Iterator[meter_pb2.MeterData], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        self._take(requests)
+        tally = self._refusals.tally()
+        self._take(_taking(requests, tally), tally)
+        tally.check()
         return NO_COMMANDS
 
     def collectBatch(
         self, requests: Iterator[meter_pb2.MeterDataCollection], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        for batch in requests:
-            self._take(batch.meterData)
+        tally = self._refusals.tally()
+        for batch in _taking(requests, tally):
+            self._take(batch.meterData, tally)
+        tally.check()
         return NO_COMMANDS
 
 
 def add_skywalking_services(
-    server: GrpcServer, registrar: Registrar, instruments: Instruments
+    server: GrpcServer,
+    registrar: Registrar,
+    sinks: Sinks,
+    limits: TelemetryLimits,
+    instruments: Instruments,
 ) -> NamesByService:
     """Serves SkyWalking's v3 agent services on ``server``; returns the names
     that wait for their service's id, which the caller starts and closes."""
@@ -227,13 +417,14 @@ def add_skywalking_services(
         (
             tracing_pb2.DESCRIPTOR,
             "TraceSegmentReportService",
-            TraceSegmentReportService(names, registrar, instruments),
+            TraceSegmentReportService(names, registrar, sinks, limits, instruments),
         ),
-        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, instruments)),
-        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, instruments)),
+        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, limits, instruments)),
+        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, limits, instruments)),
         (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(instruments)),
         (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", ConfigurationDiscoveryService()),
     ]
     for file, name, servicer in services:
-        server.add(file.services_by_name[name], servicer)
+        # Telemetry streams count a message that does not decode and go on.
+        server.add(file.services_by_name[name], servicer, keep_undecodable=True)
     return names

@@ -55,7 +55,7 @@ class RemoteSender:
                 self._park(next_worker_id, item)
                 return
             try:
-                selector.select(item.key(), clients).push(next_worker_id, item)
+                selector.select(item.routing_key(), clients).push(next_worker_id, item)
                 return
             except BufferClosed:
                 continue  # that node just left; the list has been swapped, route again

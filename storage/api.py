@@ -4,13 +4,31 @@ module (``storage/elasticsearch``, ``storage/embedded``, ``storage/redis``)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from pipeline.inventory import Inventory
+from pipeline.metrics import Downsampling, Metrics
+from pipeline.records import Record
+from pipeline.stream import ColumnType, StreamData
 
 I = TypeVar("I", bound=Inventory)  # noqa: E741
+M = TypeVar("M", bound=Metrics)
+R = TypeVar("R", bound=Record)
+S = TypeVar("S", bound=StreamData)
+
+
+def check_where(model: type[StreamData], where: Mapping[str, str] | None) -> Mapping[str, str]:
+    """``where`` if it names only string columns of ``model``; a ValueError
+    that lists them otherwise."""
+    names = {c.name for c in model.columns() if c.type is ColumnType.STRING}
+    unknown = sorted(set(where or {}) - names)
+    if unknown:
+        raise ValueError(
+            f"{model.MODEL} has no column {', '.join(unknown)}; filter by one of {', '.join(sorted(names))}"
+        )
+    return where or {}
 
 
 class StorageError(RuntimeError):
@@ -25,10 +43,10 @@ class StorageUnavailable(StorageError):
 
 
 @dataclass(frozen=True)
-class Stored(Generic[I]):
+class Stored(Generic[S]):
     """A row as read, with the version an update must still match."""
 
-    item: I
+    item: S
     version: object
 
 
@@ -88,5 +106,68 @@ class SequenceAllocator(Protocol):
 
     def raise_floor(self, scope: str, floor: int) -> None:
         """Makes sure the next id allocated is above ``floor``."""
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class PutOutcome:
+    retry: list[str] = field(default_factory=list)
+    """Keys not written because their row changed since it was read (or the
+    storage was busy): read, merge and write them again."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Keys storage refused for good, with the reason."""
+
+
+class MetricsDAO(Protocol):
+    """Metrics rows, one table or index per model and downsampling level."""
+
+    def install(self, models: Sequence[type[Metrics]]) -> None: ...
+
+    def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
+        """The stored rows of ``keys`` (absent keys are left out), with no refresh delay."""
+
+    def put(
+        self, model: type[M], level: Downsampling, rows: Sequence[tuple[Stored[M] | None, M]]
+    ) -> PutOutcome:
+        """Writes each new value over the row it was merged with, if that row is
+        unchanged since it was read; a value merged with no row (``None``) is
+        written only if the key is still absent."""
+
+    def query(
+        self,
+        model: type[M],
+        level: Downsampling,
+        first_bucket: int,
+        last_bucket: int,
+        where: Mapping[str, str] | None = None,
+        limit: int = 10_000,
+    ) -> list[M]:
+        """Rows with ``first_bucket <= time_bucket <= last_bucket`` whose string
+        columns equal ``where``'s values, newest bucket first."""
+
+    def close(self) -> None: ...
+
+
+class RecordDAO(Protocol):
+    """Records, partitioned by day."""
+
+    def install(self, models: Sequence[type[Record]]) -> None: ...
+
+    def insert(self, model: type[R], items: Sequence[R]) -> dict[str, str]:
+        """Stores ``items``; one already stored under the same key is replaced
+        (an agent sending a segment again stores it once). Returns the keys
+        storage refused, with the reason."""
+
+    def query(
+        self,
+        model: type[R],
+        first_bucket: int,
+        last_bucket: int,
+        where: Mapping[str, str] | None = None,
+        limit: int = 1000,
+    ) -> list[R]:
+        """Records of the minutes ``first_bucket..last_bucket`` whose string
+        columns equal ``where``'s values, newest first."""
 
     def close(self) -> None: ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,12 +20,30 @@ _ES_TYPES: dict[ColumnType, dict[str, Any]] = {
     ColumnType.STRING: {"type": "keyword"},
     ColumnType.INT: {"type": "long"},
     ColumnType.BOOL: {"type": "boolean"},
+    ColumnType.FLOAT: {"type": "double"},
+    ColumnType.INTS: {"type": "long", "index": False},
+    ColumnType.TEXT: {"type": "text", "index": False},
     ColumnType.MAP: {"type": "object", "enabled": False},
 }
 
+_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "1s"}
+
 
 def mapping_of(model: type[StreamData]) -> dict[str, Any]:
-    return {"dynamic": "strict", "properties": {c.name: _ES_TYPES[c.type] for c in model.columns()}}
+    return {"dynamic": "strict", "properties": {c.name: _ES_TYPES[c.type] for c in model.stored_columns()}}
+
+
+def doc_id(key: str) -> str:
+    """The document id of a row: its key, or a digest of it where the key is
+    longer than the 512 bytes Elasticsearch allows."""
+    raw = key.encode()
+    return key if len(raw) <= 512 else "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def where_query(first_bucket: int, last_bucket: int, where: Mapping[str, str]) -> dict[str, Any]:
+    filters: list[dict[str, Any]] = [{"range": {"time_bucket": {"gte": first_bucket, "lte": last_bucket}}}]
+    filters += [{"term": {name: value}} for name, value in where.items()]
+    return {"bool": {"filter": filters}}
 
 
 @contextmanager
@@ -60,14 +79,20 @@ class ElasticsearchClient:
             if self.es.indices.exists(index=index):
                 return
             try:
-                self.es.indices.create(
-                    index=index,
-                    mappings=dict(mappings),
-                    settings={"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "1s"},
-                )
+                self.es.indices.create(index=index, mappings=dict(mappings), settings=_SETTINGS)
             except elasticsearch.BadRequestError as e:
                 if e.error != "resource_already_exists_exception":  # another node created it first
                     raise
+
+    def put_template(self, name: str, mappings: Mapping[str, Any]) -> None:
+        """Indices named ``{prefix}_{name}-*`` are created with ``mappings`` by
+        the first write into them."""
+        with translated_errors(f"installing the index template of {self.index(name)}"):
+            self.es.indices.put_index_template(
+                name=self.index(name),
+                index_patterns=[f"{self.index(name)}-*"],
+                template={"settings": _SETTINGS, "mappings": dict(mappings)},
+            )
 
     def refresh(self, name: str) -> None:
         with translated_errors(f"refreshing {self.index(name)}"):

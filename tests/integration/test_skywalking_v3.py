@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,6 +88,7 @@ def test_instances_register_by_name_and_keep_alive(
         assert list(fetched.commands) == []
 
         # Segments sent in one call: their entry endpoints and exit peers are registered.
+        now_ms = int(time.time() * 1000)
         channel.unary_unary(
             "/skywalking.v3.TraceSegmentReportService/collectInSync",
             request_serializer=tracing_pb2.SegmentCollection.SerializeToString,
@@ -101,9 +103,19 @@ def test_instances_register_by_name_and_keep_alive(
                         serviceInstance="shop-1@host-a",
                         spans=[
                             tracing_pb2.SpanObject(
-                                spanId=0, spanType=tracing_pb2.Entry, operationName="POST:/pay"
+                                spanId=0,
+                                spanType=tracing_pb2.Entry,
+                                operationName="POST:/pay",
+                                startTime=now_ms,
+                                endTime=now_ms + 20,
                             ),
-                            tracing_pb2.SpanObject(spanId=1, spanType=tracing_pb2.Exit, peer="bank:443"),
+                            tracing_pb2.SpanObject(
+                                spanId=1,
+                                spanType=tracing_pb2.Exit,
+                                peer="bank:443",
+                                startTime=now_ms + 5,
+                                endTime=now_ms + 15,
+                            ),
                         ],
                     )
                 ]

@@ -58,7 +58,7 @@ def test_remote_data_round_trips() -> None:
 
 
 def test_remote_data_of_the_wrong_shape_is_refused() -> None:
-    shape = "takes 2 strings and 5 integers, then 1 map sizes and their entries"
+    shape = "takes 2 strings and 5 integers, then 1 map sizes, 0 list lengths and their entries"
     with pytest.raises(UndecodableData, match=f"{shape}; got 1 strings and 6 integers"):
         ServiceInstanceInventory.from_remote(["i"], [1, 2, 3, 4, 5, 0])
     with pytest.raises(UndecodableData, match=f"{shape}; got 3 strings and 6 integers"):

@@ -1,0 +1,118 @@
+"""The metrics persistent worker (L2 of metrics): merges what receivers send in
+memory, and every persistence period adds it to the stored values of its
+minute, hour and day (downsampling) in bulk.
+
+What is merged here is a delta: each delta is added to a stored value exactly
+once. A delta storage did not take (an outage, a row changed meanwhile) stays
+for the next period, per level, so that a level already written never gets it
+twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from pipeline.buffer import BufferSpec
+from pipeline.consumers import ConsumerPool
+from pipeline.instruments import Instruments
+from pipeline.metrics import Downsampling, Metrics
+from pipeline.ratelimit import RateLimitedLog
+from pipeline.worker import BufferedWorker, merge_into
+from storage.api import MetricsDAO, StorageError
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+"""Read-merge-write rounds per persistence for rows another writer changed."""
+
+
+class MetricsPersistentWorker(BufferedWorker[Metrics]):
+    def __init__(
+        self,
+        worker_id: int,
+        name: str,
+        model: type[Metrics],
+        dao: MetricsDAO,
+        pool: ConsumerPool,
+        instruments: Instruments,
+        buffer: BufferSpec,
+        max_pending: int,
+    ) -> None:
+        """``max_pending`` bounds the keys held per level while storage does
+        not take them; past it, the oldest deltas are dropped and counted."""
+        super().__init__(worker_id, name, pool, instruments, buffer)
+        self.model = model
+        self._dao = dao
+        self.max_pending = max_pending
+        self._pending: dict[Downsampling, dict[str, Metrics]] = {level: {} for level in Downsampling}
+        self._lock = threading.Lock()
+        self._persisting = threading.Lock()
+        self._received = instruments.counter(f"l2_received_total_{name}", f"items worker {name} consumed")
+        self._written = instruments.counter(f"l2_written_total_{name}", f"rows worker {name} wrote")
+        self._dropped = instruments.counter(
+            f"l2_dropped_total_{name}", f"deltas worker {name} dropped (refused by storage, or too many held)"
+        )
+        self._error_log = RateLimitedLog(log)
+
+    def consume(self, batch: list[Metrics]) -> None:
+        with self._lock:
+            merge_into(self._pending[Downsampling.MINUTE], batch)
+        self._received.inc(len(batch))
+
+    def persist(self) -> None:
+        """Adds every held delta to storage; called every persistence period
+        and once more on close."""
+        with self._persisting:
+            with self._lock:
+                work, self._pending = self._pending, {level: {} for level in Downsampling}
+            for level in (Downsampling.HOUR, Downsampling.DAY):
+                merge_into(work[level], (m.downsampled(level) for m in work[Downsampling.MINUTE].values()))
+            for level, items in work.items():
+                left = self._store(level, items) if items else {}
+                if left:
+                    self._hold(level, left)
+
+    def _store(self, level: Downsampling, items: dict[str, Metrics]) -> dict[str, Metrics]:
+        """Adds ``items`` to their stored rows; returns those not written."""
+        try:
+            for _ in range(MAX_ATTEMPTS):
+                stored = self._dao.get_many(self.model, level, list(items))
+                rows = [
+                    (stored.get(k), stored[k].item.combine(v) if k in stored else v) for k, v in items.items()
+                ]
+                outcome = self._dao.put(self.model, level, rows)
+                if outcome.failed:
+                    self._dropped.inc(len(outcome.failed))
+                    key, reason = next(iter(outcome.failed.items()))
+                    self._error_log.error(
+                        f"{self.name}-refused",
+                        "%s: storage refused %d %s rows, e.g. %r: %s",
+                        self.name, len(outcome.failed), level.value, key, reason,
+                    )  # fmt: skip
+                self._written.inc(len(rows) - len(outcome.retry) - len(outcome.failed))
+                items = {k: items[k] for k in outcome.retry}
+                if not items:
+                    break
+        except StorageError as e:
+            self._error_log.error(
+                f"{self.name}-storage",
+                "%s: %d %s rows kept for the next period: %s",
+                self.name, len(items), level.value, e,
+            )  # fmt: skip
+        return items
+
+    def _hold(self, level: Downsampling, left: dict[str, Metrics]) -> None:
+        with self._lock:
+            pending = self._pending[level]
+            merge_into(pending, left.values())
+            excess = len(pending) - self.max_pending
+            if excess > 0:
+                for k in list(pending)[:excess]:
+                    del pending[k]
+                self._dropped.inc(excess)
+                self._error_log.error(
+                    f"{self.name}-full",
+                    "%s: more than %d %s rows wait for storage; %d dropped",
+                    self.name, self.max_pending, level.value, excess,
+                )  # fmt: skip

@@ -1,0 +1,74 @@
+"""The record persistent worker: writes records in bulk from a bounded queue.
+Records are never merged, so they skip the remote hop: the node that received
+a segment or a log line stores it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from pipeline.buffer import BufferSpec
+from pipeline.consumers import ConsumerPool
+from pipeline.instruments import Instruments
+from pipeline.ratelimit import RateLimitedLog
+from pipeline.records import Record
+from pipeline.worker import BufferedWorker
+from storage.api import RecordDAO, StorageError
+
+log = logging.getLogger(__name__)
+
+RETRY_DELAYS_S = (0.2, 1.0, 3.0)
+"""Waits before writing a batch again while storage is unavailable; the queue
+behind fills meanwhile, and agents are told to come back later."""
+
+
+class RecordPersistentWorker(BufferedWorker[Record]):
+    def __init__(
+        self,
+        worker_id: int,
+        name: str,
+        model: type[Record],
+        dao: RecordDAO,
+        pool: ConsumerPool,
+        instruments: Instruments,
+        buffer: BufferSpec,
+        bulk_size: int,
+    ) -> None:
+        super().__init__(worker_id, name, pool, instruments, buffer)
+        self.model = model
+        self._dao = dao
+        self.bulk_size = bulk_size
+        self._closing = threading.Event()
+        self._written = instruments.counter(f"records_written_total_{name}", f"records worker {name} stored")
+        self._dropped = instruments.counter(
+            f"records_dropped_total_{name}", f"records worker {name} could not store"
+        )
+        self._error_log = RateLimitedLog(log)
+
+    def consume(self, batch: list[Record]) -> None:
+        for start in range(0, len(batch), self.bulk_size):
+            self._write(batch[start : start + self.bulk_size])
+
+    def _write(self, chunk: list[Record]) -> None:
+        for delay_s in (*RETRY_DELAYS_S, None):
+            try:
+                refused = self._dao.insert(self.model, chunk)
+            except StorageError as e:
+                if e.retriable and delay_s is not None and not self._closing.wait(delay_s):
+                    continue
+                self._dropped.inc(len(chunk))
+                self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
+                return
+            self._written.inc(len(chunk) - len(refused))
+            if refused:
+                self._dropped.inc(len(refused))
+                key, reason = next(iter(refused.items()))
+                self._error_log.error(
+                    f"{self.name}-refused", "%s: storage refused %d records, e.g. %r: %s",
+                    self.name, len(refused), key, reason,
+                )  # fmt: skip
+            return
+
+    def close(self) -> None:
+        """Stops waiting to retry: what storage does not take at once is dropped."""
+        self._closing.set()

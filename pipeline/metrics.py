@@ -1,0 +1,271 @@
+"""Metrics: values per entity and time bucket that merge. L1 merges what one
+receiver saw, L2 merges that with what is stored, and every minute value is
+also merged into its hour and its day (downsampling).
+
+Entities are named, not numbered: a metric needs no sequence id, so the first
+segment of a new service is measured like every later one.
+
+Time buckets are UTC and read as numbers: ``202611211905`` is the minute
+19:05 of 2026-11-21, ``2026112119`` its hour and ``20261121`` its day.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Self
+
+from pipeline.stream import Column, ColumnType, StreamData
+
+SEP = "\x1f"
+"""Joins the names of an entity into its id; no name can contain it (agents'
+names are checked at the edge)."""
+
+
+class Downsampling(enum.Enum):
+    MINUTE = "minute"
+    HOUR = "hour"
+    DAY = "day"
+
+    def of_minute(self, minute_bucket: int) -> int:
+        """The bucket of this precision holding ``minute_bucket``."""
+        return minute_bucket // _DIVISORS[self]
+
+    def bucket_of(self, ms: int) -> int:
+        return self.of_minute(minute_bucket(ms))
+
+
+_DIVISORS = {Downsampling.MINUTE: 1, Downsampling.HOUR: 100, Downsampling.DAY: 10_000}
+
+
+def minute_bucket(ms: int) -> int:
+    t = time.gmtime(ms // 1000)
+    return (((t.tm_year * 100 + t.tm_mon) * 100 + t.tm_mday) * 100 + t.tm_hour) * 100 + t.tm_min
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Metrics(StreamData):
+    """A metric of one entity in one time bucket."""
+
+    time_bucket: int
+
+    @abc.abstractmethod
+    def entity(self) -> str:
+        """The entity's id: its names joined by ``SEP``."""
+
+    def key(self) -> str:
+        return f"{self.time_bucket}{SEP}{self.entity()}"
+
+    def routing_key(self) -> str:
+        # Every bucket of an entity goes to the same node, so that one node
+        # merges its hours and days as well as its minutes.
+        return self.entity()
+
+    @abc.abstractmethod
+    def combine(self, other: Self) -> Self:
+        """The sum of two values of the same key."""
+
+    def downsampled(self, level: Downsampling) -> Self:
+        """The same value in the bucket of ``level`` holding this minute."""
+        return replace(self, time_bucket=level.of_minute(self.time_bucket))
+
+
+LATENCY_BUCKETS_MS = (0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,
+                      1000, 1500, 2000, 3000, 5000, 7000, 10_000, 15_000, 20_000, 30_000, 60_000)  # fmt: skip
+"""The lower bounds of the latency histogram's buckets: bucket ``i`` counts the
+calls that took from ``LATENCY_BUCKETS_MS[i]`` ms up to the next bound."""
+
+PERCENTILES = (50, 75, 90, 95, 99)
+
+
+def latency_bucket(latency_ms: int) -> int:
+    """The index of the histogram bucket counting a call of ``latency_ms``."""
+    lo, hi = 0, len(LATENCY_BUCKETS_MS) - 1
+    while lo < hi:  # the last bound <= latency
+        mid = (lo + hi + 1) // 2
+        if LATENCY_BUCKETS_MS[mid] <= latency_ms:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+_ONE_CALL = tuple(
+    tuple(int(i == j) for j in range(len(LATENCY_BUCKETS_MS))) for i in range(len(LATENCY_BUCKETS_MS))
+)
+
+
+def one_call(latency_ms: int) -> tuple[int, ...]:
+    """The histogram of a single call of ``latency_ms``."""
+    return _ONE_CALL[latency_bucket(latency_ms)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallMetrics(Metrics):
+    """Calls into (or out of) an entity in one bucket: how many, how many
+    failed, how long they took in all and as a histogram."""
+
+    calls: int = 0
+    errors: int = 0
+    latency_sum_ms: int = 0
+    histogram: tuple[int, ...] = ()
+    """Calls per bucket of ``LATENCY_BUCKETS_MS``."""
+
+    DERIVED = (
+        Column("latency_avg_ms", ColumnType.FLOAT),
+        Column("success_rate", ColumnType.FLOAT),
+        *(Column(f"p{p}", ColumnType.INT) for p in PERCENTILES),
+    )
+
+    def combine(self, other: Self) -> Self:
+        if not other.histogram:
+            histogram = self.histogram
+        elif not self.histogram:
+            histogram = other.histogram
+        else:
+            histogram = tuple(a + b for a, b in zip(self.histogram, other.histogram, strict=True))
+        return replace(
+            self,
+            calls=self.calls + other.calls,
+            errors=self.errors + other.errors,
+            latency_sum_ms=self.latency_sum_ms + other.latency_sum_ms,
+            histogram=histogram,
+        )
+
+    def percentile(self, p: int) -> int:
+        """The lower bound of the bucket holding the call of rank ceil(p% of
+        calls), as SkyWalking reports percentiles; 0 with no calls."""
+        rank = (p * self.calls + 99) // 100
+        seen = 0
+        for bound, count in zip(LATENCY_BUCKETS_MS, self.histogram, strict=False):
+            seen += count
+            if count and seen >= rank:
+                return bound
+        return 0
+
+    @property
+    def latency_avg_ms(self) -> float:
+        return self.latency_sum_ms / self.calls if self.calls else 0.0
+
+    @property
+    def success_rate(self) -> float:
+        """The share of calls that did not fail, from 0 to 1 (1 with no calls)."""
+        return (self.calls - self.errors) / self.calls if self.calls else 1.0
+
+    def derived(self) -> dict[str, Any]:
+        values: dict[str, Any] = {"latency_avg_ms": self.latency_avg_ms, "success_rate": self.success_rate}
+        values.update({f"p{p}": self.percentile(p) for p in PERCENTILES})
+        return values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceMetrics(CallMetrics):
+    """Calls a service served (its entry spans)."""
+
+    STREAM_ID = 20
+    MODEL = "service_metrics"
+
+    service: str
+
+    def entity(self) -> str:
+        return self.service
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceInstanceMetrics(CallMetrics):
+    STREAM_ID = 21
+    MODEL = "service_instance_metrics"
+
+    service: str
+    instance: str
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.instance}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndpointMetrics(CallMetrics):
+    STREAM_ID = 22
+    MODEL = "endpoint_metrics"
+
+    service: str
+    endpoint: str
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.endpoint}"
+
+
+class DetectPoint(enum.Enum):
+    """Which side saw a call between two services."""
+
+    SERVER = "server"
+    """The callee's entry span, from its reference to the caller."""
+    CLIENT = "client"
+    """The caller's exit span; the callee is named by the peer address it called."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceRelationMetrics(CallMetrics):
+    """Calls from ``source`` to ``dest`` as one side saw them (``detect_point``)."""
+
+    STREAM_ID = 23
+    MODEL = "service_relation_metrics"
+
+    source: str
+    dest: str
+    detect_point: str
+
+    def entity(self) -> str:
+        return f"{self.source}{SEP}{self.dest}{SEP}{self.detect_point}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeterMetrics(Metrics):
+    """A meter an agent reports (a gauge, a counter or a histogram) in one
+    bucket: the sum and number of the values reported, and the latest one.
+    A histogram's bucket counts are those of its latest report (agents report
+    histograms as running totals, so adding reports up would count twice)."""
+
+    STREAM_ID = 24
+    MODEL = "meter_metrics"
+
+    service: str
+    instance: str
+    name: str
+    labels: str
+    """``key=value`` pairs sorted by key, joined by commas."""
+    samples: int = 0
+    value_sum: float = 0.0
+    last_value: float = 0.0
+    last_time: int = 0
+    """Milliseconds since the epoch of the latest report."""
+    buckets: Mapping[str, str] = field(default_factory=dict)
+    """A histogram's count per bucket (by its lower bound), from the latest report."""
+
+    DERIVED = (Column("value_avg", ColumnType.FLOAT),)
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.instance}{SEP}{self.name}{SEP}{self.labels}"
+
+    def combine(self, other: Self) -> Self:
+        latest = other if other.last_time >= self.last_time else self
+        return replace(
+            latest,
+            samples=self.samples + other.samples,
+            value_sum=self.value_sum + other.value_sum,
+        )
+
+    def derived(self) -> dict[str, Any]:
+        return {"value_avg": self.value_sum / self.samples if self.samples else 0.0}
+
+
+CALL_METRICS: tuple[type[CallMetrics], ...] = (
+    ServiceMetrics,
+    ServiceInstanceMetrics,
+    EndpointMetrics,
+    ServiceRelationMetrics,
+)
+METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics)

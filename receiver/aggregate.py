@@ -1,0 +1,55 @@
+"""The metrics aggregate worker (L1 of metrics): merges the values of each key
+a receiver computes for ``flush_period_s`` before handing them on, so that a
+key hit by a thousand spans leaves the node as one item per period."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pipeline.buffer import BufferSpec
+from pipeline.consumers import ConsumerPool
+from pipeline.instruments import Instruments
+from pipeline.metrics import Metrics
+from pipeline.worker import BufferedWorker, Worker, merge_into
+
+
+class MetricsAggregateWorker(BufferedWorker[Metrics]):
+    def __init__(
+        self,
+        worker_id: int,
+        name: str,
+        next_worker: Worker[Metrics],
+        pool: ConsumerPool,
+        instruments: Instruments,
+        buffer: BufferSpec,
+        flush_period_s: float,
+    ) -> None:
+        super().__init__(worker_id, name, pool, instruments, buffer)
+        self.next_worker = next_worker
+        self.flush_period_s = flush_period_s
+        self._merged: dict[str, Metrics] = {}
+        self._lock = threading.Lock()
+        self._flushed_at = time.monotonic()
+        self._received = instruments.counter(f"l1_received_total_{name}", f"items worker {name} consumed")
+        self._forwarded = instruments.counter(
+            f"l1_forwarded_total_{name}", f"merged items worker {name} handed on"
+        )
+
+    def consume(self, batch: list[Metrics]) -> None:
+        with self._lock:
+            merge_into(self._merged, batch)
+        self._received.inc(len(batch))
+        self.flush(due_only=True)
+
+    def flush(self, due_only: bool = False) -> None:
+        """Hands on what was merged; with ``due_only``, only once the flush
+        period has passed since the last flush."""
+        with self._lock:
+            now = time.monotonic()
+            if due_only and now - self._flushed_at < self.flush_period_s:
+                return
+            merged, self._merged, self._flushed_at = self._merged, {}, now
+        if merged:
+            self._forwarded.inc(len(merged))
+            self.next_worker.accept_many(list(merged.values()))

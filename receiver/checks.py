@@ -1,0 +1,107 @@
+"""What telemetry a receiver refuses, and how it tells: each refused item is
+counted under its reason, logged (rate-limited), and the agent's call ends
+with INVALID_ARGUMENT saying how many items were taken and why the others were
+not. What is refused never reaches a metric, so it cannot corrupt one."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+
+from pipeline.errors import InvalidRequest
+from pipeline.instruments import Instruments
+from pipeline.ratelimit import RateLimitedLog
+
+log = logging.getLogger(__name__)
+
+
+class Reason(enum.Enum):
+    NO_SPANS = "no_spans"
+    END_BEFORE_START = "end_before_start"
+    UNKNOWN_ENUM = "unknown_enum"
+    TIME_OUT_OF_RANGE = "time_out_of_range"
+    NAME_TOO_LONG = "name_too_long"
+    MISSING_NAME = "missing_name"
+    NOT_A_NUMBER = "not_a_number"
+    UNDECODABLE = "undecodable"
+    BROKEN_STREAM = "broken_stream"
+    """The agent's stream ended with an error: what came before it is kept."""
+
+
+class Refused(ValueError):
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class TelemetryLimits:
+    max_name_length: int
+    max_past_ms: int
+    """How old a time stamp may be (agents buffer while the backend is away)."""
+    max_future_ms: int
+    """How far ahead of this node's clock a time stamp may be (clock skew)."""
+
+    def name(self, what: str, value: str, required: bool = True) -> str:
+        if required and not value:
+            raise Refused(Reason.MISSING_NAME, f"{what} is empty")
+        if len(value) > self.max_name_length:
+            raise Refused(
+                Reason.NAME_TOO_LONG,
+                f"{what} has {len(value)} characters, more than the {self.max_name_length} allowed",
+            )
+        return value
+
+    def time(self, what: str, ms: int, now_ms: int) -> int:
+        if not now_ms - self.max_past_ms <= ms <= now_ms + self.max_future_ms:
+            raise Refused(
+                Reason.TIME_OUT_OF_RANGE,
+                f"{what} {ms} ms since the epoch is more than {self.max_past_ms // 1000} s before or "
+                f"{self.max_future_ms // 1000} s after this node's clock ({now_ms})",
+            )
+        return ms
+
+
+class Refusals:
+    """Counters of one kind of telemetry's refused items, one per reason."""
+
+    def __init__(self, kind: str, instruments: Instruments) -> None:
+        self.kind = kind
+        self._counters = {
+            r: instruments.counter(f"v3_refused_total_{kind}_{r.value}", f"{kind} refused: {r.value}")
+            for r in Reason
+        }
+        self._log = RateLimitedLog(log)
+
+    def tally(self) -> Tally:
+        return Tally(self)
+
+
+class Tally:
+    """What one agent call had taken and refused."""
+
+    def __init__(self, refusals: Refusals) -> None:
+        self._refusals = refusals
+        self.taken = 0
+        self.refused: dict[Reason, int] = {}
+        self.first: Refused | None = None
+
+    def refuse(self, e: Refused) -> None:
+        r = self._refusals
+        r._counters[e.reason].inc()
+        r._log.warning(f"{r.kind}-{e.reason.value}", "%s refused (%s): %s", r.kind, e.reason.value, e)
+        self.refused[e.reason] = self.refused.get(e.reason, 0) + 1
+        self.first = self.first or e
+
+    def check(self) -> None:
+        """Raises InvalidRequest (INVALID_ARGUMENT for the agent) if anything was refused."""
+        if not self.refused:
+            return
+        reasons = ", ".join(
+            f"{n} {r.value}" for r, n in sorted(self.refused.items(), key=lambda x: x[0].value)
+        )
+        raise InvalidRequest(
+            f"{sum(self.refused.values())} {self._refusals.kind} refused ({reasons}; "
+            f"the first: {self.first}); the other {self.taken} were taken"
+        )

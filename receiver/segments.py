@@ -1,0 +1,159 @@
+"""Trace segments as the receiver reads them, and what it derives from each:
+the segment record, and one call per entry span for its service, instance,
+endpoint and caller relation, one per exit span for the relation to the peer
+it called (SkyWalking's multi-scope span analysis)."""
+
+from __future__ import annotations
+
+import base64
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.metrics import (
+    CallMetrics,
+    DetectPoint,
+    EndpointMetrics,
+    ServiceInstanceMetrics,
+    ServiceMetrics,
+    ServiceRelationMetrics,
+    minute_bucket,
+    one_call,
+)
+from pipeline.records import SegmentRecord
+from pipeline.stream import Text
+from receiver.checks import Reason, Refused, TelemetryLimits
+
+USER = "User"
+"""The caller of an entry span no other traced service called (SkyWalking's name)."""
+
+
+class SpanKind(enum.IntEnum):  # the protocol's SpanType
+    ENTRY = 0
+    EXIT = 1
+    LOCAL = 2
+
+
+SPAN_LAYERS = range(7)  # Unknown, Database, RPCFramework, Http, MQ, Cache, FAAS
+REF_TYPES = range(2)  # CrossProcess, CrossThread
+CROSS_PROCESS = 0
+SERVER, CLIENT = DetectPoint.SERVER.value, DetectPoint.CLIENT.value
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRef:
+    ref_type: int
+    parent_service: str
+    parent_instance: str
+    parent_endpoint: str
+    address: str
+    """The address the caller used to reach this service."""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    kind: int
+    layer: int
+    start_time: int
+    end_time: int
+    operation: str
+    peer: str
+    is_error: bool
+    skip_analysis: bool
+    refs: tuple[SpanRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    trace_id: str
+    segment_id: str
+    service: str
+    instance: str
+    spans: tuple[Span, ...]
+    data: bytes
+    """The segment as the agent encoded it."""
+
+
+def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
+    """Raises Refused if the segment cannot be analysed as it is."""
+    limits.name("traceId", segment.trace_id)
+    limits.name("traceSegmentId", segment.segment_id)
+    limits.name("service", segment.service)
+    limits.name("serviceInstance", segment.instance)
+    if not segment.spans:
+        raise Refused(Reason.NO_SPANS, f"segment {segment.segment_id} has no spans")
+    for span in segment.spans:
+        if span.kind not in SpanKind._value2member_map_:
+            raise Refused(Reason.UNKNOWN_ENUM, f"spanType {span.kind} is not one of Entry, Exit, Local")
+        if span.layer not in SPAN_LAYERS:
+            raise Refused(Reason.UNKNOWN_ENUM, f"spanLayer {span.layer} is not a known layer")
+        limits.time("startTime", span.start_time, now_ms)
+        if span.end_time < span.start_time:
+            raise Refused(
+                Reason.END_BEFORE_START,
+                f"a span of segment {segment.segment_id} ends ({span.end_time}) "
+                f"before it starts ({span.start_time})",
+            )
+        limits.name("operationName", span.operation, required=False)
+        limits.name("peer", span.peer, required=False)
+        for ref in span.refs:
+            if ref.ref_type not in REF_TYPES:
+                raise Refused(
+                    Reason.UNKNOWN_ENUM, f"refType {ref.ref_type} is not CrossProcess or CrossThread"
+                )
+            limits.name("parentService", ref.parent_service, required=False)
+            limits.name("parentEndpoint", ref.parent_endpoint, required=False)
+            limits.name("networkAddressUsedAtPeer", ref.address, required=False)
+
+
+def record_of(segment: Segment) -> SegmentRecord:
+    first = segment.spans[0]
+    entry = next((s for s in segment.spans if s.kind == SpanKind.ENTRY), first)
+    start = min(s.start_time for s in segment.spans)
+    end = max(s.end_time for s in segment.spans)
+    return SegmentRecord(
+        time_bucket=minute_bucket(start),
+        segment_id=segment.segment_id,
+        trace_id=segment.trace_id,
+        service=segment.service,
+        instance=segment.instance,
+        endpoint=entry.operation,
+        start_time=start,
+        end_time=end,
+        latency_ms=end - start,
+        is_error=any(s.is_error for s in segment.spans),
+        spans=len(segment.spans),
+        data=Text(base64.b64encode(segment.data).decode()),
+    )
+
+
+def calls_of(segment: Segment) -> list[CallMetrics]:
+    """One metric value per scope a span counts for, each of one call."""
+    out: list[CallMetrics] = []
+    service, instance = segment.service, segment.instance
+    for span in segment.spans:
+        if span.skip_analysis:
+            continue
+        latency = span.end_time - span.start_time
+        call: dict[str, Any] = {
+            "time_bucket": minute_bucket(span.start_time),
+            "calls": 1,
+            "errors": int(span.is_error),
+            "latency_sum_ms": latency,
+            "histogram": one_call(latency),
+        }
+        if span.kind == SpanKind.ENTRY:
+            out.append(ServiceMetrics(**call, service=service))
+            out.append(ServiceInstanceMetrics(**call, service=service, instance=instance))
+            if span.operation:
+                out.append(EndpointMetrics(**call, service=service, endpoint=span.operation))
+            callers = {
+                r.parent_service for r in span.refs if r.ref_type == CROSS_PROCESS and r.parent_service
+            }
+            out += [
+                ServiceRelationMetrics(**call, source=caller, dest=service, detect_point=SERVER)
+                for caller in sorted(callers or {USER})
+            ]
+        elif span.kind == SpanKind.EXIT and span.peer:
+            out.append(ServiceRelationMetrics(**call, source=service, dest=span.peer, detect_point=CLIENT))
+    return out

@@ -1,0 +1,96 @@
+"""Metrics rows in Elasticsearch: an index per model and downsampling level,
+one document per key, written with the version read (``if_seq_no``) so that a
+merge never overwrites a value it did not see."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline.metrics import Downsampling, Metrics
+from storage.api import M, PutOutcome, Stored, check_where
+from storage.elasticsearch.client import (
+    ElasticsearchClient,
+    doc_id,
+    mapping_of,
+    translated_errors,
+    where_query,
+)
+
+RETRIABLE_STATUSES = frozenset({409, 429, 502, 503, 504})
+
+
+def index_name(model: type[Metrics], level: Downsampling) -> str:
+    return f"{model.MODEL}_{level.value}"
+
+
+class ElasticsearchMetricsDAO:
+    def __init__(self, client: ElasticsearchClient) -> None:
+        self._client = client
+        self._es = client.es
+
+    def install(self, models: Sequence[type[Metrics]]) -> None:
+        for model in models:
+            for level in Downsampling:
+                self._client.create_index(index_name(model, level), mapping_of(model))
+
+    def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
+        if not keys:
+            return {}
+        index = self._client.index(index_name(model, level))
+        with translated_errors(f"reading {len(keys)} documents of {index}"):
+            docs = self._es.mget(index=index, ids=[doc_id(k) for k in keys], realtime=True)["docs"]
+        found: dict[str, Stored[M]] = {}
+        for d in docs:
+            if d.get("found"):
+                item = model.from_row(d["_source"])
+                found[item.key()] = Stored(item, (d["_seq_no"], d["_primary_term"]))
+        return found
+
+    def put(
+        self, model: type[M], level: Downsampling, rows: Sequence[tuple[Stored[M] | None, M]]
+    ) -> PutOutcome:
+        index = self._client.index(index_name(model, level))
+        keys: dict[str, str] = {}
+        actions: list[dict[str, Any]] = []
+        for stored, new in rows:
+            key = new.key()
+            action: dict[str, Any] = {"_index": index, "_id": doc_id(key), "_source": new.to_row()}
+            if stored is None:
+                action["_op_type"] = "create"
+            else:
+                seq_no, term = typing.cast(tuple[int, int], stored.version)
+                action.update(_op_type="index", if_seq_no=seq_no, if_primary_term=term)
+            keys[action["_id"]] = key
+            actions.append(action)
+        outcome = PutOutcome()
+        for failure in self._client.bulk(actions, f"writing {len(actions)} rows of {index}"):
+            key = keys[failure["_id"]]
+            if failure.get("status") in RETRIABLE_STATUSES:
+                outcome.retry.append(key)
+            else:
+                outcome.failed[key] = str(failure.get("error"))
+        return outcome
+
+    def query(
+        self,
+        model: type[M],
+        level: Downsampling,
+        first_bucket: int,
+        last_bucket: int,
+        where: Mapping[str, str] | None = None,
+        limit: int = 10_000,
+    ) -> list[M]:
+        index = self._client.index(index_name(model, level))
+        with translated_errors(f"searching {index}"):
+            res = self._es.search(
+                index=index,
+                size=limit,
+                sort=[{"time_bucket": "desc"}],
+                query=where_query(first_bucket, last_bucket, check_where(model, where)),
+            )
+        return [model.from_row(h["_source"]) for h in res["hits"]["hits"]]
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,93 @@
+"""The SQLite database of the embedded storage: one connection per node, shared
+by its DAOs under a lock (SQLite serialises writers anyway), and the mapping
+of stream data columns onto SQL."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pipeline.stream import Column, ColumnType, StreamData
+
+S = TypeVar("S", bound=StreamData)
+
+_SQL_TYPES = {
+    ColumnType.STRING: "TEXT",
+    ColumnType.INT: "INTEGER",
+    ColumnType.BOOL: "INTEGER",
+    ColumnType.FLOAT: "REAL",
+}
+
+
+def sql_value(column: Column, value: Any) -> Any:
+    if column.type in (ColumnType.MAP, ColumnType.INTS):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if column.type is ColumnType.BOOL:
+        return int(value)
+    return value
+
+
+def column_definitions(model: type[StreamData], leave_out: tuple[str, ...] = ()) -> str:
+    """``name TYPE, ...`` of the model's stored columns."""
+    return ", ".join(
+        f"{c.name} {_SQL_TYPES.get(c.type, 'TEXT')}"
+        for c in model.stored_columns()
+        if c.name not in leave_out
+    )
+
+
+class Database:
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, args)
+
+    def fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def rows(
+        self, model: type[S], table: str, where: str, args: Sequence[Any], extra: str = ""
+    ) -> list[tuple[S, tuple[Any, ...]]]:
+        """The items of ``table`` matching ``where``, each with the values of the
+        ``extra`` columns (e.g. ``"version"``) selected before the model's."""
+        names = [c.name for c in model.columns()]
+        lead = [e.strip() for e in extra.split(",") if e.strip()]
+        rows = self.fetch(f"SELECT {', '.join([*lead, *names])} FROM {table} WHERE {where}", args)
+        return [(model.from_row(dict(zip(names, r[len(lead) :], strict=True))), r[: len(lead)]) for r in rows]
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+
+def chunks(keys: Sequence[str], size: int = 500) -> Iterator[list[str]]:
+    """``keys`` in lists short enough for SQLite's limit on bound parameters."""
+    for start in range(0, len(keys), size):
+        yield list(keys[start : start + size])

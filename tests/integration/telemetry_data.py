@@ -1,0 +1,203 @@
+"""A known set of trace segments, and the metrics it must give, computed here
+from the definitions (sorted latencies, not histograms) rather than by the
+project's code."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import grpc
+
+from pipeline.config import NodeConfig
+from pipeline.metrics import CALL_METRICS, CallMetrics, Downsampling
+from proto.skywalking import common_pb2, tracing_pb2
+from storage.select import open_storage
+
+# The documented lower bounds of the latency buckets, in ms.
+BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,
+          1000, 1500, 2000, 3000, 5000, 7000, 10_000, 15_000, 20_000, 30_000, 60_000]  # fmt: skip
+LATENCIES = [0, 1, 2, 4, 5, 9, 10, 29, 30, 49, 50, 99, 100, 250, 999, 1000, 5000, 70_000]
+ENTITY_FIELDS = ("service", "instance", "endpoint", "source", "dest", "detect_point")
+
+
+def utc_minute(ms: int) -> int:
+    return int(time.strftime("%Y%m%d%H%M", time.gmtime(ms // 1000)))
+
+
+@dataclass
+class Expected:
+    # (model name, entity names, minute) -> latencies, errors
+    latencies: dict[tuple[str, tuple[str, ...], int], list[int]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    errors: dict[tuple[str, tuple[str, ...], int], int] = field(default_factory=lambda: defaultdict(int))
+    spans: int = 0
+
+    def call(self, model: str, entity: tuple[str, ...], start_ms: int, latency: int, error: bool) -> None:
+        key = (model, entity, utc_minute(start_ms))
+        self.latencies[key].append(latency)
+        self.errors[key] += error
+
+    def rows(self, level: Downsampling) -> dict[tuple[str, tuple[str, ...], int], dict[str, object]]:
+        divisor = {Downsampling.MINUTE: 1, Downsampling.HOUR: 100, Downsampling.DAY: 10_000}[level]
+        merged: dict[tuple[str, tuple[str, ...], int], tuple[list[int], int]] = {}
+        for (model, entity, minute), latencies in self.latencies.items():
+            key = (model, entity, minute // divisor)
+            lat, err = merged.get(key, ([], 0))
+            merged[key] = (lat + latencies, err + self.errors[(model, entity, minute)])
+        return {key: summary(lat, err) for key, (lat, err) in merged.items()}
+
+
+def summary(latencies: list[int], errors: int) -> dict[str, object]:
+    ordered = sorted(latencies)
+    n = len(ordered)
+
+    def percentile(p: int) -> int:
+        value = ordered[math.ceil(p * n / 100) - 1]
+        return max(b for b in BOUNDS if b <= value)
+
+    return {
+        "calls": n,
+        "errors": errors,
+        "latency_sum_ms": sum(ordered),
+        "latency_avg_ms": sum(ordered) / n,
+        "success_rate": (n - errors) / n,
+        **{f"p{p}": percentile(p) for p in (50, 75, 90, 95, 99)},
+    }
+
+
+def stored_rows(
+    config: NodeConfig, level: Downsampling
+) -> dict[tuple[str, tuple[str, ...], int], dict[str, object]]:
+    """Every call metric stored at ``level``, in the shape of ``Expected.rows``."""
+    storage = open_storage(config)
+    try:
+        out = {}
+        for model in CALL_METRICS:
+            for row in storage.metrics.query(model, level, 0, 999_999_999_999):
+                out[(model.__name__, entity_of(row), row.time_bucket)] = {
+                    k: v for k, v in row.to_row().items() if k in SUMMARY_FIELDS
+                }
+        return out
+    finally:
+        storage.close()
+
+
+SUMMARY_FIELDS = {
+    "calls",
+    "errors",
+    "latency_sum_ms",
+    "latency_avg_ms",
+    "success_rate",
+    "p50",
+    "p75",
+    "p90",
+    "p95",
+    "p99",
+}
+
+
+def entity_of(row: CallMetrics) -> tuple[str, ...]:
+    return tuple(getattr(row, f) for f in ENTITY_FIELDS if hasattr(row, f))
+
+
+def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], Expected]:
+    """``count`` traces through gateway -> orders -> mysql over this minute and
+    the one before, each two segments of 5 spans in all; and what they must give."""
+    rng = random.Random(seed)
+    now = int(time.time() * 1000)
+    this_minute = now - now % 60_000
+    segments: list[tracing_pb2.SegmentObject] = []
+    expected = Expected()
+    for i in range(count):
+        start = rng.choice([this_minute - 60_000, this_minute]) + rng.randrange(0, 50_000)
+        gw_instance = f"gateway-{i % 2 + 1}"
+        path = rng.choice(["GET:/checkout", "GET:/cart"])
+        gw_latency, orders_latency, db_latency, call_latency = (rng.choice(LATENCIES) for _ in range(4))
+        gw_error, orders_error = rng.random() < 0.2, rng.random() < 0.1
+        segments.append(
+            tracing_pb2.SegmentObject(
+                traceId=f"trace-{i}",
+                traceSegmentId=f"gw-{i}",
+                service="gateway",
+                serviceInstance=gw_instance,
+                spans=[
+                    span(0, -1, tracing_pb2.Entry, start, gw_latency, gw_error, operationName=path),
+                    span(1, 0, tracing_pb2.Exit, start, call_latency, orders_error, peer="orders:8080"),
+                ],
+            )
+        )
+        ref = tracing_pb2.SegmentReference(
+            refType=tracing_pb2.CrossProcess, traceId=f"trace-{i}", parentTraceSegmentId=f"gw-{i}",
+            parentSpanId=1, parentService="gateway", parentServiceInstance=gw_instance,
+            parentEndpoint=path, networkAddressUsedAtPeer="orders:8080",
+        )  # fmt: skip
+        segments.append(
+            tracing_pb2.SegmentObject(
+                traceId=f"trace-{i}",
+                traceSegmentId=f"orders-{i}",
+                service="orders",
+                serviceInstance="orders-1",
+                spans=[
+                    span(
+                        0,
+                        -1,
+                        tracing_pb2.Entry,
+                        start,
+                        orders_latency,
+                        orders_error,
+                        operationName="POST:/order",
+                        refs=[ref],
+                    ),
+                    span(1, 0, tracing_pb2.Local, start, 1, False, operationName="validate"),
+                    span(
+                        2,
+                        0,
+                        tracing_pb2.Exit,
+                        start,
+                        db_latency,
+                        False,
+                        peer="mysql:3306",
+                        spanLayer=tracing_pb2.Database,
+                    ),
+                ],
+            )
+        )
+        expected.spans += 5
+        for service, instance, endpoint, caller, latency, error in (
+            ("gateway", gw_instance, path, "User", gw_latency, gw_error),
+            ("orders", "orders-1", "POST:/order", "gateway", orders_latency, orders_error),
+        ):
+            expected.call("ServiceMetrics", (service,), start, latency, error)
+            expected.call("ServiceInstanceMetrics", (service, instance), start, latency, error)
+            expected.call("EndpointMetrics", (service, endpoint), start, latency, error)
+            expected.call("ServiceRelationMetrics", (caller, service, "server"), start, latency, error)
+        expected.call(
+            "ServiceRelationMetrics", ("gateway", "orders:8080", "client"), start, call_latency, orders_error
+        )
+        expected.call("ServiceRelationMetrics", ("orders", "mysql:3306", "client"), start, db_latency, False)
+    return segments, expected
+
+
+def span(
+    span_id: int, parent: int, kind: int, start: int, latency: int, error: bool, **fields: object
+) -> tracing_pb2.SpanObject:
+    return tracing_pb2.SpanObject(
+        spanId=span_id, parentSpanId=parent, spanType=kind,  # type: ignore[arg-type]
+        startTime=start, endTime=start + latency, isError=error, **fields,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def collect(address: str, segments: list[tracing_pb2.SegmentObject]) -> None:
+    """Sends ``segments`` in one TraceSegmentReportService.collect stream."""
+    with grpc.insecure_channel(address) as channel:
+        call = channel.stream_unary(
+            "/skywalking.v3.TraceSegmentReportService/collect",
+            request_serializer=tracing_pb2.SegmentObject.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        call(iter(segments), timeout=60)

@@ -1,0 +1,375 @@
+"""Telemetry over SkyWalking's v3 protocol: segments become records and metrics
+(L1 on the receiver, L2 with downsampling on the aggregator), logs become
+records, meters become metrics; bad items are refused and counted."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+
+from deploy.cluster import LocalCluster
+from deploy.node import Node
+from pipeline.config import NodeConfig
+from pipeline.metrics import CALL_METRICS, Downsampling, MeterMetrics, minute_bucket
+from pipeline.records import LogRecord, SegmentRecord
+from proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
+from storage.select import open_storage
+from tests.integration.cluster_support import metric
+from tests.integration.helpers import eventually
+from tests.integration.telemetry_data import collect, span, stored_rows, traces, utc_minute
+from tests.integration.test_cluster import storage_of
+
+FAST_METRICS = {"metrics_persist_interval_s": 0.5, "metrics_l1_flush_period_s": 0.2}
+
+
+@pytest.fixture
+def telemetry_config(node_config: NodeConfig) -> NodeConfig:
+    return dataclasses.replace(node_config, **FAST_METRICS)  # type: ignore[arg-type]
+
+
+def l1_counts(node: Node, direction: str) -> int:
+    return sum(int(node.instruments.value(f"l1_{direction}_total_{m.MODEL}_l1")) for m in CALL_METRICS)
+
+
+def test_known_segments_give_exact_metrics_at_every_level(
+    telemetry_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    node = start_node(telemetry_config)
+    segments, expected = traces(300)
+    collect(node.address, segments[:300])
+    collect(node.address, segments[300:])
+
+    for level in Downsampling:
+        want = expected.rows(level)
+        eventually(lambda: stored_rows(telemetry_config, level) == want, timeout_s=30)  # noqa: B023
+    # Every span of a scope is counted once, and L1 merged them before they left it:
+    # one item per key and flush, not one per span.
+    received, forwarded = l1_counts(node, "received"), l1_counts(node, "forwarded")
+    assert received == sum(len(v) for v in expected.latencies.values())
+    assert forwarded * 10 < received
+
+    storage = open_storage(telemetry_config)
+    try:
+        first, last = minute_bucket(0), utc_minute(int(time.time() * 1000) + 60_000)
+        records = eventually(
+            lambda: storage.records.query(SegmentRecord, first, last, limit=1000), timeout_s=30
+        )
+        eventually(
+            lambda: len(storage.records.query(SegmentRecord, first, last, limit=1000)) == 600, timeout_s=30
+        )
+        by_id = {r.segment_id: r for r in storage.records.query(SegmentRecord, first, last, limit=1000)}
+        orders = by_id["orders-7"]
+        assert (orders.trace_id, orders.service, orders.instance, orders.endpoint, orders.spans) == (
+            "trace-7", "orders", "orders-1", "POST:/order", 3,
+        )  # fmt: skip
+        source = segments[15]  # orders-7
+        assert orders.start_time == min(s.startTime for s in source.spans)
+        assert orders.latency_ms == max(s.endTime for s in source.spans) - orders.start_time
+        assert tracing_pb2.SegmentObject.FromString(__import__("base64").b64decode(orders.data)) == source
+        gateway_only = storage.records.query(
+            SegmentRecord, first, last, where={"service": "gateway"}, limit=1000
+        )
+        assert len(gateway_only) == 300
+        assert records
+    finally:
+        storage.close()
+
+
+def test_a_segment_sent_twice_is_stored_once(
+    telemetry_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    node = start_node(telemetry_config)
+    segments, _ = traces(1)
+    collect(node.address, segments)
+    collect(node.address, segments)
+    storage = open_storage(telemetry_config)
+    try:
+        ids = lambda: sorted(r.segment_id for r in storage.records.query(SegmentRecord, 0, 999_999_999_999))  # noqa: E731
+        eventually(lambda: node.instruments.value("records_written_total_segment_records") == 4)
+        eventually(lambda: ids() == ["gw-0", "orders-0"], timeout_s=30)
+    finally:
+        storage.close()
+
+
+def test_logs_are_stored_as_records(
+    telemetry_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    node = start_node(telemetry_config)
+    now = int(time.time() * 1000)
+    lines = [
+        logging_pb2.LogData(
+            timestamp=now + i,
+            service="orders",
+            serviceInstance="orders-1",
+            endpoint="POST:/order",
+            body=logging_pb2.LogDataBody(text=logging_pb2.TextLog(text=f"order {i} taken")),
+            traceContext=logging_pb2.TraceContext(
+                traceId=f"trace-{i}", traceSegmentId=f"orders-{i}", spanId=0
+            ),
+            tags=logging_pb2.LogTags(data=[common_pb2.KeyStringValuePair(key="level", value="INFO")]),
+        )  # fmt: skip
+        for i in range(3)
+    ] + [
+        logging_pb2.LogData(
+            timestamp=now,
+            service="orders",
+            body=logging_pb2.LogDataBody(json=logging_pb2.JSONLog(json='{"k": 1}')),
+        )  # fmt: skip
+    ]
+    with grpc.insecure_channel(node.address) as channel:
+        channel.stream_unary(
+            "/skywalking.v3.LogReportService/collect",
+            request_serializer=logging_pb2.LogData.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )(iter(lines), timeout=10)
+    storage = open_storage(telemetry_config)
+    try:
+        bucket = minute_bucket(now)
+        rows = eventually(
+            lambda: (r := storage.records.query(LogRecord, bucket, bucket + 1)) and len(r) == 4 and r,
+            timeout_s=30,
+        )
+        texts = sorted((r.content_type, r.content, r.trace_id, r.instance, dict(r.tags)) for r in rows)
+        assert texts == [
+            ("json", '{"k": 1}', "", "", {}),
+            ("text", "order 0 taken", "trace-0", "orders-1", {"level": "INFO"}),
+            ("text", "order 1 taken", "trace-1", "orders-1", {"level": "INFO"}),
+            ("text", "order 2 taken", "trace-2", "orders-1", {"level": "INFO"}),
+        ]
+        assert sorted(r.timestamp for r in rows) == [now, now, now + 1, now + 2]
+    finally:
+        storage.close()
+
+
+def test_meters_become_metrics(
+    telemetry_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    node = start_node(telemetry_config)
+    now = int(time.time() * 1000)
+    minute_start = now - now % 60_000
+
+    def meters() -> Iterator[meter_pb2.MeterData]:
+        for i, value in enumerate([2.0, 4.0, 9.0]):
+            yield meter_pb2.MeterData(
+                singleValue=meter_pb2.MeterSingleValue(
+                    name="queue_size", value=value,
+                    labels=[meter_pb2.Label(name="queue", value="q1"), meter_pb2.Label(name="host", value="a")],
+                ),
+                service="orders" if i == 0 else "", serviceInstance="orders-1" if i == 0 else "",
+                timestamp=minute_start + i,
+            )  # fmt: skip
+        yield meter_pb2.MeterData(
+            histogram=meter_pb2.MeterHistogram(
+                name="latency", values=[
+                    meter_pb2.MeterBucketValue(bucket=0, count=1, isNegativeInfinity=True),
+                    meter_pb2.MeterBucketValue(bucket=0.5, count=3),
+                ],
+            ),
+            timestamp=minute_start + 5,
+        )  # fmt: skip
+
+    with grpc.insecure_channel(node.address) as channel:
+        channel.stream_unary(
+            "/skywalking.v3.MeterReportService/collect",
+            request_serializer=meter_pb2.MeterData.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )(meters(), timeout=10)
+    storage = open_storage(telemetry_config)
+    try:
+        bucket = minute_bucket(now)
+
+        def rows() -> dict[str, MeterMetrics]:
+            return {
+                m.name: m for m in storage.metrics.query(MeterMetrics, Downsampling.MINUTE, bucket, bucket)
+            }
+
+        eventually(lambda: len(rows()) == 2, timeout_s=30)
+        queue, latency = rows()["queue_size"], rows()["latency"]
+        assert (queue.service, queue.instance, queue.labels) == ("orders", "orders-1", "host=a,queue=q1")
+        assert (queue.samples, queue.value_sum, queue.last_value, queue.last_time) == (
+            3,
+            15.0,
+            9.0,
+            minute_start + 2,
+        )
+        assert queue.to_row()["value_avg"] == 5.0
+        assert dict(latency.buckets) == {"-inf": "1", "0.5": "3"}
+        assert latency.last_value == 4.0
+        day = storage.metrics.query(MeterMetrics, Downsampling.DAY, bucket // 10_000, bucket // 10_000)
+        assert sorted((m.name, m.samples) for m in day) == [("latency", 1), ("queue_size", 3)]
+    finally:
+        storage.close()
+
+
+def refused(call: Callable[[], object]) -> str:
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    return str(e.value.details())  # type: ignore[attr-defined]
+
+
+def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
+    telemetry_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    node = start_node(dataclasses.replace(telemetry_config, max_name_length=50))
+    now = int(time.time() * 1000)
+
+    def segment(sid: str, *spans: tracing_pb2.SpanObject, service: str = "shop") -> tracing_pb2.SegmentObject:
+        return tracing_pb2.SegmentObject(
+            traceId="t", traceSegmentId=sid, service=service, serviceInstance="shop-1", spans=spans
+        )
+
+    good = segment("good", span(0, -1, tracing_pb2.Entry, now, 20, False, operationName="GET:/"))
+    bad = {
+        "no_spans": segment("empty"),
+        "end_before_start": segment("backwards", span(0, -1, tracing_pb2.Entry, now, -5, False)),
+        "unknown_enum": segment("odd", span(0, -1, 7, now, 5, False)),
+        "time_out_of_range": segment(
+            "old", span(0, -1, tracing_pb2.Entry, now - 30 * 365 * 86_400_000, 5, False)
+        ),
+        "name_too_long": segment("long", span(0, -1, tracing_pb2.Entry, now, 5, False), service="s" * 51),
+    }
+    with grpc.insecure_channel(node.address) as channel:
+        call = channel.stream_unary(
+            "/skywalking.v3.TraceSegmentReportService/collect",
+            request_serializer=tracing_pb2.SegmentObject.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        message = refused(lambda: call(iter([good, *bad.values(), good]), timeout=10))
+        assert message.startswith(
+            "5 segments refused (1 end_before_start, 1 name_too_long, 1 no_spans, 1 time_out_of_range, "
+            "1 unknown_enum; the first: segment empty has no spans); the other 2 were taken"
+        ), message
+        # A message that does not decode is refused, and the stream goes on.
+        raw = channel.stream_unary(
+            "/skywalking.v3.TraceSegmentReportService/collect",
+            request_serializer=lambda b: b,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        message = refused(lambda: raw(iter([b"\x0a\x02\xff\xfe", good.SerializeToString()]), timeout=10))
+        assert message.startswith("1 segments refused (1 undecodable;"), message
+        assert message.endswith("the other 1 were taken"), message
+
+        # A stream that breaks halfway keeps what came before the break.
+        def breaking() -> Iterator[tracing_pb2.SegmentObject]:
+            yield good
+            eventually(lambda: node.instruments.value("v3_segments_received_total") == 10, timeout_s=10)
+            raise RuntimeError("the agent died")
+
+        with pytest.raises(grpc.RpcError):
+            call(breaking(), timeout=10)
+    eventually(lambda: node.instruments.value("v3_refused_total_segments_broken_stream") == 1, timeout_s=10)
+    for reason in bad:
+        assert node.instruments.value(f"v3_refused_total_segments_{reason}") == 1
+    assert node.instruments.value("v3_refused_total_segments_undecodable") == 1
+
+    # Only the four good segments were measured.
+    bucket = minute_bucket(now)
+    want = {("ServiceMetrics", ("shop",), bucket): (4, 80)}
+    eventually(
+        lambda: (
+            {
+                k: (v["calls"], v["latency_sum_ms"])
+                for k, v in stored_rows(telemetry_config, Downsampling.MINUTE).items()
+                if k[0] == "ServiceMetrics"
+            }
+            == want
+        ),
+        timeout_s=30,
+    )
+
+
+def test_bad_logs_and_meters_are_refused(
+    telemetry_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    node = start_node(telemetry_config)
+    now = int(time.time() * 1000)
+    with grpc.insecure_channel(node.address) as channel:
+        logs = channel.stream_unary(
+            "/skywalking.v3.LogReportService/collect",
+            request_serializer=logging_pb2.LogData.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        message = refused(
+            lambda: logs(
+                iter(
+                    [
+                        logging_pb2.LogData(timestamp=now, service="orders"),
+                        logging_pb2.LogData(timestamp=now, service=""),
+                        logging_pb2.LogData(timestamp=now + 86_400_000, service="orders"),
+                    ]
+                ),
+                timeout=10,
+            )  # fmt: skip
+        )
+        assert message.startswith("2 logs refused (1 missing_name, 1 time_out_of_range;"), message
+        meters = channel.stream_unary(
+            "/skywalking.v3.MeterReportService/collect",
+            request_serializer=meter_pb2.MeterData.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        message = refused(
+            lambda: meters(
+                iter(
+                    [
+                        meter_pb2.MeterData(
+                            singleValue=meter_pb2.MeterSingleValue(name="x", value=1.0), timestamp=now
+                        ),
+                        meter_pb2.MeterData(
+                            singleValue=meter_pb2.MeterSingleValue(name="x", value=math.nan),
+                            service="orders",
+                            serviceInstance="orders-1",
+                            timestamp=now,
+                        ),
+                        meter_pb2.MeterData(
+                            singleValue=meter_pb2.MeterSingleValue(name="x", value=2.0), timestamp=now
+                        ),
+                    ]
+                ),
+                timeout=10,
+            )  # fmt: skip
+        )
+        assert message.startswith("2 meters refused (1 missing_name, 1 not_a_number;"), message
+    assert node.instruments.value("v3_refused_total_meters_not_a_number") == 1
+    storage = open_storage(telemetry_config)
+    try:
+        bucket = minute_bucket(now)
+        rows = eventually(
+            lambda: storage.metrics.query(MeterMetrics, Downsampling.MINUTE, bucket, bucket), timeout_s=30
+        )
+        assert [(m.samples, m.value_sum) for m in rows] == [(1, 2.0)]
+        eventually(lambda: len(storage.records.query(LogRecord, bucket, bucket)) == 1, timeout_s=30)
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("node_config", ["elasticsearch"], indirect=True)
+def test_two_receivers_and_two_aggregators_store_what_one_node_stores(
+    local_cluster: Callable[..., LocalCluster],
+    start_node: Callable[[NodeConfig], Node],
+    node_config: NodeConfig,
+) -> None:
+    cluster = local_cluster("--metrics-persist-interval-s", "0.5", "--metrics-l1-flush-period-s", "0.2")
+    aggregators = [cluster.add("aggregator") for _ in range(2)]
+    receivers = [cluster.add("receiver") for _ in range(2)]
+    segments, expected = traces(300, seed=11)
+    for i, receiver in enumerate(receivers):
+        collect(receiver.address, segments[i::2])
+
+    single = start_node(dataclasses.replace(node_config, **FAST_METRICS))  # type: ignore[arg-type]
+    collect(single.address, segments)
+
+    for level in Downsampling:
+        want = expected.rows(level)
+        eventually(lambda: stored_rows(storage_of(cluster), level) == want, timeout_s=60)  # noqa: B023
+        eventually(lambda: stored_rows(node_config, level) == want, timeout_s=60)  # noqa: B023
+    # Both aggregators merged a share (hash by entity), and what crossed between
+    # nodes is far less than the spans that were measured.
+    crossed = [sum(metric(a, f"l2_received_total_{m.MODEL}_l2") for m in CALL_METRICS) for a in aggregators]
+    assert all(n > 0 for n in crossed), crossed
+    assert sum(crossed) * 10 < expected.spans
