@@ -22,11 +22,15 @@ MAX_DAYS_NAMED = 62
 (with the time filter) instead of naming each one."""
 
 
-def day_of(bucket: int) -> datetime.date:
+def day_of(bucket: int) -> datetime.date | None:
+    """The day of a minute, hour or day bucket; None for a bucket of no real day."""
     day = bucket
     while day > 99_999_999:  # a minute or an hour bucket
         day //= 100
-    return datetime.date(day // 10_000, day // 100 % 100, day % 100)
+    try:
+        return datetime.date(day // 10_000, day // 100 % 100, day % 100)
+    except ValueError:
+        return None
 
 
 class ElasticsearchRecordDAO:
@@ -58,7 +62,7 @@ class ElasticsearchRecordDAO:
     def indices(self, model: type[Record], first_bucket: int, last_bucket: int) -> str:
         """The indices holding the records of a time range, comma separated."""
         first, last = day_of(first_bucket), day_of(last_bucket)
-        if last < first or (last - first).days >= MAX_DAYS_NAMED:
+        if first is None or last is None or last < first or (last - first).days >= MAX_DAYS_NAMED:
             return f"{self._client.index(model.MODEL)}-*"
         days = (first + datetime.timedelta(days=n) for n in range((last - first).days + 1))
         return ",".join(self._index(model, int(d.strftime("%Y%m%d"))) for d in days)

@@ -3,6 +3,7 @@ and heart-beat, unchanged."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import time
@@ -19,7 +20,17 @@ from pipeline.inventory import (
     ServiceInstanceInventory,
     ServiceInventory,
 )
+from pipeline.metrics import (
+    SEP,
+    Downsampling,
+    EndpointMetrics,
+    MeterMetrics,
+    ServiceMetrics,
+    ServiceRelationMetrics,
+)
+from pipeline.records import LogRecord, SegmentRecord
 from proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
+from storage.select import open_storage
 from tests.integration.helpers import eventually, stored
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,50 +156,107 @@ def test_an_empty_service_name_is_refused(
             raise AssertionError("an empty service name was accepted")
 
 
-def test_the_official_python_agent_registers_its_service_and_instance(
+INSTRUMENTED_PROGRAM = """
+import logging, threading, time, urllib.request
+from skywalking import agent
+agent.start()
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Orders(BaseHTTPRequestHandler):
+    def do_GET(self):
+        logging.getLogger("app").warning("order %s taken", self.path)
+        self.send_response(500 if self.path.endswith("/fail") else 200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Orders)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+for path in ["/orders/1", "/orders/2", "/orders/3", "/orders/fail"]:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}{path}").read()
+    except OSError:
+        pass
+time.sleep(3)  # the agent reports every second, and flushes at exit
+server.shutdown()
+"""
+
+
+def test_the_official_python_agent_reports_and_its_data_is_stored(
     node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], tmp_path: Path
 ) -> None:
+    """A small HTTP service instrumented by SkyWalking's own Python agent (its
+    http.server and urllib plugins) calls itself four times, one call failing."""
     assert AGENT_PYTHON.exists(), (
         "run deploy/install.sh: it installs SkyWalking's Python agent in .venv-agent"
     )
-    node = start_node(node_config)
-    program = tmp_path / "app.py"
-    program.write_text(
-        "import logging, time\n"
-        "from skywalking import agent\n"
-        "agent.start()\n"
-        "from skywalking.trace.context import get_context\n"
-        "for _ in range(5):\n"
-        "    with get_context().new_entry_span(op='GET:/orders'):\n"
-        "        logging.getLogger('app').warning('order taken')\n"
-        "        with get_context().new_exit_span(op='SELECT orders', peer='db.internal:5432'):\n"
-        "            time.sleep(0.01)\n"
-        "time.sleep(3)\n"  # the agent reports every second, and flushes at exit
+    node = start_node(
+        dataclasses.replace(node_config, metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2)
     )
+    program = tmp_path / "app.py"
+    program.write_text(INSTRUMENTED_PROGRAM)
     env = {
         **os.environ,
         "SW_AGENT_COLLECTOR_BACKEND_SERVICES": node.address,
-        "SW_AGENT_NAME": "official-python",
-        "SW_AGENT_INSTANCE_NAME": "official-python-1",
+        "SW_AGENT_NAME": "orders-app",
+        "SW_AGENT_METER_REPORTER_PERIOD": "1",  # its default, 20 s, outlasts the program
     }
     run = subprocess.run(
         [str(AGENT_PYTHON), str(program)], env=env, capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stderr[-6000:]
-    eventually(lambda: instances(node_config) and stored(node_config, EndpointInventory), timeout_s=30)
-    rows = instances(node_config)
+    eventually(
+        lambda: instances(node_config) and len(stored(node_config, EndpointInventory)) == 4, timeout_s=30
+    )
     (service,) = stored(node_config, ServiceInventory)
-    assert service.name == "official-python"
-    assert list(rows) == ["official-python-1"]
-    assert rows["official-python-1"].service_id == service.sequence
-    # The agent reports its host and process as instance properties.
-    assert "hostname" in rows["official-python-1"].properties
-    # Names in its segments: the endpoint its entry span serves, the peer its exit span calls.
+    assert service.name == "orders-app"
+    (instance,) = instances(node_config).values()
+    assert instance.service_id == service.sequence
+    assert "hostname" in instance.properties  # the agent reports its host as instance properties
     endpoints = stored(node_config, EndpointInventory)
-    assert [(e.name, e.service_id, e.detect_point) for e in endpoints] == [
-        ("GET:/orders", service.sequence, 1)
+    assert sorted((e.name, e.service_id, e.detect_point) for e in endpoints) == [
+        (f"/orders/{n}", service.sequence, 1) for n in ("1", "2", "3", "fail")
     ]
-    eventually(lambda: [a.name for a in stored(node_config, NetworkAddressInventory)] == ["db.internal:5432"])
-    # Its five segments and five log records reached the node (storing them is yet to come).
-    assert node.instruments.value("v3_segments_received_total") == 5
-    assert node.instruments.value("v3_logs_received_total") == 5
+    # urllib's exit spans call the program's own address.
+    (peer,) = eventually(lambda: stored(node_config, NetworkAddressInventory))
+    assert peer.name.startswith("127.0.0.1:")
+
+    storage = open_storage(node_config)
+    try:
+        everything = (0, 999_999_999_999)
+        # Each call is an exit segment (urllib) and an entry segment (http.server).
+        eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 8, timeout_s=30)
+        segments = storage.records.query(SegmentRecord, *everything)
+        assert sorted((s.endpoint, s.is_error) for s in segments) == sorted(
+            [(f"/orders/{n}", n == "fail") for n in ("1", "2", "3", "fail")] * 2
+        )
+        assert {s.instance for s in segments} == {instance.instance_uuid}
+        eventually(lambda: len(storage.records.query(LogRecord, *everything)) == 4, timeout_s=30)
+        logs = storage.records.query(LogRecord, *everything)
+        assert sorted(r.endpoint for r in logs) == [f"/orders/{n}" for n in ("1", "2", "3", "fail")]
+        assert all(r.content.endswith(f"order {r.endpoint} taken") and r.trace_id for r in logs)
+
+        def calls() -> dict[str, tuple[int, int]]:
+            out = {}
+            for model in (ServiceMetrics, EndpointMetrics, ServiceRelationMetrics):
+                for m in storage.metrics.query(model, Downsampling.DAY, *everything):
+                    out[m.entity().replace(SEP, " ")] = (m.calls, m.errors)
+            return out
+
+        want = {
+            "orders-app": (4, 1),
+            **{f"orders-app /orders/{n}": (1, int(n == "fail")) for n in ("1", "2", "3", "fail")},
+            "orders-app orders-app server": (4, 1),
+            f"orders-app {peer.name} client": (4, 1),
+        }
+        eventually(lambda: calls() == want, timeout_s=30)
+        # Its process meters (CPU, memory, threads, GC) arrive as metrics.
+        meters = eventually(
+            lambda: storage.metrics.query(MeterMetrics, Downsampling.MINUTE, *everything), timeout_s=30
+        )
+        assert {m.service for m in meters} == {"orders-app"}
+        assert "instance_pvm_thread_active_count" in {m.name for m in meters}
+    finally:
+        storage.close()

@@ -24,12 +24,15 @@ from tests.integration.helpers import eventually
 from tests.integration.telemetry_data import collect, span, stored_rows, traces, utc_minute
 from tests.integration.test_cluster import storage_of
 
-FAST_METRICS = {"metrics_persist_interval_s": 0.5, "metrics_l1_flush_period_s": 0.2}
+
+def fast_metrics(config: NodeConfig) -> NodeConfig:
+    """Metrics flushed by L1 every 0.2 s and persisted every 0.5 s."""
+    return dataclasses.replace(config, metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2)
 
 
 @pytest.fixture
 def telemetry_config(node_config: NodeConfig) -> NodeConfig:
-    return dataclasses.replace(node_config, **FAST_METRICS)  # type: ignore[arg-type]
+    return fast_metrics(node_config)
 
 
 def l1_counts(node: Node, direction: str) -> int:
@@ -65,8 +68,12 @@ def test_known_segments_give_exact_metrics_at_every_level(
         by_id = {r.segment_id: r for r in storage.records.query(SegmentRecord, first, last, limit=1000)}
         orders = by_id["orders-7"]
         assert (orders.trace_id, orders.service, orders.instance, orders.endpoint, orders.spans) == (
-            "trace-7", "orders", "orders-1", "POST:/order", 3,
-        )  # fmt: skip
+            "trace-7",
+            "orders",
+            "orders-1",
+            "POST:/order",
+            3,
+        )
         source = segments[15]  # orders-7
         assert orders.start_time == min(s.startTime for s in source.spans)
         assert orders.latency_ms == max(s.endTime for s in source.spans) - orders.start_time
@@ -112,14 +119,14 @@ def test_logs_are_stored_as_records(
                 traceId=f"trace-{i}", traceSegmentId=f"orders-{i}", spanId=0
             ),
             tags=logging_pb2.LogTags(data=[common_pb2.KeyStringValuePair(key="level", value="INFO")]),
-        )  # fmt: skip
+        )
         for i in range(3)
     ] + [
         logging_pb2.LogData(
             timestamp=now,
             service="orders",
             body=logging_pb2.LogDataBody(json=logging_pb2.JSONLog(json='{"k": 1}')),
-        )  # fmt: skip
+        )
     ]
     with grpc.insecure_channel(node.address) as channel:
         channel.stream_unary(
@@ -130,10 +137,8 @@ def test_logs_are_stored_as_records(
     storage = open_storage(telemetry_config)
     try:
         bucket = minute_bucket(now)
-        rows = eventually(
-            lambda: (r := storage.records.query(LogRecord, bucket, bucket + 1)) and len(r) == 4 and r,
-            timeout_s=30,
-        )
+        eventually(lambda: len(storage.records.query(LogRecord, bucket, bucket + 1)) == 4, timeout_s=30)
+        rows = storage.records.query(LogRecord, bucket, bucket + 1)
         texts = sorted((r.content_type, r.content, r.trace_id, r.instance, dict(r.tags)) for r in rows)
         assert texts == [
             ("json", '{"k": 1}', "", "", {}),
@@ -157,21 +162,27 @@ def test_meters_become_metrics(
         for i, value in enumerate([2.0, 4.0, 9.0]):
             yield meter_pb2.MeterData(
                 singleValue=meter_pb2.MeterSingleValue(
-                    name="queue_size", value=value,
-                    labels=[meter_pb2.Label(name="queue", value="q1"), meter_pb2.Label(name="host", value="a")],
+                    name="queue_size",
+                    value=value,
+                    labels=[
+                        meter_pb2.Label(name="queue", value="q1"),
+                        meter_pb2.Label(name="host", value="a"),
+                    ],
                 ),
-                service="orders" if i == 0 else "", serviceInstance="orders-1" if i == 0 else "",
+                service="orders" if i == 0 else "",
+                serviceInstance="orders-1" if i == 0 else "",
                 timestamp=minute_start + i,
-            )  # fmt: skip
+            )
         yield meter_pb2.MeterData(
             histogram=meter_pb2.MeterHistogram(
-                name="latency", values=[
+                name="latency",
+                values=[
                     meter_pb2.MeterBucketValue(bucket=0, count=1, isNegativeInfinity=True),
                     meter_pb2.MeterBucketValue(bucket=0.5, count=3),
                 ],
             ),
             timestamp=minute_start + 5,
-        )  # fmt: skip
+        )
 
     with grpc.insecure_channel(node.address) as channel:
         channel.stream_unary(
@@ -200,8 +211,17 @@ def test_meters_become_metrics(
         assert queue.to_row()["value_avg"] == 5.0
         assert dict(latency.buckets) == {"-inf": "1", "0.5": "3"}
         assert latency.last_value == 4.0
-        day = storage.metrics.query(MeterMetrics, Downsampling.DAY, bucket // 10_000, bucket // 10_000)
-        assert sorted((m.name, m.samples) for m in day) == [("latency", 1), ("queue_size", 3)]
+        day = bucket // 10_000
+        eventually(
+            lambda: (
+                sorted(
+                    (m.name, m.samples)
+                    for m in storage.metrics.query(MeterMetrics, Downsampling.DAY, day, day)
+                )
+                == [("latency", 1), ("queue_size", 3)]
+            ),
+            timeout_s=30,
+        )
     finally:
         storage.close()
 
@@ -209,8 +229,8 @@ def test_meters_become_metrics(
 def refused(call: Callable[[], object]) -> str:
     with pytest.raises(grpc.RpcError) as e:
         call()
-    assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
-    return str(e.value.details())  # type: ignore[attr-defined]
+    assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    return str(e.value.details())
 
 
 def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
@@ -305,7 +325,7 @@ def test_bad_logs_and_meters_are_refused(
                     ]
                 ),
                 timeout=10,
-            )  # fmt: skip
+            )
         )
         assert message.startswith("2 logs refused (1 missing_name, 1 time_out_of_range;"), message
         meters = channel.stream_unary(
@@ -332,7 +352,7 @@ def test_bad_logs_and_meters_are_refused(
                     ]
                 ),
                 timeout=10,
-            )  # fmt: skip
+            )
         )
         assert message.startswith("2 meters refused (1 missing_name, 1 not_a_number;"), message
     assert node.instruments.value("v3_refused_total_meters_not_a_number") == 1
@@ -361,7 +381,7 @@ def test_two_receivers_and_two_aggregators_store_what_one_node_stores(
     for i, receiver in enumerate(receivers):
         collect(receiver.address, segments[i::2])
 
-    single = start_node(dataclasses.replace(node_config, **FAST_METRICS))  # type: ignore[arg-type]
+    single = start_node(fast_metrics(node_config))
     collect(single.address, segments)
 
     for level in Downsampling:
