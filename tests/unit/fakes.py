@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.inventory import Inventory
-from storage.api import I, InsertOutcome, Stored
+from pipeline.metrics import Downsampling, Metrics
+from storage.api import I, InsertOutcome, M, PutOutcome, StorageUnavailable, Stored
 
 
 class MemoryInventoryDAO:
@@ -77,6 +78,48 @@ class MemoryInventoryDAO:
 
     def deactivate_stale(self, model: type[Inventory], cutoff_ms: int) -> int:
         return 0
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryMetricsDAO:
+    """Metrics rows in dicts with versions, like the real storages. Levels in
+    ``down`` refuse every write as if storage were unreachable."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, Downsampling], dict[str, tuple[Any, int]]] = {}
+        self.down: set[Downsampling] = set()
+
+    def install(self, models: Sequence[type[Metrics]]) -> None:
+        pass
+
+    def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
+        if level in self.down:
+            raise StorageUnavailable(f"{level.value} is down")
+        table = self.rows.setdefault((model.MODEL, level), {})
+        return {k: Stored(table[k][0], table[k][1]) for k in keys if k in table}
+
+    def put(
+        self, model: type[M], level: Downsampling, rows: Sequence[tuple[Stored[M] | None, M]]
+    ) -> PutOutcome:
+        if level in self.down:
+            raise StorageUnavailable(f"{level.value} is down")
+        table = self.rows.setdefault((model.MODEL, level), {})
+        outcome = PutOutcome()
+        for stored, new in rows:
+            current = table.get(new.key())
+            if (current is None) != (stored is None) or (current and stored and current[1] != stored.version):
+                outcome.retry.append(new.key())
+            else:
+                table[new.key()] = (new, (current[1] + 1) if current else 1)
+        return outcome
+
+    def values(self, model: type[Metrics], level: Downsampling) -> dict[str, Any]:
+        return {k: v for k, (v, _) in self.rows.get((model.MODEL, level), {}).items()}
+
+    def query(self, *args: Any, **kwargs: Any) -> list[Any]:
+        raise NotImplementedError
 
     def close(self) -> None:
         pass
