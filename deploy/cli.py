@@ -45,7 +45,12 @@ def _demo(args: argparse.Namespace) -> int:
     from deploy.demo import run_demo
 
     return run_demo(
-        config_from(args, NodeConfig), args.services, args.instances, args.heartbeat_s, args.duration_s
+        config_from(args, NodeConfig),
+        args.services,
+        args.instances,
+        args.heartbeat_s,
+        args.duration_s,
+        args.traces,
     )
 
 
@@ -58,6 +63,20 @@ def _inventory(args: argparse.Namespace) -> int:
     try:
         storage.inventory.install(INVENTORY_TYPES)
         print_inventory(storage.inventory, sys.stdout, args.limit)
+    finally:
+        storage.close()
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from deploy.query import print_query
+    from storage.select import open_storage
+
+    if args.minutes < 1:
+        raise ValueError(f"--minutes must be 1 or more, not {args.minutes}")
+    storage = open_storage(config_from(args, NodeConfig))
+    try:
+        print_query(storage, args.what, args.service, args.minutes, args.limit, sys.stdout)
     finally:
         storage.close()
     return 0
@@ -208,13 +227,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         parents=[LOGGING],
-        help="run a mixed node and a fleet of simulated agents, then print the inventory",
+        help="run a mixed node and simulated agents, then print the inventory and metrics",
         description="Run a mixed node (a temporary embedded storage unless told otherwise) and simulated "
-        "agents that register and heart-beat; print the registered inventory at the end.",
+        "agents that register, heart-beat and report traces; print the registered inventory and the "
+        "services' metrics at the end.",
     )
     demo.add_argument("--services", type=int, default=10, help="services to simulate [default: 10]")
     demo.add_argument("--instances", type=int, default=4, help="instances (agents) per service [default: 4]")
     demo.add_argument("--heartbeat-s", type=float, default=1.0, help="heartbeat interval [default: 1]")
+    demo.add_argument("--traces", type=int, default=2000, help="traces to report [default: 2000]")
     demo.add_argument("--duration-s", type=float, default=3.0, help="how long agents heart-beat [default: 3]")
     add_options(demo, NodeConfig)
     demo.set_defaults(run=_demo)
@@ -228,6 +249,21 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.add_argument("--limit", type=int, default=10_000, help="rows per table [default: 10000]")
     add_options(inventory, NodeConfig)
     inventory.set_defaults(run=_inventory)
+
+    query = sub.add_parser(
+        "query",
+        parents=[LOGGING],
+        help="print services, instances, endpoints, relations or recent segments with their metrics",
+        description="Print what agents reported over the last minutes, as a table: calls, calls per "
+        "minute, errors, success rate, average latency and percentiles per entity, busiest first; "
+        "or the newest trace segments. The storage options say which storage to read.",
+    )
+    query.add_argument("what", choices=["services", "instances", "endpoints", "relations", "segments"])
+    query.add_argument("--service", help="only this service (for relations: calls it made)")
+    query.add_argument("--minutes", type=int, default=15, help="how far back to look [default: 15]")
+    query.add_argument("--limit", type=int, default=50, help="rows at most [default: 50]")
+    add_options(query, NodeConfig)
+    query.set_defaults(run=_query)
     _add_cluster_commands(sub)
     return parser
 

@@ -1,9 +1,11 @@
 """The main job on one machine: a mixed node on the embedded storage and a fleet
-of simulated agents that register and heart-beat; then the inventory."""
+of simulated agents that register, heart-beat and report traces; then the
+inventory and the services' metrics."""
 
 from __future__ import annotations
 
 import logging
+import random
 import sys
 import tempfile
 import threading
@@ -13,15 +15,23 @@ from dataclasses import replace
 from pathlib import Path
 
 from agent import Agent
+from agent.traces import chain_trace, now_ms, report
 from deploy.inventory_table import print_inventory
 from deploy.node import Node
+from deploy.query import print_query
 from pipeline.config import NodeConfig
 from storage.select import open_storage
 
 log = logging.getLogger(__name__)
 
 
-def run_demo(config: NodeConfig, services: int, instances: int, heartbeat_s: float, duration_s: float) -> int:
+def endpoints_of(service: str) -> list[str]:
+    return [f"GET:/api/{service}/orders", f"POST:/api/{service}/pay"]
+
+
+def run_demo(
+    config: NodeConfig, services: int, instances: int, heartbeat_s: float, duration_s: float, traces: int
+) -> int:
     with tempfile.TemporaryDirectory(prefix="skyoap-demo-") as tmp:
         if config.embedded_path == NodeConfig.embedded_path:
             config = replace(config, embedded_path=str(Path(tmp) / "skyoap.db"))
@@ -43,7 +53,7 @@ def run_demo(config: NodeConfig, services: int, instances: int, heartbeat_s: flo
 
             def bring_up(a: Agent) -> None:
                 a.register(timeout_s=60)
-                a.register_endpoints([f"GET:/api/{a.service_name}/orders", f"POST:/api/{a.service_name}/pay"])
+                a.register_endpoints(endpoints_of(a.service_name))
                 a.register_addresses([f"db-{a.service_name}:5432"])
                 a.start_heartbeat(heartbeat_s)
 
@@ -54,6 +64,21 @@ def run_demo(config: NodeConfig, services: int, instances: int, heartbeat_s: flo
                 f"heart-beating for {duration_s:g} s",
                 file=sys.stderr,
             )
+            rng = random.Random(1)
+            names = [f"demo-service-{s}" for s in range(services)]
+            by_service: dict[str, list[str]] = {}
+            for a in agents:
+                by_service.setdefault(a.service_name, []).append(a.instance_uuid)
+            paths = {n: endpoints_of(n) for n in names}
+            segments = [
+                seg
+                for t in range(traces)
+                for seg in chain_trace(
+                    f"demo-trace-{t}", names[t % services :][:3], now_ms(), rng, by_service, paths
+                )
+            ]
+            report(target, segments)
+            print(f"{traces} traces reported ({len(segments)} segments)", file=sys.stderr)
             threading.Event().wait(duration_s)
             for a in agents:
                 a.close()
@@ -61,6 +86,9 @@ def run_demo(config: NodeConfig, services: int, instances: int, heartbeat_s: flo
         storage = open_storage(config)
         try:
             print_inventory(storage.inventory, sys.stdout)
+            for what in ("services", "relations"):
+                print(file=sys.stdout)
+                print_query(storage, what, None, 15, 50, sys.stdout)
         finally:
             storage.close()
     return 0

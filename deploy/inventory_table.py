@@ -15,7 +15,7 @@ from pipeline.inventory import (
 from storage.api import InventoryDAO
 
 
-def _time(ms: int) -> str:
+def utc_ms(ms: int) -> str:
     if not ms:
         return "-"
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -49,7 +49,7 @@ def print_inventory(dao: InventoryDAO, out: TextIO, limit: int = 10_000) -> None
                     s.name,
                     len(per_service.get(s.sequence, [])),
                     sum(i.active for i in per_service.get(s.sequence, [])),
-                    _time(s.heartbeat_time),
+                    utc_ms(s.heartbeat_time),
                 )
                 for s in services
             ],
@@ -66,8 +66,8 @@ def print_inventory(dao: InventoryDAO, out: TextIO, limit: int = 10_000) -> None
                     names.get(i.service_id, i.service_id),
                     i.instance_uuid,
                     "yes" if i.active else "no",
-                    _time(i.register_time),
-                    _time(i.heartbeat_time),
+                    utc_ms(i.register_time),
+                    utc_ms(i.heartbeat_time),
                 )
                 for i in instances
             ],

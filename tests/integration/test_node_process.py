@@ -83,7 +83,7 @@ def test_a_bad_option_is_refused_with_a_clear_message() -> None:
 
 def test_the_demo_registers_its_fleet_and_prints_the_inventory() -> None:
     out = subprocess.run(
-        [*SKYOAP, "demo", "--services", "3", "--instances", "2", "--duration-s", "0.5"],
+        [*SKYOAP, "demo", "--services", "3", "--instances", "2", "--duration-s", "0.5", "--traces", "30"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -94,5 +94,12 @@ def test_the_demo_registers_its_fleet_and_prints_the_inventory() -> None:
     assert "services (3)" in out.stdout
     assert "service instances (6)" in out.stdout
     assert "endpoints (6)" in out.stdout
-    assert "network addresses (3)" in out.stdout
+    # The agents' databases, and the services the traces call (each trace goes
+    # through up to three services, starting at service trace % 3).
+    assert "network addresses (5)" in out.stdout
+    assert "services over the last 15 minutes" in out.stdout
+    calls = dict(
+        re.findall(r"^(demo-service-\d)\s+(\d+)\s", out.stdout.split("services over")[1], re.MULTILINE)
+    )
+    assert calls == {"demo-service-0": "10", "demo-service-1": "20", "demo-service-2": "30"}
     assert re.search(r"^1\s+demo-service-\d\s+2\s+2\s", out.stdout, re.MULTILINE)

@@ -5,6 +5,7 @@ records, meters become metrics; bad items are refused and counted."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ import pytest
 
 from deploy.cluster import LocalCluster
 from deploy.node import Node
+from deploy.query import print_query
 from pipeline.config import NodeConfig
 from pipeline.metrics import CALL_METRICS, Downsampling, MeterMetrics, minute_bucket
 from pipeline.records import LogRecord, SegmentRecord
@@ -55,6 +57,26 @@ def test_known_segments_give_exact_metrics_at_every_level(
     received, forwarded = l1_counts(node, "received"), l1_counts(node, "forwarded")
     assert received == sum(len(v) for v in expected.latencies.values())
     assert forwarded * 10 < received
+
+    # The query command shows the same figures, over its window, for people.
+    out = io.StringIO()
+    storage = open_storage(telemetry_config)
+    try:
+        print_query(storage, "services", None, 15, 10, out)
+    finally:
+        storage.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "services over the last 15 minutes"
+    header = "service calls cpm errors success % avg ms p50 p90 p99 latest minute (UTC)"
+    assert lines[1].split() == header.split()
+    for line, name in zip(lines[3:], ("gateway", "orders"), strict=True):
+        key = ("ServiceMetrics", (name,))
+        (day,) = [v for k, v in expected.rows(Downsampling.DAY).items() if k[:2] == key]
+        latest = str(max(k[2] for k in expected.latencies if k[:2] == key))
+        calls, errors = int(str(day["calls"])), int(str(day["errors"]))
+        figures = [calls, f"{calls / 15:.1f}", errors, f"{100 * (calls - errors) / calls:.2f}"]
+        figures += [f"{float(str(day['latency_avg_ms'])):.1f}", day["p50"], day["p90"], day["p99"]]
+        assert line.split() == [name, *map(str, figures), latest[:8], f"{latest[8:10]}:{latest[10:]}"]
 
     storage = open_storage(telemetry_config)
     try:

@@ -1,0 +1,229 @@
+"""Segments per second through one receiver with the whole pipeline into
+Elasticsearch, beside two ceilings measured in the same run:
+
+- gRPC: the same stream into a server whose handler only decodes each segment
+  (``bench/decode_server.py``);
+- storage: the segment documents the pipeline writes, written straight to
+  Elasticsearch with the bulk helper and nothing else running.
+
+And freshness: the time from a segment's arrival to its metrics being readable
+(searchable) in Elasticsearch, while a steady load runs.
+
+    .venv/bin/python -m bench.telemetry [--segments 40000] [--streams 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import threading
+import time
+import uuid
+
+import grpc
+from elasticsearch import Elasticsearch, helpers
+
+from bench.registration import spawn, stop
+from deploy.cluster import read_metrics
+from deploy.servers import ElasticsearchServer, RedisServer
+from pipeline.records import SegmentRecord
+from proto.skywalking import common_pb2, tracing_pb2
+from receiver.segments import record_of
+from receiver.skywalking import segment_of
+from storage.elasticsearch.client import mapping_of
+
+SERVICES, INSTANCES, ENDPOINTS = 20, 2, 10
+
+
+def five_span_segment(i: int, start_ms: int, rng: random.Random, service: str | None = None) -> bytes:
+    """An entry span called by another service, two exit spans and two local ones."""
+    s = rng.randrange(SERVICES)
+    name = service or f"bench-svc-{s}"
+    endpoint = f"GET:/api/{rng.randrange(ENDPOINTS)}"
+    latency = rng.randrange(1, 300)
+
+    def sp(span_id: int, kind: int, offset: int, ms: int, **fields: object) -> tracing_pb2.SpanObject:
+        return tracing_pb2.SpanObject(
+            spanId=span_id, parentSpanId=0 if span_id else -1, spanType=kind,  # type: ignore[arg-type]
+            startTime=start_ms + offset, endTime=start_ms + offset + ms, **fields,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    ref = tracing_pb2.SegmentReference(
+        refType=tracing_pb2.CrossProcess, traceId=f"t{i}", parentTraceSegmentId=f"p{i}", parentSpanId=1,
+        parentService=f"bench-svc-{(s + 1) % SERVICES}", parentServiceInstance="caller-1",
+        parentEndpoint="GET:/caller", networkAddressUsedAtPeer=f"{name}:8080",
+    )  # fmt: skip
+    return tracing_pb2.SegmentObject(
+        traceId=f"t{i}",
+        traceSegmentId=f"s{i}-{uuid.uuid4().hex[:8]}",
+        service=name,
+        serviceInstance=f"{name}-{rng.randrange(INSTANCES)}",
+        spans=[
+            sp(
+                0,
+                tracing_pb2.Entry,
+                0,
+                latency,
+                operationName=endpoint,
+                refs=[ref],
+                isError=rng.random() < 0.05,
+            ),
+            sp(1, tracing_pb2.Exit, 1, latency // 3, operationName="SELECT", peer="mysql:3306"),
+            sp(2, tracing_pb2.Exit, 2, latency // 5, operationName="GET", peer="redis:6379"),
+            sp(3, tracing_pb2.Local, 3, 1, operationName="validate"),
+            sp(4, tracing_pb2.Local, 4, 1, operationName="render"),
+        ],
+    ).SerializeToString()
+
+
+def send(address: str, segments: list[bytes], streams: int, per_call: int = 1000) -> float:
+    """Sends ``segments`` over ``streams`` concurrent client streams of
+    ``per_call`` segments each; returns the seconds until every call returned."""
+    shares = [segments[i::streams] for i in range(streams)]
+
+    def run(share: list[bytes]) -> None:
+        with grpc.insecure_channel(address) as channel:
+            call = channel.stream_unary(
+                "/skywalking.v3.TraceSegmentReportService/collect",
+                request_serializer=lambda b: b,
+                response_deserializer=common_pb2.Commands.FromString,
+            )
+            for start in range(0, len(share), per_call):
+                call(iter(share[start : start + per_call]), timeout=300)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in shares]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - began
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def storage_ceiling(es_url: str, segments: list[bytes]) -> float:
+    """Segment documents per second written straight with the bulk helper."""
+    records = [record_of(segment_of(tracing_pb2.SegmentObject.FromString(b))) for b in segments]
+    index = f"ceiling{uuid.uuid4().hex[:8]}-{records[0].day}"
+    with Elasticsearch(es_url, request_timeout=120) as es:
+        es.indices.create(
+            index=index,
+            mappings=mapping_of(SegmentRecord),
+            settings={"number_of_shards": 1, "number_of_replicas": 0},
+        )
+        actions = ({"_index": index, "_id": r.key(), "_source": r.to_row()} for r in records)
+        began = time.perf_counter()
+        helpers.bulk(es, actions, chunk_size=2000)
+        elapsed = time.perf_counter() - began
+        es.indices.delete(index=index)
+    return len(records) / elapsed
+
+
+def freshness(address: str, es_url: str, prefix: str, probes: int, interval_s: float) -> list[float]:
+    """Seconds from sending a segment of a service seen nowhere else to its
+    service metric being found by a search, one probe every ``interval_s``."""
+    rng = random.Random(3)
+    found: list[float] = []
+    with Elasticsearch(es_url) as es, grpc.insecure_channel(address) as channel:
+        call = channel.stream_unary(
+            "/skywalking.v3.TraceSegmentReportService/collect",
+            request_serializer=lambda b: b,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        for n in range(probes):
+            service = f"probe-{uuid.uuid4().hex[:8]}"
+            segment = five_span_segment(n, int(time.time() * 1000), rng, service)
+            sent = time.perf_counter()
+            call(iter([segment]), timeout=30)
+            while True:
+                hits = es.search(
+                    index=f"{prefix}_service_metrics_minute", size=1, query={"term": {"service": service}}
+                )["hits"]["hits"]
+                if hits:
+                    found.append(time.perf_counter() - sent)
+                    break
+                time.sleep(0.02)
+            time.sleep(interval_s)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--segments", type=int, default=40_000)
+    parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--probes", type=int, default=40)
+    parser.add_argument("--persist-interval-s", type=float, default=3.0)
+    args = parser.parse_args()
+
+    rng = random.Random(1)
+    now = int(time.time() * 1000)
+    segments = [five_span_segment(i, now + i % 1000, rng) for i in range(args.segments)]
+    warmup = [five_span_segment(i, now, rng) for i in range(2000)]
+
+    decode, decode_address = spawn([sys.executable, "-m", "bench.decode_server"], r"listening on (\S+)")
+    try:
+        send(decode_address, warmup, args.streams)
+        grpc_ceiling = args.segments / send(decode_address, segments, args.streams)
+    finally:
+        stop(decode)
+
+    es, rs = ElasticsearchServer().start(), RedisServer().start()
+    try:
+        storage = storage_ceiling(es.url, segments)
+        prefix = f"bench{uuid.uuid4().hex[:8]}"
+        node, addresses = spawn(
+            [
+                sys.executable, "-m", "deploy.cli", "node", "--log-level", "WARNING", "--host", "127.0.0.1",
+                "--port", "0", "--admin-port", "0", "--storage", "elasticsearch", "--es-hosts", es.url,
+                "--redis-url", rs.url, "--es-index-prefix", prefix, "--redis-key-prefix", prefix,
+                "--metrics-persist-interval-s", str(args.persist_interval_s),
+            ],
+            r"listening on (\S+ admin \S+)",
+        )  # fmt: skip
+        address, _, admin = addresses.split()
+        try:
+            send(address, warmup, args.streams)
+            until_written(admin, len(warmup))
+            began = time.perf_counter()
+            send(address, segments, args.streams)
+            until_written(admin, len(warmup) + args.segments)
+            pipeline = args.segments / (time.perf_counter() - began)
+            fresh = freshness(address, es.url, prefix, args.probes, 0.25)
+        finally:
+            stop(node)
+    finally:
+        es.stop()
+        rs.stop()
+
+    lower = min(grpc_ceiling, storage)
+    print(f"gRPC ceiling (decode only):        {grpc_ceiling:8.0f} segments/s")
+    print(f"storage ceiling (bulk helper):     {storage:8.0f} segments/s")
+    print(
+        f"pipeline into Elasticsearch:       {pipeline:8.0f} segments/s = {pipeline / lower:.1%} "
+        f"of the lower ceiling ({5 * pipeline:.0f} spans/s, {pipeline / 2:.0f} segments/s per core)"
+    )
+    print(
+        f"freshness (arrival to searchable metrics): p50 {statistics.median(fresh):.2f} s  "
+        f"p99 {pct(fresh, 99):.2f} s  (2 persistence periods = {2 * args.persist_interval_s:g} s)"
+    )
+
+
+def until_written(admin: str, total: int, timeout_s: float = 900) -> None:
+    """Waits until the node has stored ``total`` segment records."""
+    deadline = time.monotonic() + timeout_s
+    while read_metrics(admin).get("records_written_total_segment_records", 0) < total:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the node did not store {total} segments in {timeout_s} s")
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    main()

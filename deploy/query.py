@@ -1,0 +1,106 @@
+"""``skyoap query``: services, instances, endpoints, relations and recent traces
+with their metrics over the last minutes, as tables for people."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from deploy.inventory_table import table, utc_ms
+from pipeline.metrics import (
+    SEP,
+    CallMetrics,
+    Downsampling,
+    EndpointMetrics,
+    ServiceInstanceMetrics,
+    ServiceMetrics,
+    ServiceRelationMetrics,
+    minute_bucket,
+)
+from pipeline.records import SegmentRecord
+from pipeline.worker import combine_by_key
+from storage.select import OpenStorage
+
+HEADERS = ["calls", "cpm", "errors", "success %", "avg ms", "p50", "p90", "p99", "latest minute (UTC)"]
+
+
+def _window(minutes: int) -> tuple[int, int]:
+    now = int(time.time() * 1000)
+    return minute_bucket(now - (minutes - 1) * 60_000), minute_bucket(now)
+
+
+def _figures(m: CallMetrics, minutes: int, latest: int) -> list[object]:
+    return [
+        m.calls,
+        f"{m.calls / minutes:.1f}",
+        m.errors,
+        f"{100 * m.success_rate:.2f}",
+        f"{m.latency_avg_ms:.1f}",
+        m.percentile(50),
+        m.percentile(90),
+        m.percentile(99),
+        f"{str(latest)[:8]} {str(latest)[8:10]}:{str(latest)[10:]}",
+    ]
+
+
+def _over_window(
+    storage: OpenStorage, model: type[CallMetrics], minutes: int, where: dict[str, str]
+) -> list[tuple[CallMetrics, int]]:
+    """Each entity's calls over the window, merged, with its latest minute; busiest first."""
+    first, last = _window(minutes)
+    rows = storage.metrics.query(model, Downsampling.MINUTE, first, last, where)
+    latest: dict[str, int] = {}
+    for r in rows:
+        latest[r.entity()] = max(latest.get(r.entity(), 0), r.time_bucket)
+    merged = combine_by_key(r.downsampled(Downsampling.DAY) for r in rows).values()
+    return sorted(((m, latest[m.entity()]) for m in merged), key=lambda x: (-x[0].calls, x[0].entity()))
+
+
+def _names(m: CallMetrics) -> list[object]:
+    return list(m.entity().split(SEP))
+
+
+def print_query(
+    storage: OpenStorage, what: str, service: str | None, minutes: int, limit: int, out: TextIO
+) -> None:
+    where = {"service": service} if service else {}
+    title = f"{what} over the last {minutes} minutes" + (f" of service {service}" if service else "")
+    if what == "segments":
+        first, last = _window(minutes)
+        segments = storage.records.query(SegmentRecord, first, last, where, limit)
+        print(f"{title} (newest first, at most {limit})", file=out)
+        rows: Sequence[Sequence[object]] = [
+            (
+                utc_ms(s.start_time),
+                s.service,
+                s.instance,
+                s.endpoint,
+                s.latency_ms,
+                "yes" if s.is_error else "",
+                s.spans,
+                s.trace_id,
+            )
+            for s in sorted(segments, key=lambda s: -s.start_time)
+        ]
+        print(
+            table(
+                ["start (UTC)", "service", "instance", "endpoint", "ms", "error", "spans", "trace id"], rows
+            ),
+            file=out,
+        )
+        return
+    model, names = {
+        "services": (ServiceMetrics, ["service"]),
+        "instances": (ServiceInstanceMetrics, ["service", "instance"]),
+        "endpoints": (EndpointMetrics, ["service", "endpoint"]),
+        "relations": (ServiceRelationMetrics, ["source", "dest", "seen by"]),
+    }[what]
+    if what == "relations" and service:
+        where = {"source": service}
+    found = _over_window(storage, model, minutes, where)[:limit]
+    print(title, file=out)
+    print(
+        table([*names, *HEADERS], [[*_names(m), *_figures(m, minutes, latest)] for m, latest in found]),
+        file=out,
+    )
