@@ -12,7 +12,9 @@ Time buckets are UTC and read as numbers: ``202611211905`` is the minute
 from __future__ import annotations
 
 import abc
+import bisect
 import enum
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -42,7 +44,12 @@ _DIVISORS = {Downsampling.MINUTE: 1, Downsampling.HOUR: 100, Downsampling.DAY: 1
 
 
 def minute_bucket(ms: int) -> int:
-    t = time.gmtime(ms // 1000)
+    return _minute(ms // 60_000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _minute(minutes_since_epoch: int) -> int:
+    t = time.gmtime(minutes_since_epoch * 60)
     return (((t.tm_year * 100 + t.tm_mon) * 100 + t.tm_mday) * 100 + t.tm_hour) * 100 + t.tm_min
 
 
@@ -68,6 +75,15 @@ class Metrics(StreamData):
     def combine(self, other: Self) -> Self:
         """The sum of two values of the same key."""
 
+    @classmethod
+    def combine_all(cls, items: list[Self]) -> Self:
+        """The sum of several values of the same key (what L1 and L2 do with a
+        drained batch; a type may do it in one step rather than pairwise)."""
+        total = items[0]
+        for item in items[1:]:
+            total = total.combine(item)
+        return total
+
     def downsampled(self, level: Downsampling) -> Self:
         """The same value in the bucket of ``level`` holding this minute."""
         return replace(self, time_bucket=level.of_minute(self.time_bucket))
@@ -83,14 +99,7 @@ PERCENTILES = (50, 75, 90, 95, 99)
 
 def latency_bucket(latency_ms: int) -> int:
     """The index of the histogram bucket counting a call of ``latency_ms``."""
-    lo, hi = 0, len(LATENCY_BUCKETS_MS) - 1
-    while lo < hi:  # the last bound <= latency
-        mid = (lo + hi + 1) // 2
-        if LATENCY_BUCKETS_MS[mid] <= latency_ms:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return max(0, bisect.bisect_right(LATENCY_BUCKETS_MS, latency_ms) - 1)
 
 
 _ONE_CALL = tuple(
@@ -121,18 +130,19 @@ class CallMetrics(Metrics):
     )
 
     def combine(self, other: Self) -> Self:
-        if not other.histogram:
-            histogram = self.histogram
-        elif not self.histogram:
-            histogram = other.histogram
-        else:
-            histogram = tuple(a + b for a, b in zip(self.histogram, other.histogram, strict=True))
+        return self.combine_all([self, other])
+
+    @classmethod
+    def combine_all(cls, items: list[Self]) -> Self:
+        if len(items) == 1:
+            return items[0]
+        histograms = [i.histogram for i in items if i.histogram]
         return replace(
-            self,
-            calls=self.calls + other.calls,
-            errors=self.errors + other.errors,
-            latency_sum_ms=self.latency_sum_ms + other.latency_sum_ms,
-            histogram=histogram,
+            items[0],
+            calls=sum(i.calls for i in items),
+            errors=sum(i.errors for i in items),
+            latency_sum_ms=sum(i.latency_sum_ms for i in items),
+            histogram=tuple(map(sum, zip(*histograms, strict=True))) if histograms else (),
         )
 
     def percentile(self, p: int) -> int:

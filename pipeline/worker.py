@@ -11,9 +11,11 @@ from typing import Generic, TypeVar
 from pipeline.buffer import BufferQueue, BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
+from pipeline.metrics import Metrics
 from pipeline.stream import StreamData
 
 T = TypeVar("T", bound=StreamData)
+M = TypeVar("M", bound=Metrics)
 
 
 class UnknownWorker(LookupError):
@@ -62,6 +64,21 @@ def merge_into(target: dict[str, T], items: Iterable[T]) -> None:
         k = item.key()
         prev = target.get(k)
         target[k] = item if prev is None else prev.combine(item)  # type: ignore[attr-defined]
+
+
+def merge_metrics_into(target: dict[str, M], items: Iterable[M]) -> None:
+    """``merge_into`` for metrics: the items of each key are summed in one step."""
+    groups: dict[str, list[M]] = {}
+    for item in items:
+        k = item.key()
+        group = groups.get(k)
+        if group is None:
+            prev = target.get(k)
+            groups[k] = [item] if prev is None else [prev, item]
+        else:
+            group.append(item)
+    for k, group in groups.items():
+        target[k] = type(group[0]).combine_all(group)
 
 
 def combine_by_key(items: Iterable[T]) -> dict[str, T]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.metrics import (
     CallMetrics,
@@ -40,8 +40,9 @@ CROSS_PROCESS = 0
 SERVER, CLIENT = DetectPoint.SERVER.value, DetectPoint.CLIENT.value
 
 
-@dataclass(frozen=True, slots=True)
-class SpanRef:
+# Spans and references are named tuples rather than frozen dataclasses: a node
+# builds millions of them, and a tuple is built in a third of the time.
+class SpanRef(NamedTuple):
     ref_type: int
     parent_service: str
     parent_instance: str
@@ -50,8 +51,7 @@ class SpanRef:
     """The address the caller used to reach this service."""
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     kind: int
     layer: int
     start_time: int

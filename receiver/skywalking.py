@@ -164,6 +164,10 @@ def _taking(requests: Iterator[Any], tally: Tally) -> Iterator[Any]:
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the stream ended with an error"))
 
 
+CHUNK = 200
+"""Segments of one call handed on together."""
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -221,36 +225,55 @@ class TraceSegmentReportService:
         self._segments = instruments.counter("v3_segments_received_total", "trace segments agents reported")
         self._refusals = Refusals("segments", instruments)
 
-    def _take(self, pb: tracing_pb2.SegmentObject, tally: Tally, now_ms: int) -> None:
-        self._segments.inc()
-        segment = segment_of(pb)
-        try:
-            check(segment, self._limits, now_ms)
-        except Refused as e:
-            tally.refuse(e)
-            return
-        endpoints, peers = set(), set()
-        for span in segment.spans:
-            if span.kind == SpanKind.ENTRY and span.operation:
-                endpoints.add(span.operation)
-            elif span.kind == SpanKind.EXIT and span.peer:
-                peers.add(span.peer)
-            peers.update(r.address for r in span.refs if r.address)
-        self._names.instance(segment.service, segment.instance, {})
-        self._names.endpoints(segment.service, endpoints)
-        if peers:
-            self._registrar.addresses(sorted(peers))
-        self._sinks.records(SegmentRecord).accept(record_of(segment))
-        for value in calls_of(segment):
-            self._sinks.metrics(type(value)).accept(value)
-        tally.taken += 1
-
     def _take_all(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
+        """Takes the segments of one call, handing them on in chunks: the names
+        of a chunk are registered once, its records and metrics queued in one
+        step per type."""
         now_ms = _now_ms()
-        for segment in segments:
-            self._take(segment, tally, now_ms)
+        chunk: list[Segment] = []
+        for pb in segments:
+            self._segments.inc()
+            segment = segment_of(pb)
+            try:
+                check(segment, self._limits, now_ms)
+            except Refused as e:
+                tally.refuse(e)
+                continue
+            chunk.append(segment)
+            if len(chunk) == CHUNK:
+                self._hand_on(chunk)
+                tally.taken += len(chunk)
+                chunk = []
+        if chunk:
+            self._hand_on(chunk)
+            tally.taken += len(chunk)
         tally.check()
         return NO_COMMANDS
+
+    def _hand_on(self, chunk: list[Segment]) -> None:
+        instances: set[tuple[str, str]] = set()
+        endpoints: dict[str, set[str]] = {}
+        peers: set[str] = set()
+        metrics: dict[type[Metrics], list[Metrics]] = {}
+        for segment in chunk:
+            instances.add((segment.service, segment.instance))
+            for span in segment.spans:
+                if span.kind == SpanKind.ENTRY and span.operation:
+                    endpoints.setdefault(segment.service, set()).add(span.operation)
+                elif span.kind == SpanKind.EXIT and span.peer:
+                    peers.add(span.peer)
+                peers.update(r.address for r in span.refs if r.address)
+            for value in calls_of(segment):
+                metrics.setdefault(type(value), []).append(value)
+        for service, instance in sorted(instances):
+            self._names.instance(service, instance, {})
+        for service, names in endpoints.items():
+            self._names.endpoints(service, names)
+        if peers:
+            self._registrar.addresses(sorted(peers))
+        self._sinks.records(SegmentRecord).accept_many([record_of(s) for s in chunk])
+        for model, values in metrics.items():
+            self._sinks.metrics(model).accept_many(values)
 
     def collect(
         self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
@@ -262,9 +285,6 @@ class TraceSegmentReportService:
         self, request: tracing_pb2.SegmentCollection, context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         return self._take_all(request.segments, self._refusals.tally())
-
-
-_LOG_BODIES = ("text", "json", "yaml")
 
 
 class LogReportService:
