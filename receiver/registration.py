@@ -152,6 +152,30 @@ class Registrar:
         self._entry(ServiceInstanceInventory).accept(item)
         return True
 
+    def seen(self, service: str, instance: str) -> bool:
+        """Registers ``instance`` of ``service`` by names if either is new, with
+        no heartbeat for known ones (telemetry names its instance in every
+        message; heartbeats are keepAlive's). Returns False if the service id is
+        not known yet: the caller must try again later."""
+        self.check_names("instance name", [instance])
+        self.services([service], lambda i: {})
+        service_id = self._service_id(service)
+        if service_id is None:
+            return False
+        t = now_ms()
+        self.instances(
+            [
+                ServiceInstanceInventory(
+                    name=instance,
+                    service_id=service_id,
+                    instance_uuid=instance,
+                    register_time=t,
+                    heartbeat_time=t,
+                )
+            ]
+        )
+        return True
+
     def endpoints_by_name(self, service: str, names: Sequence[str]) -> bool:
         """Registers server-side endpoints of ``service`` by names; returns False
         if the service id is not known yet (try again later)."""

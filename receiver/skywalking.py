@@ -63,6 +63,11 @@ class NamesByService:
         if not self._registrar.alive(service, instance, properties):
             self._wait((service, "instance", instance), properties)
 
+    def seen(self, service: str, instance: str) -> None:
+        """``instance`` of ``service`` reported telemetry: registered if new."""
+        if not self._registrar.seen(service, instance):
+            self._wait((service, "seen", instance), {})
+
     def endpoints(self, service: str, names: Iterable[str]) -> None:
         names = sorted(set(names))
         if names and not self._registrar.endpoints_by_name(service, names):
@@ -82,6 +87,8 @@ class NamesByService:
         for (service, kind, name), properties in waiting.items():
             if kind == "instance":
                 self.instance(service, name, properties)
+            elif kind == "seen":
+                self.seen(service, name)
             else:
                 self.endpoints(service, [name])
 
@@ -266,7 +273,7 @@ class TraceSegmentReportService:
             for value in calls_of(segment):
                 metrics.setdefault(type(value), []).append(value)
         for service, instance in sorted(instances):
-            self._names.instance(service, instance, {})
+            self._names.seen(service, instance)
         for service, names in endpoints.items():
             self._names.endpoints(service, names)
         if peers:
@@ -335,7 +342,7 @@ class LogReportService:
                 tally.refuse(e)
                 continue
             if record.instance:
-                self._names.instance(record.service, record.instance, {})
+                self._names.seen(record.service, record.instance)
             if record.endpoint:
                 self._names.endpoints(record.service, [record.endpoint])
             records.accept(record)
@@ -394,7 +401,7 @@ class MeterReportService:
                         self._limits.name("service", pb.service),
                         self._limits.name("serviceInstance", pb.serviceInstance),
                     )
-                    self._names.instance(*source, {})
+                    self._names.seen(*source)
                 if source is None:
                     raise Refused(Reason.MISSING_NAME, "the first meter of a stream names no service")
                 metric = self._metric(pb, source, now_ms)
