@@ -24,6 +24,7 @@ import uuid
 
 import grpc
 from elasticsearch import Elasticsearch, helpers
+from elasticsearch.serializer import OrjsonSerializer
 
 from bench.registration import spawn, stop
 from deploy.cluster import read_metrics
@@ -111,7 +112,7 @@ def storage_ceiling(es_url: str, segments: list[bytes]) -> float:
     """Segment documents per second written straight with the bulk helper."""
     records = [record_of(segment_of(tracing_pb2.SegmentObject.FromString(b))) for b in segments]
     index = f"ceiling{uuid.uuid4().hex[:8]}-{records[0].day}"
-    with Elasticsearch(es_url, request_timeout=120) as es:
+    with Elasticsearch(es_url, request_timeout=120, serializer=OrjsonSerializer()) as es:
         es.indices.create(
             index=index,
             mappings=mapping_of(SegmentRecord),

@@ -102,16 +102,6 @@ def latency_bucket(latency_ms: int) -> int:
     return max(0, bisect.bisect_right(LATENCY_BUCKETS_MS, latency_ms) - 1)
 
 
-_ONE_CALL = tuple(
-    tuple(int(i == j) for j in range(len(LATENCY_BUCKETS_MS))) for i in range(len(LATENCY_BUCKETS_MS))
-)
-
-
-def one_call(latency_ms: int) -> tuple[int, ...]:
-    """The histogram of a single call of ``latency_ms``."""
-    return _ONE_CALL[latency_bucket(latency_ms)]
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallMetrics(Metrics):
     """Calls into (or out of) an entity in one bucket: how many, how many

@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pipeline.metrics import (
+    LATENCY_BUCKETS_MS,
     CallMetrics,
     DetectPoint,
     EndpointMetrics,
     ServiceInstanceMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
+    latency_bucket,
     minute_bucket,
-    one_call,
 )
 from pipeline.records import SegmentRecord
 from pipeline.stream import Text
@@ -127,33 +128,60 @@ def record_of(segment: Segment) -> SegmentRecord:
     )
 
 
-def calls_of(segment: Segment) -> list[CallMetrics]:
-    """One metric value per scope a span counts for, each of one call."""
-    out: list[CallMetrics] = []
-    service, instance = segment.service, segment.instance
-    for span in segment.spans:
-        if span.skip_analysis:
-            continue
-        latency = span.end_time - span.start_time
-        call: dict[str, Any] = {
-            "time_bucket": minute_bucket(span.start_time),
-            "calls": 1,
-            "errors": int(span.is_error),
-            "latency_sum_ms": latency,
-            "histogram": one_call(latency),
-        }
-        if span.kind == SpanKind.ENTRY:
-            out.append(ServiceMetrics(**call, service=service))
-            out.append(ServiceInstanceMetrics(**call, service=service, instance=instance))
-            if span.operation:
-                out.append(EndpointMetrics(**call, service=service, endpoint=span.operation))
-            callers = {
-                r.parent_service for r in span.refs if r.ref_type == CROSS_PROCESS and r.parent_service
-            }
-            out += [
-                ServiceRelationMetrics(**call, source=caller, dest=service, detect_point=SERVER)
-                for caller in sorted(callers or {USER})
-            ]
-        elif span.kind == SpanKind.EXIT and span.peer:
-            out.append(ServiceRelationMetrics(**call, source=service, dest=span.peer, detect_point=CLIENT))
-    return out
+def measure(segments: list[Segment]) -> list[CallMetrics]:
+    """The calls the spans of ``segments`` count for, summed per scope, entity
+    and minute: one metric value per key rather than one per span and scope,
+    so that L1 starts from the sums of a whole chunk."""
+    # (model, entity names, minute) -> [calls, errors, latency sum, histogram]
+    sums: dict[tuple[type[CallMetrics], tuple[str, ...], int], list[Any]] = {}
+
+    def count(
+        key: tuple[type[CallMetrics], tuple[str, ...], int], latency: int, error: bool, slot: int
+    ) -> None:
+        acc = sums.get(key)
+        if acc is None:
+            acc = sums[key] = [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS)]
+        acc[0] += 1
+        acc[1] += error
+        acc[2] += latency
+        acc[3][slot] += 1
+
+    for segment in segments:
+        service = segment.service
+        for span in segment.spans:
+            if span.skip_analysis:
+                continue
+            minute = minute_bucket(span.start_time)
+            latency, error = span.end_time - span.start_time, span.is_error
+            slot = latency_bucket(latency)
+            if span.kind == SpanKind.ENTRY:
+                count((ServiceMetrics, (service,), minute), latency, error, slot)
+                count((ServiceInstanceMetrics, (service, segment.instance), minute), latency, error, slot)
+                if span.operation:
+                    count((EndpointMetrics, (service, span.operation), minute), latency, error, slot)
+                callers = {
+                    r.parent_service for r in span.refs if r.ref_type == CROSS_PROCESS and r.parent_service
+                }
+                for caller in callers or (USER,):
+                    count((ServiceRelationMetrics, (caller, service, SERVER), minute), latency, error, slot)
+            elif span.kind == SpanKind.EXIT and span.peer:
+                count((ServiceRelationMetrics, (service, span.peer, CLIENT), minute), latency, error, slot)
+    return [
+        model(
+            time_bucket=minute,
+            calls=calls,
+            errors=errors,
+            latency_sum_ms=latency_sum,
+            histogram=tuple(histogram),
+            **dict(zip(ENTITY_FIELDS[model], names, strict=True)),
+        )
+        for (model, names, minute), (calls, errors, latency_sum, histogram) in sums.items()
+    ]
+
+
+ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
+    ServiceMetrics: ("service",),
+    ServiceInstanceMetrics: ("service", "instance"),
+    EndpointMetrics: ("service", "endpoint"),
+    ServiceRelationMetrics: ("source", "dest", "detect_point"),
+}

@@ -38,7 +38,7 @@ from proto.skywalking import (
 )
 from receiver.checks import Reason, Refusals, Refused, Tally, TelemetryLimits
 from receiver.registration import Registrar
-from receiver.segments import Segment, Span, SpanKind, SpanRef, calls_of, check, record_of
+from receiver.segments import Segment, Span, SpanKind, SpanRef, check, measure, record_of
 
 log = logging.getLogger(__name__)
 
@@ -186,16 +186,16 @@ def segment_of(pb: tracing_pb2.SegmentObject) -> Segment:
         service=pb.service,
         instance=pb.serviceInstance,
         spans=tuple(
-            Span(
-                kind=s.spanType,
-                layer=s.spanLayer,
-                start_time=s.startTime,
-                end_time=s.endTime,
-                operation=s.operationName,
-                peer=s.peer,
-                is_error=s.isError,
-                skip_analysis=s.skipAnalysis,
-                refs=tuple(
+            Span(  # positional: this runs for every span
+                s.spanType,
+                s.spanLayer,
+                s.startTime,
+                s.endTime,
+                s.operationName,
+                s.peer,
+                s.isError,
+                s.skipAnalysis,
+                tuple(
                     SpanRef(
                         r.refType,
                         r.parentService,
@@ -261,7 +261,6 @@ class TraceSegmentReportService:
         instances: set[tuple[str, str]] = set()
         endpoints: dict[str, set[str]] = {}
         peers: set[str] = set()
-        metrics: dict[type[Metrics], list[Metrics]] = {}
         for segment in chunk:
             instances.add((segment.service, segment.instance))
             for span in segment.spans:
@@ -270,8 +269,6 @@ class TraceSegmentReportService:
                 elif span.kind == SpanKind.EXIT and span.peer:
                     peers.add(span.peer)
                 peers.update(r.address for r in span.refs if r.address)
-            for value in calls_of(segment):
-                metrics.setdefault(type(value), []).append(value)
         for service, instance in sorted(instances):
             self._names.seen(service, instance)
         for service, names in endpoints.items():
@@ -279,7 +276,10 @@ class TraceSegmentReportService:
         if peers:
             self._registrar.addresses(sorted(peers))
         self._sinks.records(SegmentRecord).accept_many([record_of(s) for s in chunk])
-        for model, values in metrics.items():
+        by_model: dict[type[Metrics], list[Metrics]] = {}
+        for value in measure(chunk):
+            by_model.setdefault(type(value), []).append(value)
+        for model, values in by_model.items():
             self._sinks.metrics(model).accept_many(values)
 
     def collect(

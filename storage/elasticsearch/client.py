@@ -10,6 +10,7 @@ from typing import Any
 
 import elasticsearch
 from elasticsearch import Elasticsearch, helpers
+from elasticsearch.serializer import OrjsonSerializer
 
 from pipeline.stream import ColumnType, StreamData
 from storage.api import StorageError, StorageUnavailable
@@ -67,6 +68,7 @@ class ElasticsearchClient:
             request_timeout=request_timeout_s,
             retry_on_timeout=True,
             max_retries=3,
+            serializer=OrjsonSerializer(),
         )
         self.prefix = index_prefix
 

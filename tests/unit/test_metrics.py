@@ -8,15 +8,21 @@ from pipeline.buffer import BufferSpec, BufferStrategy
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
 from pipeline.metrics import (
+    LATENCY_BUCKETS_MS,
     Downsampling,
     EndpointMetrics,
     MeterMetrics,
     ServiceMetrics,
     latency_bucket,
     minute_bucket,
-    one_call,
 )
 from tests.unit.fakes import MemoryMetricsDAO
+
+
+def one_call(latency_ms: int) -> tuple[int, ...]:
+    histogram = [0] * len(LATENCY_BUCKETS_MS)
+    histogram[latency_bucket(latency_ms)] = 1
+    return tuple(histogram)
 
 
 def calls(bucket: int, *latencies: int, errors: int = 0) -> ServiceMetrics:
