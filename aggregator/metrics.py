@@ -16,9 +16,9 @@ import threading
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
-from pipeline.metrics import Downsampling, Metrics
+from pipeline.metrics import Downsampling, Metrics, merge_into
 from pipeline.ratelimit import RateLimitedLog
-from pipeline.worker import BufferedWorker, merge_metrics_into
+from pipeline.worker import BufferedWorker
 from storage.api import MetricsDAO, StorageError
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
 
     def consume(self, batch: list[Metrics]) -> None:
         with self._lock:
-            merge_metrics_into(self._pending[Downsampling.MINUTE], batch)
+            merge_into(self._pending[Downsampling.MINUTE], batch)
         self._received.inc(len(batch))
 
     def persist(self) -> None:
@@ -67,9 +67,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             with self._lock:
                 work, self._pending = self._pending, {level: {} for level in Downsampling}
             for level in (Downsampling.HOUR, Downsampling.DAY):
-                merge_metrics_into(
-                    work[level], (m.downsampled(level) for m in work[Downsampling.MINUTE].values())
-                )
+                merge_into(work[level], (m.downsampled(level) for m in work[Downsampling.MINUTE].values()))
             for level, items in work.items():
                 left = self._store(level, items) if items else {}
                 if left:
@@ -107,7 +105,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
     def _hold(self, level: Downsampling, left: dict[str, Metrics]) -> None:
         with self._lock:
             pending = self._pending[level]
-            merge_metrics_into(pending, left.values())
+            merge_into(pending, left.values())
             excess = len(pending) - self.max_pending
             if excess > 0:
                 for k in list(pending)[:excess]:

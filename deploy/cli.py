@@ -70,12 +70,18 @@ def _inventory(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     from deploy.query import print_query
+    from pipeline.metrics import METRICS_TYPES
+    from pipeline.records import RECORD_TYPES
     from storage.select import open_storage
 
-    if args.minutes < 1:
-        raise ValueError(f"--minutes must be 1 or more, not {args.minutes}")
+    for name in ("minutes", "limit"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be 1 or more, not {getattr(args, name)}")
     storage = open_storage(config_from(args, NodeConfig))
     try:
+        # A storage no node has written to yet reads as empty, not as an error.
+        storage.metrics.install(METRICS_TYPES)
+        storage.records.install(RECORD_TYPES)
         print_query(storage, args.what, args.service, args.minutes, args.limit, sys.stdout)
     finally:
         storage.close()

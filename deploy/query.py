@@ -16,11 +16,14 @@ from pipeline.metrics import (
     ServiceInstanceMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
+    merge_into,
     minute_bucket,
 )
 from pipeline.records import SegmentRecord
-from pipeline.worker import combine_by_key
 from storage.select import OpenStorage
+
+MAX_ROWS = 10_000
+"""Minute rows one query reads (Elasticsearch's default result window)."""
 
 HEADERS = ["calls", "cpm", "errors", "success %", "avg ms", "p50", "p90", "p99", "latest minute (UTC)"]
 
@@ -46,19 +49,20 @@ def _figures(m: CallMetrics, minutes: int, latest: int) -> list[object]:
 
 def _over_window(
     storage: OpenStorage, model: type[CallMetrics], minutes: int, where: dict[str, str]
-) -> list[tuple[CallMetrics, int]]:
-    """Each entity's calls over the window, merged, with its latest minute; busiest first."""
+) -> tuple[list[tuple[CallMetrics, int]], bool]:
+    """Each entity's calls over the window, merged, with its latest minute, busiest
+    first; and whether the window held more minute rows than were read."""
     first, last = _window(minutes)
-    rows = storage.metrics.query(model, Downsampling.MINUTE, first, last, where)
+    rows = storage.metrics.query(model, Downsampling.MINUTE, first, last, where, MAX_ROWS)
     latest: dict[str, int] = {}
     for r in rows:
         latest[r.entity()] = max(latest.get(r.entity(), 0), r.time_bucket)
-    merged = combine_by_key(r.downsampled(Downsampling.DAY) for r in rows).values()
-    return sorted(((m, latest[m.entity()]) for m in merged), key=lambda x: (-x[0].calls, x[0].entity()))
-
-
-def _names(m: CallMetrics) -> list[object]:
-    return list(m.entity().split(SEP))
+    merged: dict[str, CallMetrics] = {}
+    merge_into(merged, (r.downsampled(Downsampling.DAY) for r in rows))
+    found = sorted(
+        ((m, latest[m.entity()]) for m in merged.values()), key=lambda x: (-x[0].calls, x[0].entity())
+    )
+    return found, len(rows) >= MAX_ROWS
 
 
 def print_query(
@@ -98,9 +102,13 @@ def print_query(
     }[what]
     if what == "relations" and service:
         where = {"source": service}
-    found = _over_window(storage, model, minutes, where)[:limit]
+    found, truncated = _over_window(storage, model, minutes, where)
     print(title, file=out)
-    print(
-        table([*names, *HEADERS], [[*_names(m), *_figures(m, minutes, latest)] for m, latest in found]),
-        file=out,
-    )
+    rows = [[*m.entity().split(SEP), *_figures(m, minutes, latest)] for m, latest in found[:limit]]
+    print(table([*names, *HEADERS], rows), file=out)
+    if truncated:
+        print(
+            f"(only the newest {MAX_ROWS} minute rows were read, so the figures are partial: "
+            "narrow the window with --minutes or --service)",
+            file=out,
+        )

@@ -16,9 +16,9 @@ import bisect
 import enum
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from pipeline.stream import Column, ColumnType, StreamData
 
@@ -87,6 +87,24 @@ class Metrics(StreamData):
     def downsampled(self, level: Downsampling) -> Self:
         """The same value in the bucket of ``level`` holding this minute."""
         return replace(self, time_bucket=level.of_minute(self.time_bucket))
+
+
+M = TypeVar("M", bound=Metrics)
+
+
+def merge_into(target: dict[str, M], items: Iterable[M]) -> None:
+    """Adds ``items`` to ``target`` by key, the items of each key summed in one step."""
+    groups: dict[str, list[M]] = {}
+    for item in items:
+        k = item.key()
+        group = groups.get(k)
+        if group is None:
+            prev = target.get(k)
+            groups[k] = [item] if prev is None else [prev, item]
+        else:
+            group.append(item)
+    for k, group in groups.items():
+        target[k] = type(group[0]).combine_all(group)
 
 
 LATENCY_BUCKETS_MS = (0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,

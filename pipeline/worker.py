@@ -11,11 +11,9 @@ from typing import Generic, TypeVar
 from pipeline.buffer import BufferQueue, BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
-from pipeline.metrics import Metrics
 from pipeline.stream import StreamData
 
 T = TypeVar("T", bound=StreamData)
-M = TypeVar("M", bound=Metrics)
 
 
 class UnknownWorker(LookupError):
@@ -58,33 +56,13 @@ class Workers:
             raise UnknownWorker(f"no worker with id {worker_id} on this node") from None
 
 
-def merge_into(target: dict[str, T], items: Iterable[T]) -> None:
-    """Folds ``items`` into ``target`` by key with their ``combine``."""
-    for item in items:
-        k = item.key()
-        prev = target.get(k)
-        target[k] = item if prev is None else prev.combine(item)  # type: ignore[attr-defined]
-
-
-def merge_metrics_into(target: dict[str, M], items: Iterable[M]) -> None:
-    """``merge_into`` for metrics: the items of each key are summed in one step."""
-    groups: dict[str, list[M]] = {}
-    for item in items:
-        k = item.key()
-        group = groups.get(k)
-        if group is None:
-            prev = target.get(k)
-            groups[k] = [item] if prev is None else [prev, item]
-        else:
-            group.append(item)
-    for k, group in groups.items():
-        target[k] = type(group[0]).combine_all(group)
-
-
 def combine_by_key(items: Iterable[T]) -> dict[str, T]:
-    """Items with equal keys folded into one with their ``combine``."""
+    """Folds items with equal keys into one with their ``combine``."""
     combined: dict[str, T] = {}
-    merge_into(combined, items)
+    for item in items:
+        k = item.key()
+        prev = combined.get(k)
+        combined[k] = item if prev is None else prev.combine(item)  # type: ignore[attr-defined]
     return combined
 
 

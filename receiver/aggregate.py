@@ -10,8 +10,8 @@ import time
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
-from pipeline.metrics import Metrics
-from pipeline.worker import BufferedWorker, Worker, merge_metrics_into
+from pipeline.metrics import Metrics, merge_into
+from pipeline.worker import BufferedWorker, Worker
 
 
 class MetricsAggregateWorker(BufferedWorker[Metrics]):
@@ -38,7 +38,7 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
 
     def consume(self, batch: list[Metrics]) -> None:
         with self._lock:
-            merge_metrics_into(self._merged, batch)
+            merge_into(self._merged, batch)
         self._received.inc(len(batch))
         self.flush(due_only=True)
 

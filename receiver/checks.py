@@ -24,6 +24,8 @@ class Reason(enum.Enum):
     NAME_TOO_LONG = "name_too_long"
     MISSING_NAME = "missing_name"
     NOT_A_NUMBER = "not_a_number"
+    NO_VALUE = "no_value"
+    """A meter with neither a single value nor a histogram."""
     UNDECODABLE = "undecodable"
     BROKEN_STREAM = "broken_stream"
     """The agent's stream ended with an error: what came before it is kept."""
@@ -77,6 +79,12 @@ class Refusals:
     def tally(self) -> Tally:
         return Tally(self)
 
+    def count(self, e: Refused) -> None:
+        self._counters[e.reason].inc()
+        self._log.warning(
+            f"{self.kind}-{e.reason.value}", "%s refused (%s): %s", self.kind, e.reason.value, e
+        )
+
 
 class Tally:
     """What one agent call had taken and refused."""
@@ -88,9 +96,7 @@ class Tally:
         self.first: Refused | None = None
 
     def refuse(self, e: Refused) -> None:
-        r = self._refusals
-        r._counters[e.reason].inc()
-        r._log.warning(f"{r.kind}-{e.reason.value}", "%s refused (%s): %s", r.kind, e.reason.value, e)
+        self._refusals.count(e)
         self.refused[e.reason] = self.refused.get(e.reason, 0) + 1
         self.first = self.first or e
 

@@ -369,7 +369,7 @@ class MeterReportService:
         timestamp = lim.time("timestamp", pb.timestamp, now_ms) if pb.timestamp else now_ms
         kind = pb.WhichOneof("metric")
         if kind is None:
-            raise Refused(Reason.MISSING_NAME, "the meter has neither a single value nor a histogram")
+            raise Refused(Reason.NO_VALUE, "the meter has neither a single value nor a histogram")
         value = getattr(pb, kind)
         labels = ",".join(f"{lab.name}={lab.value}" for lab in sorted(value.labels, key=lambda x: x.name))
         common: dict[str, Any] = {

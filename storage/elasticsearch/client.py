@@ -71,6 +71,7 @@ class ElasticsearchClient:
             serializer=OrjsonSerializer(),
         )
         self.prefix = index_prefix
+        self._closed = False
 
     def index(self, name: str) -> str:
         return f"{self.prefix}_{name}"
@@ -123,4 +124,7 @@ class ElasticsearchClient:
         return failures
 
     def close(self) -> None:
-        self.es.close()
+        """Closes the connections; idempotent (every DAO sharing the client closes it)."""
+        if not self._closed:
+            self._closed = True
+            self.es.close()

@@ -60,12 +60,12 @@ class Database:
             return self._db.execute(sql, args).fetchall()
 
     def rows(
-        self, model: type[S], table: str, where: str, args: Sequence[Any], extra: str = ""
+        self, model: type[S], table: str, where: str, args: Sequence[Any], extra: tuple[str, ...] = ()
     ) -> list[tuple[S, tuple[Any, ...]]]:
         """The items of ``table`` matching ``where``, each with the values of the
-        ``extra`` columns (e.g. ``"version"``) selected before the model's."""
+        ``extra`` columns (e.g. ``("version",)``) selected before the model's."""
         names = [c.name for c in model.columns()]
-        lead = [e.strip() for e in extra.split(",") if e.strip()]
+        lead = list(extra)
         rows = self.fetch(f"SELECT {', '.join([*lead, *names])} FROM {table} WHERE {where}", args)
         return [(model.from_row(dict(zip(names, r[len(lead) :], strict=True))), r[: len(lead)]) for r in rows]
 

@@ -34,7 +34,9 @@ class EmbeddedInventoryDAO:
         found: dict[str, Stored[I]] = {}
         for chunk in chunks(keys):
             marks = ",".join("?" * len(chunk))
-            for item, (version,) in self._db.rows(model, model.MODEL, f"key IN ({marks})", chunk, "version"):
+            for item, (version,) in self._db.rows(
+                model, model.MODEL, f"key IN ({marks})", chunk, ("version",)
+            ):
                 found[item.key()] = Stored(item, version)
         return found
 

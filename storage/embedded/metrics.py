@@ -48,7 +48,7 @@ class EmbeddedMetricsDAO:
         for chunk in chunks(keys):
             marks = ",".join("?" * len(chunk))
             for item, (version,) in self._db.rows(
-                model, table(model, level), f"key IN ({marks})", chunk, "version"
+                model, table(model, level), f"key IN ({marks})", chunk, ("version",)
             ):
                 found[item.key()] = Stored(item, version)
         return found
