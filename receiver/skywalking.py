@@ -158,9 +158,13 @@ class Sinks:
     records: Callable[[type[Record]], Worker[Record]]
 
 
-def _taking(requests: Iterator[Any], tally: Tally) -> Iterator[Any]:
+def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext) -> Iterator[Any]:
     """The messages of an agent's stream that decode; the ones that do not are
-    refused, and a stream that breaks ends the iteration, keeping what came."""
+    refused, and a stream that breaks ends the iteration, keeping what came.
+
+    gRPC may report a cancelled stream as an ordinary end when the end
+    overtakes the cancellation; such a break is counted only if the call is
+    already known to be dead when the stream ends."""
     try:
         for request in requests:
             if isinstance(request, Undecodable):
@@ -169,6 +173,9 @@ def _taking(requests: Iterator[Any], tally: Tally) -> Iterator[Any]:
                 yield request
     except grpc.RpcError:  # the agent cancelled or lost the call
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the stream ended with an error"))
+        return
+    if not context.is_active():
+        tally.refuse(Refused(Reason.BROKEN_STREAM, "the agent cancelled the call"))
 
 
 CHUNK = 200
@@ -286,7 +293,7 @@ class TraceSegmentReportService:
         self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
-        return self._take_all(_taking(requests, tally), tally)
+        return self._take_all(_taking(requests, tally, context), tally)
 
     def collectInSync(
         self, request: tracing_pb2.SegmentCollection, context: grpc.ServicerContext
@@ -334,7 +341,7 @@ class LogReportService:
         tally = self._refusals.tally()
         now_ms = _now_ms()
         records = self._sinks.records(LogRecord)
-        for pb in _taking(requests, tally):
+        for pb in _taking(requests, tally, context):
             self._logs.inc()
             try:
                 record = self._record(pb, now_ms)
@@ -415,7 +422,7 @@ class MeterReportService:
         self, requests: Iterator[meter_pb2.MeterData], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
-        self._take(_taking(requests, tally), tally)
+        self._take(_taking(requests, tally, context), tally)
         tally.check()
         return NO_COMMANDS
 
@@ -423,7 +430,7 @@ class MeterReportService:
         self, requests: Iterator[meter_pb2.MeterDataCollection], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
-        for batch in _taking(requests, tally):
+        for batch in _taking(requests, tally, context):
             self._take(batch.meterData, tally)
         tally.check()
         return NO_COMMANDS
