@@ -1,4 +1,5 @@
-"""Housekeeping: marks instances whose heartbeats stopped inactive."""
+"""Housekeeping: marks instances whose heartbeats stopped inactive, and trims
+topics to their retention."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import time
 
 from pipeline.inventory import ServiceInstanceInventory
 from pipeline.periodic import Periodic
-from storage.api import InventoryDAO
+from pipeline.topics import Retention, Topic
+from storage.api import InventoryDAO, StreamDAO
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,35 @@ class HeartbeatExpiry:
                 "%d service instances sent no heartbeat for %g s: marked inactive", expired, self.expiry_s
             )
         return expired
+
+    def start(self) -> None:
+        self._task.start()
+
+    def close(self) -> None:
+        self._task.close()
+
+
+class TopicRetention:
+    """Every ``interval_s`` removes what each topic's retention no longer
+    keeps. Several aggregators may run it at once: each partition is trimmed
+    under its global lock."""
+
+    def __init__(self, dao: StreamDAO, retention: Retention, interval_s: float) -> None:
+        self._dao = dao
+        self.retention = retention
+        self._task = Periodic(
+            "topic-retention", interval_s, self.run_once, "trimming topics to their retention"
+        )
+
+    def run_once(self) -> dict[str, int]:
+        now_ms = int(time.time() * 1000)
+        removed = {}
+        for topic in Topic:
+            by_partition = self._dao.trim(topic.value, self.retention, now_ms)
+            if by_partition:
+                removed[topic.value] = sum(by_partition.values())
+                log.info("topic %s: retention removed %s records", topic.value, by_partition)
+        return removed
 
     def start(self) -> None:
         self._task.start()

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
+from aggregator.publish import TopicPublisher, entry_of, now_ms
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
 from pipeline.metrics import Downsampling, Metrics, merge_into
 from pipeline.ratelimit import RateLimitedLog
+from pipeline.topics import Topic
 from pipeline.worker import BufferedWorker
 from storage.api import MetricsDAO, StorageError
 
@@ -38,13 +41,16 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         instruments: Instruments,
         buffer: BufferSpec,
         max_pending: int,
+        publisher: TopicPublisher | None = None,
     ) -> None:
         """``max_pending`` bounds the keys held per level while storage does
-        not take them; past it, the oldest deltas are dropped and counted."""
+        not take them; past it, the oldest deltas are dropped and counted.
+        ``publisher`` appends every row written to the metrics topic."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
         self.max_pending = max_pending
+        self._publisher = publisher
         self._pending: dict[Downsampling, dict[str, Metrics]] = {level: {} for level in Downsampling}
         self._lock = threading.Lock()
         self._persisting = threading.Lock()
@@ -91,6 +97,8 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                         self.name, len(outcome.failed), level.value, key, reason,
                     )  # fmt: skip
                 self._written.inc(len(rows) - len(outcome.retry) - len(outcome.failed))
+                if self._publisher is not None:
+                    self._publish(level, rows, {*outcome.retry, *outcome.failed})
                 items = {k: items[k] for k in outcome.retry}
                 if not items:
                     break
@@ -101,6 +109,18 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 self.name, len(items), level.value, e,
             )  # fmt: skip
         return items
+
+    def _publish(
+        self, level: Downsampling, rows: Sequence[tuple[object, Metrics]], unwritten: set[str]
+    ) -> None:
+        assert self._publisher is not None
+        now = now_ms()
+        written = (
+            entry_of(m, now, model=self.model.MODEL, level=level.value)
+            for _, m in rows
+            if m.key() not in unwritten
+        )
+        self._publisher.publish(Topic.METRICS, written)
 
     def _hold(self, level: Downsampling, left: dict[str, Metrics]) -> None:
         with self._lock:

@@ -9,10 +9,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Generic
 
+from aggregator.publish import TopicPublisher, entry_of, now_ms
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
 from pipeline.ratelimit import RateLimitedLog
+from pipeline.topics import Topic
 from pipeline.worker import BufferedWorker, combine_by_key
 from storage.api import I, InventoryDAO, SequenceAllocator, StorageError
 
@@ -35,12 +37,15 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         buffer: BufferSpec,
         flush_every: int = FLUSH_EVERY,
         on_stored: Callable[[type[I], list[I]], None] | None = None,
+        publisher: TopicPublisher | None = None,
     ) -> None:
         """``on_stored`` is told of every row inserted, with its id (a mixed
-        node feeds its receiver's cache with it)."""
+        node feeds its receiver's cache with it). ``publisher`` appends every
+        row inserted or changed to the inventory topic."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._on_stored = on_stored
+        self._publisher = publisher
         self._dao = dao
         self._sequences = sequences
         self.flush_every = flush_every
@@ -95,11 +100,17 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
                     changes.append((s, merged))
             conflicted = set(self._dao.update(self.model, changes)) if changes else set()
             self._updated.inc(len(changes) - len(conflicted))
+            self._publish([m for _, m in changes if m.key() not in conflicted])
             missing = {k: v for k, v in pending.items() if k not in stored}
             if not conflicted:
                 return missing
             pending = {**missing, **{k: pending[k] for k in conflicted}}
         raise StorageError(f"{self.name}: rows kept changing under {MAX_ATTEMPTS} updates")
+
+    def _publish(self, rows: list[I]) -> None:
+        if self._publisher is not None and rows:
+            now = now_ms()
+            self._publisher.publish(Topic.INVENTORY, (entry_of(i, now, model=self.model.MODEL) for i in rows))
 
     def _insert(self, missing: dict[str, I]) -> dict[str, I]:
         """Inserts ``missing`` with fresh sequences; returns what must be tried again."""
@@ -125,7 +136,9 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         ]
         outcome = self._dao.insert(self.model, items)
         self._inserted.inc(len(outcome.inserted))
-        if self._on_stored is not None and outcome.inserted:
-            inserted = set(outcome.inserted)
-            self._on_stored(self.model, [i for i in items if i.key() in inserted])
+        inserted = set(outcome.inserted)
+        stored = [i for i in items if i.key() in inserted]
+        if self._on_stored is not None and stored:
+            self._on_stored(self.model, stored)
+        self._publish(stored)
         return {k: missing[k] for k in outcome.key_taken}

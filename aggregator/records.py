@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 import threading
 
+from aggregator.publish import TopicPublisher, entry_of, now_ms
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
 from pipeline.ratelimit import RateLimitedLog
 from pipeline.records import Record
+from pipeline.topics import Topic
 from pipeline.worker import BufferedWorker
 from storage.api import RecordDAO, StorageError
 
@@ -33,11 +35,14 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         instruments: Instruments,
         buffer: BufferSpec,
         bulk_size: int,
+        publisher: TopicPublisher | None = None,
     ) -> None:
+        """``publisher`` appends what was stored to the model's topic."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
         self.bulk_size = bulk_size
+        self._publisher = publisher
         self._closing = threading.Event()
         self._written = instruments.counter(f"records_written_total_{name}", f"records worker {name} stored")
         self._dropped = instruments.counter(
@@ -60,6 +65,10 @@ class RecordPersistentWorker(BufferedWorker[Record]):
                 self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
                 return
             self._written.inc(len(chunk) - len(refused))
+            if self._publisher is not None:
+                now = now_ms()
+                stored = (entry_of(i, now) for i in chunk if i.key() not in refused)
+                self._publisher.publish(Topic(self.model.MODEL), stored)
             if refused:
                 self._dropped.inc(len(refused))
                 key, reason = next(iter(refused.items()))

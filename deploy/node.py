@@ -7,7 +7,8 @@ import os
 import threading
 import time
 
-from aggregator.housekeeping import HeartbeatExpiry
+from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
+from aggregator.publish import TopicPublisher
 from deploy.admin import AdminServer
 from pipeline.config import ClusterKind, NodeConfig, StorageKind
 from pipeline.consumers import ConsumerPools
@@ -23,6 +24,7 @@ from pipeline.processor import (
 )
 from pipeline.records import RECORD_TYPES
 from pipeline.stream import StreamTypes
+from pipeline.topics import Retention, Topic
 from pipeline.worker import Workers
 from proto import remote_pb2
 from receiver.cache import InventoryCache
@@ -64,7 +66,8 @@ class Node:
         self._cluster: RedisCluster | StandaloneCluster | None = None
         self._clients: RemoteClientManager | None = None
         self._sender: RemoteSender | None = None
-        self._housekeeping: HeartbeatExpiry | None = None
+        self._housekeeping: list[HeartbeatExpiry | TopicRetention] = []
+        self._publisher: TopicPublisher | None = None
         self._v3_names: NamesByService | None = None
         self._processors: list[StreamProcessor] = []
         self._admin: AdminServer | None = None
@@ -103,6 +106,10 @@ class Node:
         storage.inventory.install(INVENTORY_TYPES)
         storage.metrics.install(METRICS_TYPES)
         storage.records.install(RECORD_TYPES)
+        storage.streams.install({t.value: cfg.topic_partitions for t in Topic})
+        # A topic keeps the partition count it was created with.
+        partitions = {t: len(storage.streams.bounds(t.value)) for t in Topic}
+        self._publisher = publisher = TopicPublisher(storage.streams, partitions, self.instruments)
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
         self.server = server = GrpcServer(cfg.host, cfg.port, cfg.grpc_workers, cfg.max_message_bytes)
@@ -128,11 +135,14 @@ class Node:
             selector=cfg.inventory_selector,
             # A mixed node's L2 tells its own receiver of new ids at once.
             on_stored=cache.learn if role is Role.MIXED else None,
+            publisher=publisher,
         )
         metrics = MetricsStreamProcessor(
-            cfg, storage.metrics, self.pools, self.workers, self._sender, self.instruments
+            cfg, storage.metrics, self.pools, self.workers, self._sender, self.instruments, publisher
         )
-        records = RecordStreamProcessor(cfg, storage.records, self.pools, self.workers, self.instruments)
+        records = RecordStreamProcessor(
+            cfg, storage.records, self.pools, self.workers, self.instruments, publisher
+        )
         self._processors = [processor, metrics, records]
         if role.takes_agents:
             limits = Limits(
@@ -157,10 +167,16 @@ class Node:
                 ),
                 keep_undecodable=True,  # one bad message from a peer must not end its stream
             )
-            self._housekeeping = HeartbeatExpiry(
-                storage.inventory, cfg.heartbeat_expiry_s, cfg.housekeeping_interval_s
-            )
-            self._housekeeping.start()
+            self._housekeeping = [
+                HeartbeatExpiry(storage.inventory, cfg.heartbeat_expiry_s, cfg.housekeeping_interval_s),
+                TopicRetention(
+                    storage.streams,
+                    Retention(cfg.topic_retention_s, cfg.topic_retention_records),
+                    cfg.housekeeping_interval_s,
+                ),
+            ]
+            for task in self._housekeeping:
+                task.start()
         self.pools.start()
         for p in self._processors:
             p.start()
@@ -215,12 +231,14 @@ class Node:
                 time.sleep(self.config.remote_refresh_interval_s + 0.5)
         if self.server is not None:
             self.server.stop(grace_s)
-        if self._housekeeping is not None:
-            self._housekeeping.close()
+        for task in self._housekeeping:
+            task.close()
         if self._v3_names is not None:
             self._v3_names.close()
         for p in self._processors:
             p.close_l1(grace_s)
+        if self._publisher is not None:
+            self._publisher.close()  # as L2 below: what storage does not take at once is dropped
         for p in self._processors:
             p.close_l2(grace_s)
         if self._clients is not None:

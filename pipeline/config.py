@@ -88,9 +88,14 @@ class NodeConfig:
     record_buffer_size: int = _opt(50_000, "segments or log lines waiting to be stored, per record type")
     record_bulk_size: int = _opt(2000, "most records one bulk write carries")
     record_pool_size: int = _opt(1, "threads of the RECORD_PERSIST consumer pool")
+    topic_partitions: int = _opt(4, "partitions of each topic, fixed when storage first creates the topic")
+    topic_retention_s: float = _opt(3 * 86_400.0, "topics keep records younger than this")
+    topic_retention_records: int = _opt(10_000_000, "most records one topic partition keeps")
 
     heartbeat_expiry_s: float = _opt(120.0, "an instance with no heartbeat for this long is marked inactive")
-    housekeeping_interval_s: float = _opt(10.0, "how often inactive instances are looked for")
+    housekeeping_interval_s: float = _opt(
+        10.0, "how often inactive instances are looked for, and topics trimmed to their retention"
+    )
     remote_refresh_interval_s: float = _opt(5.0, "how often the list of remote target nodes is refreshed")
 
     miss_recheck_s: float = _opt(0.5, "a name storage did not have is asked of storage again after this long")

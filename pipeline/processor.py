@@ -17,6 +17,7 @@ from typing import Protocol
 
 from aggregator.metrics import MetricsPersistentWorker
 from aggregator.persistent import InventoryPersistentWorker
+from aggregator.publish import TopicPublisher
 from aggregator.records import RecordPersistentWorker
 from pipeline.buffer import BufferSpec
 from pipeline.config import NodeConfig
@@ -77,6 +78,7 @@ class InventoryStreamProcessor:
         instruments: Instruments,
         selector: SelectorKind = SelectorKind.FOREVER_FIRST,
         on_stored: Callable[[type[Inventory], list[Inventory]], None] | None = None,
+        publisher: TopicPublisher | None = None,
     ) -> None:
         """``selector`` defaults to forever-first: every new name goes to one
         node, so one writer allocates each scope's sequences. ``on_stored`` hears
@@ -96,6 +98,7 @@ class InventoryStreamProcessor:
                         l2_buffer(config),
                         flush_every=config.l2_batch_size,
                         on_stored=on_stored,
+                        publisher=publisher,
                     )
                 )
             if not config.role.takes_agents:
@@ -147,6 +150,7 @@ class MetricsStreamProcessor:
         workers: Workers,
         sender: RemoteSender | None,
         instruments: Instruments,
+        publisher: TopicPublisher | None = None,
     ) -> None:
         self._pools = pools
         self._entries: dict[type[Metrics], Worker[Metrics]] = {}
@@ -163,6 +167,7 @@ class MetricsStreamProcessor:
                     instruments,
                     l2_buffer(config),
                     config.metrics_max_pending,
+                    publisher,
                 )
                 workers.register(l2)
                 self._l2.append(l2)
@@ -233,6 +238,7 @@ class RecordStreamProcessor:
         pools: ConsumerPools,
         workers: Workers,
         instruments: Instruments,
+        publisher: TopicPublisher | None = None,
     ) -> None:
         self._pools = pools
         self._entries: dict[type[Record], RecordPersistentWorker] = {}
@@ -248,6 +254,7 @@ class RecordStreamProcessor:
                 instruments,
                 BufferSpec(1, config.record_buffer_size, config.l1_strategy, config.l1_max_wait_s),
                 config.record_bulk_size,
+                publisher,
             )
             workers.register(worker)
             self._entries[model] = worker

@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pipeline.inventory import Inventory
 from pipeline.metrics import Downsampling, Metrics
 from pipeline.records import Record
 from pipeline.stream import ColumnType, StreamData
+from pipeline.topics import Bounds, Entry, Retention, TopicRecord
 
 I = TypeVar("I", bound=Inventory)  # noqa: E741
 M = TypeVar("M", bound=Metrics)
@@ -169,5 +170,57 @@ class RecordDAO(Protocol):
     ) -> list[R]:
         """Records of the minutes ``first_bucket..last_bucket`` whose string
         columns equal ``where``'s values, newest first."""
+
+    def close(self) -> None: ...
+
+
+class OffsetOutOfRange(StorageError):
+    """A read asked for offsets retention has removed (or not yet written)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, start: int, end: int) -> None:
+        super().__init__(
+            f"offset {offset} of {topic}/{partition} is not readable: the partition holds "
+            f"offsets {start} to {end - 1}"
+            + (" (retention removed the older ones)" if offset < start else " (it has no such offset yet)")
+        )
+        self.topic, self.partition, self.offset, self.start, self.end = topic, partition, offset, start, end
+
+
+class StreamDAO(Protocol):
+    """Partitioned topics: appends that move a partition's end only once the
+    records are durable and readable, reads by offset, and retention."""
+
+    def install(self, topics: Mapping[str, int]) -> None:
+        """Creates the topics (name → partition count) that do not exist yet.
+        A topic keeps the partition count it was first created with."""
+
+    def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
+        """Stores ``entries`` at the end of the partition, in order; returns the
+        partition's bounds once they are readable."""
+
+    def bounds(self, topic: str) -> list[Bounds]:
+        """Every partition's readable offsets (an empty list for a topic never installed)."""
+
+    def read(self, topic: str, partition: int, offset: int, limit: int) -> list[TopicRecord]:
+        """Up to ``limit`` records from ``offset`` on, below the partition's end.
+        Raises OffsetOutOfRange when ``offset`` is below the start or above the end."""
+
+    def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
+        """Removes what ``retention`` no longer keeps; returns the records removed per partition."""
+
+    def close(self) -> None: ...
+
+
+class StateStore(Protocol):
+    """Small JSON documents replaced only if unchanged since they were read
+    (compare-and-swap): the consumer groups' shared state."""
+
+    def load(self, name: str) -> tuple[dict[str, Any] | None, object]:
+        """The document and its version (None and a version for a missing one)."""
+
+    def swap(self, name: str, version: object, value: dict[str, Any]) -> bool:
+        """Stores ``value`` if the document is still at ``version``; False otherwise."""
+
+    def names(self) -> list[str]: ...
 
     def close(self) -> None: ...

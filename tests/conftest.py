@@ -15,6 +15,7 @@ from deploy.cluster import LocalCluster
 from deploy.node import Node
 from deploy.servers import ElasticsearchServer, RedisServer
 from pipeline.config import NodeConfig, StorageKind
+from storage.select import OpenStorage, open_storage
 
 STORAGES = ["embedded", "elasticsearch"]
 
@@ -98,6 +99,14 @@ def local_cluster(
     for cluster in made:
         cluster.down()
         wipe(es_server.url, redis_server.url, cluster.state.prefix)
+
+
+@pytest.fixture
+def storage(node_config: NodeConfig) -> Iterator[OpenStorage]:
+    """The storage of ``node_config``, opened as a node opens it."""
+    opened = open_storage(node_config)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

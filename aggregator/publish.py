@@ -1,0 +1,84 @@
+"""The topic publisher: what L2 has just stored is appended to its topic as
+well, so consumers can follow it by offset (``pipeline/topics.py``).
+
+Publishing happens after the store succeeded, in the persisting thread. A
+record is published at least once per store: a row stored twice (a segment an
+agent sent again, a metric merged again) is published twice, and consumers
+see the latest value last.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+from pipeline.instruments import Instruments
+from pipeline.ratelimit import RateLimitedLog
+from pipeline.stream import StreamData
+from pipeline.topics import Entry, Topic, partition_of
+from storage.api import StorageError, StreamDAO
+
+log = logging.getLogger(__name__)
+
+RETRY_DELAYS_S = (0.2, 1.0, 3.0)
+APPEND_SIZE = 1000
+"""Most records one append carries."""
+
+
+def entry_of(item: StreamData, now_ms: int, **extra: object) -> Entry:
+    """The topic entry of a stored item: keyed by what routes it (so one
+    entity's changes stay in one partition, in order), valued by its row."""
+    return Entry(item.routing_key(), {"key": item.key(), **extra, **item.to_row()}, now_ms)
+
+
+class TopicPublisher:
+    def __init__(self, dao: StreamDAO, partitions: dict[Topic, int], instruments: Instruments) -> None:
+        """``partitions``: each topic's partition count, as storage has it."""
+        self._dao = dao
+        self._partitions = partitions
+        self._closing = threading.Event()
+        self._published = {
+            t: instruments.counter(f"topic_published_total_{t.value}", f"records appended to topic {t.value}")
+            for t in Topic
+        }
+        self._dropped = {
+            t: instruments.counter(
+                f"topic_dropped_total_{t.value}", f"stored records storage did not take into topic {t.value}"
+            )
+            for t in Topic
+        }
+        self._error_log = RateLimitedLog(log)
+
+    def publish(self, topic: Topic, entries: Iterable[Entry]) -> None:
+        by_partition: dict[int, list[Entry]] = {}
+        for e in entries:
+            by_partition.setdefault(partition_of(e.key, self._partitions[topic]), []).append(e)
+        for partition, items in by_partition.items():
+            for start in range(0, len(items), APPEND_SIZE):
+                self._append(topic, partition, items[start : start + APPEND_SIZE])
+
+    def _append(self, topic: Topic, partition: int, entries: list[Entry]) -> None:
+        for delay_s in (*RETRY_DELAYS_S, None):
+            try:
+                self._dao.append(topic.value, partition, entries)
+            except StorageError as e:
+                if e.retriable and delay_s is not None and not self._closing.wait(delay_s):
+                    continue
+                self._dropped[topic].inc(len(entries))
+                self._error_log.error(
+                    f"{topic.value}-{partition}", "%d records not appended to %s/%d: %s",
+                    len(entries), topic.value, partition, e,
+                )  # fmt: skip
+                return
+            self._published[topic].inc(len(entries))
+            return
+
+    def close(self) -> None:
+        """Stops waiting to retry: what storage does not take at once is dropped."""
+        self._closing.set()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,313 @@
+"""Topics and consumer-group state in Elasticsearch.
+
+A topic is one index (``{prefix}_topic_{name}``); a record is the document
+``{partition}-{offset}``, created with ``op_type=create`` so that no offset is
+ever written twice. A partition's bounds are a document of
+``{prefix}_topic_partitions``, changed only by versioned writes.
+
+Appends to one partition take the partition's global lock (Redis), write the
+records above the end, refresh the index and only then move the end: readers,
+who never read at or above the end, see every record below it. A writer that
+died or stalled holding the lock may have left records above the end; the
+next writer finds them by the conflict of its own write, keeps the ones
+contiguous with the end (they are durable) and deletes the rest (never
+visible), then writes again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+import elasticsearch
+
+from pipeline.topics import Bounds, Entry, Retention, TopicRecord
+from storage.api import OffsetOutOfRange, SequenceAllocator, StorageError
+from storage.elasticsearch.client import ElasticsearchClient, translated_errors
+
+log = logging.getLogger(__name__)
+
+_RECORD_MAPPING = {
+    "dynamic": "strict",
+    "properties": {
+        "partition": {"type": "integer"},
+        "offset": {"type": "long"},
+        "timestamp_ms": {"type": "long"},
+        "key": {"type": "keyword"},
+        "value": {"type": "object", "enabled": False},
+    },
+}
+_BOUNDS_MAPPING = {
+    "dynamic": "strict",
+    "properties": {
+        "topic": {"type": "keyword"},
+        "partition": {"type": "integer"},
+        "start": {"type": "long"},
+        "end": {"type": "long"},
+    },
+}
+_STATE_MAPPING = {"dynamic": "strict", "properties": {"value": {"type": "object", "enabled": False}}}
+BOUNDS = "topic_partitions"
+STATE = "shared_state"
+_APPEND_ATTEMPTS = 5
+
+
+def _records(topic: str) -> str:
+    return f"topic_{topic}"
+
+
+def _in_partition(partition: int, *more: dict[str, Any], **offsets: int) -> dict[str, Any]:
+    """The query for a partition's records with offsets in range (``gte=…, lt=…``)."""
+    filters = [{"term": {"partition": partition}}, {"range": {"offset": offsets}}, *more]
+    return {"bool": {"filter": filters}}
+
+
+class ElasticsearchStreamDAO:
+    def __init__(self, client: ElasticsearchClient, locks: SequenceAllocator | None = None) -> None:
+        """``locks`` serialise appends; a DAO without them (a consumer's) only reads."""
+        self._client = client
+        self._es = client.es
+        self._locks = locks
+
+    def install(self, topics: Mapping[str, int]) -> None:
+        self._client.create_index(BOUNDS, _BOUNDS_MAPPING)
+        for topic, partitions in topics.items():
+            self._client.create_index(_records(topic), _RECORD_MAPPING)
+            if self.bounds(topic):
+                continue
+            for p in range(partitions):
+                installed_before = contextlib.suppress(elasticsearch.ConflictError)
+                with translated_errors(f"creating partition {topic}/{p}"), installed_before:
+                    self._es.create(
+                        index=self._client.index(BOUNDS),
+                        id=f"{topic}-{p}",
+                        document={"topic": topic, "partition": p, "start": 0, "end": 0},
+                        refresh=True,
+                    )
+
+    def _get_bounds(self, topic: str, partition: int) -> tuple[Bounds, tuple[int, int]]:
+        with translated_errors(f"reading the bounds of {topic}/{partition}"):
+            try:
+                doc = self._es.get(index=self._client.index(BOUNDS), id=f"{topic}-{partition}")
+            except elasticsearch.NotFoundError:
+                raise StorageError(f"topic {topic} has no partition {partition}") from None
+        src = doc["_source"]
+        return Bounds(partition, src["start"], src["end"]), (doc["_seq_no"], doc["_primary_term"])
+
+    def _set_bounds(self, topic: str, b: Bounds, version: tuple[int, int]) -> bool:
+        with translated_errors(f"moving the bounds of {topic}/{b.partition}"):
+            try:
+                self._es.index(
+                    index=self._client.index(BOUNDS),
+                    id=f"{topic}-{b.partition}",
+                    document={"topic": topic, "partition": b.partition, "start": b.start, "end": b.end},
+                    refresh=True,
+                    if_seq_no=version[0],
+                    if_primary_term=version[1],
+                )
+            except elasticsearch.ConflictError:
+                return False
+        return True
+
+    def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
+        if self._locks is None:
+            raise StorageError("this stream storage only reads: it was opened without the global lock")
+        with self._locks.lock(f"topic:{topic}:{partition}"):
+            for _ in range(_APPEND_ATTEMPTS):
+                b, version = self._get_bounds(topic, partition)
+                failures = self._client.bulk(
+                    (
+                        {
+                            "_op_type": "create",
+                            "_index": self._client.index(_records(topic)),
+                            "_id": f"{partition}-{b.end + i}",
+                            "_source": {
+                                "partition": partition,
+                                "offset": b.end + i,
+                                "timestamp_ms": e.timestamp_ms,
+                                "key": e.key,
+                                "value": e.value,
+                            },
+                        }
+                        for i, e in enumerate(entries)
+                    ),
+                    f"appending {len(entries)} records to {topic}/{partition}",
+                )
+                self._client.refresh(_records(topic))
+                if failures:
+                    log.warning(
+                        "%d of %d records not appended to %s/%d (%s); repairing the partition and writing "
+                        "again", len(failures), len(entries), topic, partition, failures[0].get("error"),
+                    )  # fmt: skip
+                    self._repair(topic, partition)
+                    continue
+                moved = Bounds(partition, b.start, b.end + len(entries))
+                if self._set_bounds(topic, moved, version):
+                    return moved
+                self._repair(topic, partition)  # a stale writer moved them: look again
+        raise StorageError(f"could not append to {topic}/{partition} in {_APPEND_ATTEMPTS} attempts")
+
+    def _repair(self, topic: str, partition: int) -> None:
+        """Moves the end over the records contiguous with it and deletes the
+        ones past the first gap, which no reader has seen."""
+        b, version = self._get_bounds(topic, partition)
+        end = b.end
+        with translated_errors(f"repairing {topic}/{b.partition}"):
+            hits = self._es.search(
+                index=self._client.index(_records(topic)),
+                query=_in_partition(b.partition, gte=end),
+                sort=[{"offset": "asc"}],
+                source=False,
+                docvalue_fields=[{"field": "offset"}],
+                size=10_000,
+            )["hits"]["hits"]
+            offsets = [h["fields"]["offset"][0] for h in hits]
+            for o in offsets:
+                if o != end:
+                    break
+                end += 1
+            stray = [o for o in offsets if o >= end]
+        if stray:
+            self._delete(topic, b.partition, stray)
+        if end == b.end and not stray:
+            return
+        if end != b.end:
+            self._set_bounds(topic, Bounds(b.partition, b.start, end), version)
+        log.warning(
+            "%s/%d repaired: the end moved from %d to %d over records a writer left; %d stray ones deleted",
+            topic, b.partition, b.end, end, len(stray),
+        )  # fmt: skip
+
+    def _delete(self, topic: str, partition: int, offsets: Iterable[int]) -> None:
+        """Deletes records by id (this Elasticsearch may lack delete-by-query)."""
+        actions = (
+            {"_op_type": "delete", "_index": self._client.index(_records(topic)), "_id": f"{partition}-{o}"}
+            for o in offsets
+        )
+        failures = self._client.bulk(actions, f"removing records of {topic}/{partition}")
+        failed = [f for f in failures if f.get("status") != 404]  # 404: gone already
+        if failed:
+            raise StorageError(f"{len(failed)} records of {topic}/{partition} not removed: {failed[0]}")
+
+    def bounds(self, topic: str) -> list[Bounds]:
+        with translated_errors(f"reading the partitions of {topic}"):
+            try:
+                hits = self._es.search(
+                    index=self._client.index(BOUNDS),
+                    query={"term": {"topic": topic}},
+                    sort=[{"partition": "asc"}],
+                    size=10_000,
+                )["hits"]["hits"]
+            except elasticsearch.NotFoundError:
+                return []
+        return [Bounds(h["_source"]["partition"], h["_source"]["start"], h["_source"]["end"]) for h in hits]
+
+    def read(self, topic: str, partition: int, offset: int, limit: int) -> list[TopicRecord]:
+        b, _ = self._get_bounds(topic, partition)
+        if not b.start <= offset <= b.end:
+            raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
+        if offset == b.end:
+            return []
+        with translated_errors(f"reading {topic}/{partition} from {offset}"):
+            hits = self._es.search(
+                index=self._client.index(_records(topic)),
+                query=_in_partition(partition, gte=offset, lt=b.end),
+                sort=[{"offset": "asc"}],
+                size=min(limit, 10_000),
+            )["hits"]["hits"]
+        records = [
+            TopicRecord(topic, partition, s["offset"], s["timestamp_ms"], s["key"], s["value"])
+            for s in (h["_source"] for h in hits)
+        ]
+        if not records or records[0].offset != offset:  # retention ran between the two reads
+            now, _ = self._get_bounds(topic, partition)
+            raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
+        return records
+
+    def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
+        if self._locks is None:
+            raise StorageError("this stream storage only reads: it was opened without the global lock")
+        removed = {}
+        cutoff_ms = now_ms - int(retention.max_age_s * 1000)
+        for seen in self.bounds(topic):
+            with self._locks.lock(f"topic:{topic}:{seen.partition}"):
+                b, version = self._get_bounds(topic, seen.partition)
+                with translated_errors(f"finding the young records of {topic}/{b.partition}"):
+                    hits = self._es.search(
+                        index=self._client.index(_records(topic)),
+                        query=_in_partition(
+                            b.partition,
+                            {"range": {"timestamp_ms": {"gte": cutoff_ms}}},
+                            gte=b.start,
+                            lt=b.end,
+                        ),
+                        sort=[{"offset": "asc"}],
+                        source=False,
+                        docvalue_fields=[{"field": "offset"}],
+                        size=1,
+                    )["hits"]["hits"]
+                young = hits[0]["fields"]["offset"][0] if hits else b.end
+                start = max(b.start, b.end - retention.max_records, young)
+                if start == b.start:
+                    continue
+                # The start moves first: a reader then finds the records gone
+                # only below a start that says so.
+                if not self._set_bounds(topic, Bounds(b.partition, start, b.end), version):
+                    continue  # changed meanwhile; the next round trims it
+                self._delete(topic, b.partition, range(b.start, start))
+                removed[b.partition] = start - b.start
+        return removed
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class ElasticsearchStateStore:
+    def __init__(self, client: ElasticsearchClient) -> None:
+        self._client = client
+        self._es = client.es
+        self._installed = False
+
+    def _index(self) -> str:
+        if not self._installed:
+            self._client.create_index(STATE, _STATE_MAPPING)
+            self._installed = True
+        return self._client.index(STATE)
+
+    def load(self, name: str) -> tuple[dict[str, Any] | None, object]:
+        with translated_errors(f"reading the shared state {name}"):
+            try:
+                doc = self._es.get(index=self._index(), id=name)
+            except elasticsearch.NotFoundError:
+                return None, None
+        return doc["_source"]["value"], (doc["_seq_no"], doc["_primary_term"])
+
+    def swap(self, name: str, version: object, value: dict[str, Any]) -> bool:
+        with translated_errors(f"writing the shared state {name}"):
+            try:
+                if version is None:
+                    self._es.create(index=self._index(), id=name, document={"value": value})
+                else:
+                    seq_no, term = cast(tuple[int, int], version)
+                    self._es.index(
+                        index=self._index(),
+                        id=name,
+                        document={"value": value},
+                        if_seq_no=seq_no,
+                        if_primary_term=term,
+                    )
+            except elasticsearch.ConflictError:
+                return False
+        return True
+
+    def names(self) -> list[str]:
+        index = self._index()
+        with translated_errors("listing the shared state"):
+            self._es.indices.refresh(index=index)
+            hits = self._es.search(index=index, source=False, size=10_000)["hits"]["hits"]
+        return sorted(h["_id"] for h in hits)
+
+    def close(self) -> None:
+        self._client.close()
