@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -120,6 +121,29 @@ class MemoryMetricsDAO:
 
     def query(self, *args: Any, **kwargs: Any) -> list[Any]:
         raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryStateStore:
+    """The compare-and-swap documents of ``StateStore``, in a dict."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, tuple[int, dict[str, Any]]] = {}
+
+    def load(self, name: str) -> tuple[dict[str, Any] | None, object]:
+        version, value = self.docs.get(name, (0, None))
+        return copy.deepcopy(value), version
+
+    def swap(self, name: str, version: object, value: dict[str, Any]) -> bool:
+        if self.docs.get(name, (0, None))[0] != version:
+            return False
+        self.docs[name] = (int(str(version)) + 1, copy.deepcopy(value))
+        return True
+
+    def names(self) -> list[str]:
+        return sorted(self.docs)
 
     def close(self) -> None:
         pass

@@ -1,0 +1,184 @@
+"""The consumer client and its groups on real storage: commits and where the
+next member starts, rebalancing as members come and go, a member killed
+mid-stream, and the commits the group refuses."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from consumer.client import Consumer, TopicPartition
+from consumer.group import CommitRefused
+from pipeline.config import NodeConfig, StorageKind
+from pipeline.topics import Entry
+from storage.select import OpenStorage
+from tests.integration.helpers import eventually
+
+TOPIC = "segment"
+FAST = {"session_timeout_s": 3.0, "heartbeat_interval_s": 0.5, "fetch_idle_s": 0.02}
+
+
+def fill(storage: OpenStorage, per_partition: int, partitions: int = 4) -> None:
+    storage.streams.install({TOPIC: partitions})
+    for p in range(partitions):
+        storage.streams.append(TOPIC, p, [Entry(f"k{p}-{i}", {"i": i}, 1) for i in range(per_partition)])
+
+
+@pytest.fixture
+def consumers(node_config: NodeConfig) -> Iterator[list[Consumer]]:
+    """Consumers a test opens; each is closed after it."""
+    made: list[Consumer] = []
+    yield made
+    for c in made:
+        c.close()
+
+
+def open_consumer(
+    config: NodeConfig, made: list[Consumer], group: str | None = "g1", **options: object
+) -> Consumer:
+    consumer = Consumer.open(config, group, **{**FAST, **options})
+    made.append(consumer)
+    return consumer
+
+
+def drain(consumer: Consumer, want: int, timeout_s: float = 30) -> list[tuple[int, int]]:
+    """(partition, offset) of the next ``want`` records the consumer polls."""
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < want and time.monotonic() < deadline:
+        seen += [(r.partition, r.offset) for r in consumer.poll(0.2, max_records=want - len(seen))]
+    return seen
+
+
+def test_a_new_member_resumes_after_the_commit_and_another_group_uses_its_reset(
+    node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
+) -> None:
+    fill(storage, 10, partitions=1)
+    tp = TopicPartition(TOPIC, 0)
+    first = open_consumer(node_config, consumers, enable_auto_commit=False)
+    first.subscribe([TOPIC])
+    assert drain(first, 4) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    first.commit({tp: 3})
+    assert first.committed(tp) == 3
+    first.close()
+
+    second = open_consumer(node_config, consumers)
+    second.subscribe([TOPIC])
+    assert drain(second, 2) == [(0, 4), (0, 5)]
+    assert second.position(tp) == 6
+
+    latest = open_consumer(node_config, consumers, "g2", auto_offset_reset="latest")
+    latest.subscribe([TOPIC])
+    eventually(lambda: latest.poll(0.1) == [] and latest.assignment() == {tp})
+    assert latest.position(tp) == 10
+    earliest = open_consumer(node_config, consumers, "g3")
+    earliest.subscribe([TOPIC])
+    assert drain(earliest, 1) == [(0, 0)]
+    assert earliest.committed(tp) is None
+
+
+def test_members_joining_and_leaving_rebalance_evenly(
+    node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
+) -> None:
+    fill(storage, 0)
+    events: list[tuple[str, str, list[int]]] = []
+
+    def recorder(who: str, what: str):  # type: ignore[no-untyped-def]
+        return lambda tps: events.append((who, what, [tp.partition for tp in tps]))
+
+    members = []
+    for name in ("a", "b", "c"):
+        c = open_consumer(
+            node_config, consumers, member_id=name, on_assigned=recorder(name, "assigned"),
+            on_revoked=recorder(name, "revoked"),
+        )  # fmt: skip
+        c.subscribe([TOPIC])
+        members.append(c)
+
+    def sizes() -> list[int]:
+        for c in members:
+            c.poll(0.05)
+        return [len(c.assignment()) for c in members]
+
+    eventually(lambda: sizes() == [2, 1, 1])
+    assert ("a", "assigned", [0, 1, 2, 3]) in events
+    assert ("a", "revoked", [2, 3]) in events
+    members.pop().close()  # c leaves: b takes its partition
+    eventually(lambda: sizes() == [2, 2])
+    assert {tp.partition for c in members for tp in c.assignment()} == {0, 1, 2, 3}
+
+
+def test_a_killed_member_s_partitions_move_and_the_group_misses_no_offset(
+    node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
+) -> None:
+    fill(storage, 100)
+    args = [sys.executable, "-m", "tests.integration.consumer_child", "--storage", node_config.storage.value]
+    if node_config.storage is StorageKind.EMBEDDED:
+        args += ["--embedded-path", node_config.embedded_path]
+    else:
+        args += ["--es-hosts", node_config.es_hosts, "--prefix", node_config.es_index_prefix]
+    child = subprocess.Popen(
+        [*args, "--group", "g1", "--topic", TOPIC, "--commit-every", "10", "--session-timeout-s", "3"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(child.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    eventually(lambda: sum(1 for x in lines if x.startswith("seen")) >= 40, timeout_s=60)
+
+    survivor = open_consumer(node_config, consumers, enable_auto_commit=False)
+    survivor.subscribe([TOPIC])
+    seen_by_survivor: list[tuple[int, int]] = []
+
+    def survivor_holds(partitions: int) -> bool:
+        seen_by_survivor.extend((r.partition, r.offset) for r in survivor.poll(0.05))
+        return len(survivor.assignment()) == partitions
+
+    eventually(lambda: survivor_holds(2), timeout_s=30)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    reader.join(5)
+    seen_by_child = [tuple(map(int, x.split()[1:])) for x in lines if x.startswith("seen")]
+    last_commit = max((i for i, x in enumerate(lines) if x.startswith("committed")), default=-1)
+    since_commit = sum(1 for x in lines[last_commit + 1 :] if x.startswith("seen"))
+
+    # Within the session timeout (3 s here) the survivor holds all four, and reads them to the end.
+    eventually(lambda: survivor_holds(4), timeout_s=30)
+    everything = {(p, o) for p in range(4) for o in range(100)}
+    eventually(lambda: survivor_holds(4) and everything <= set(seen_by_child) | set(seen_by_survivor))
+    assert len(seen_by_child) < 400  # it was killed mid-stream
+    duplicates = len(set(seen_by_child) & set(seen_by_survivor))
+    assert duplicates <= since_commit, (duplicates, since_commit)
+    assert len(seen_by_survivor) == len(set(seen_by_survivor))
+
+
+def test_commits_of_a_stale_owner_beyond_the_watermark_or_unassigned_are_refused(
+    node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
+) -> None:
+    fill(storage, 5, partitions=2)
+    stale = open_consumer(node_config, consumers, member_id="stale", heartbeat_interval_s=3600)
+    stale.subscribe([TOPIC])
+    assert len(drain(stale, 10)) == 10
+    tp0 = TopicPartition(TOPIC, 0)
+    with pytest.raises(
+        CommitRefused, match=r"cannot commit offset 5 of segment/0: it is beyond the high watermark"
+    ):
+        stale.commit({tp0: 5})
+    with pytest.raises(CommitRefused, match=r"cannot commit segment/7: not assigned to this consumer"):
+        stale.commit({TopicPartition(TOPIC, 7): 1})
+
+    # "stale" stops beating; once the session timeout passes, the next member takes both partitions.
+    fresh = open_consumer(node_config, consumers, member_id="fresh")
+    fresh.subscribe([TOPIC])
+    eventually(lambda: fresh.poll(0.1) is not None and len(fresh.assignment()) == 2, timeout_s=30)
+    with pytest.raises(CommitRefused, match=r"consumer stale cannot commit segment/0: the partition is not "
+                       r"assigned to it \(it is fresh's now\)"):  # fmt: skip
+        stale.commit({tp0: 4})
+    assert fresh.committed(tp0) is None

@@ -1,0 +1,133 @@
+"""The consumer-group coordinator's steps on a group state, with a clock the
+test moves."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.group import ChannelState, CommitRefused, Grant, Group, NotAMember, even_assignment
+from tests.unit.fakes import MemoryStateStore
+
+TOPICS = {"segment": 4}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def group(clock: Clock | None = None) -> Group:
+    return Group(MemoryStateStore(), "analysts", session_timeout_s=12, clock=clock or Clock())
+
+
+def owned(grants: dict[str, Grant], state: ChannelState = ChannelState.OPEN) -> list[str]:
+    return sorted(n for n, g in grants.items() if g.state is state)
+
+
+@pytest.mark.parametrize(
+    ("consumers", "counts"),
+    [(1, [4]), (2, [2, 2]), (3, [2, 1, 1]), (4, [1, 1, 1, 1]), (5, [1, 1, 1, 1, 0])],
+)
+def test_four_partitions_are_shared_evenly_among_one_to_five_consumers(
+    consumers: int, counts: list[int]
+) -> None:
+    members = [f"c{i}" for i in range(consumers)]
+    assignment = even_assignment(members, [f"segment/{p}" for p in range(4)])
+    assert sorted(assignment) == ["segment/0", "segment/1", "segment/2", "segment/3"]
+    assert [sum(1 for m in assignment.values() if m == c) for c in members] == counts
+
+
+def test_the_group_reaches_the_even_assignment_as_members_join() -> None:
+    g = group()
+    for n in range(1, 6):
+        g.join(f"c{n}", TOPICS)
+        # Every member hands back what it must give up, then takes what it gets.
+        for _ in range(2):
+            for m in range(1, n + 1):
+                grants = g.heartbeat(f"c{m}")
+                g.heartbeat(f"c{m}", frozenset(owned(grants, ChannelState.CLOSING)))
+        sizes = sorted((len(owned(g.heartbeat(f"c{m}"))) for m in range(1, n + 1)), reverse=True)
+        assert sizes == {1: [4], 2: [2, 2], 3: [2, 1, 1], 4: [1, 1, 1, 1], 5: [1, 1, 1, 1, 0]}[n]
+
+
+def test_a_partition_moves_only_after_its_owner_released_it_and_under_a_new_version() -> None:
+    g = group()
+    assert owned(g.join("a", TOPICS)) == ["segment/0", "segment/1", "segment/2", "segment/3"]
+    assert g.join("b", TOPICS) == {}  # nothing is free yet: a still holds all four
+    grants = g.heartbeat("a")
+    assert owned(grants, ChannelState.CLOSING) == ["segment/2", "segment/3"]
+    assert g.heartbeat("b") == {}
+    g.heartbeat("a", frozenset({"segment/2", "segment/3"}))
+    assert g.heartbeat("b") == {
+        "segment/2": Grant("segment", 2, ChannelState.OPEN, 2),
+        "segment/3": Grant("segment", 3, ChannelState.OPEN, 2),
+    }
+    # b leaves: its partitions go back to a, under a third version.
+    g.leave("b")
+    assert {n: x.version for n, x in g.heartbeat("a").items()} == {
+        "segment/0": 1, "segment/1": 1, "segment/2": 3, "segment/3": 3,
+    }  # fmt: skip
+
+
+def test_a_member_silent_for_the_session_timeout_loses_its_partitions() -> None:
+    clock = Clock()
+    g = group(clock)
+    g.join("a", TOPICS)
+    g.join("b", TOPICS)
+    g.heartbeat("a", frozenset(owned(g.heartbeat("a"), ChannelState.CLOSING)))
+    assert owned(g.heartbeat("b")) == ["segment/2", "segment/3"]
+    clock.now += 11.999  # a keeps beating, b falls silent
+    assert owned(g.heartbeat("a")) == ["segment/0", "segment/1"]
+    clock.now += 0.001
+    assert owned(g.heartbeat("a")) == ["segment/0", "segment/1", "segment/2", "segment/3"]
+    with pytest.raises(NotAMember, match="consumer b is not a member of group analysts"):
+        g.heartbeat("b")
+
+
+def test_a_closing_partition_held_past_the_session_timeout_is_taken_away() -> None:
+    clock = Clock()
+    g = group(clock)
+    g.join("a", TOPICS)
+    g.join("b", TOPICS)
+    clock.now += 11
+    assert owned(g.heartbeat("a"), ChannelState.CLOSING) == ["segment/2", "segment/3"]  # never released
+    clock.now += 1
+    assert owned(g.heartbeat("b")) == ["segment/2", "segment/3"]
+
+
+def test_commits_are_refused_beyond_the_watermark_unassigned_or_fenced() -> None:
+    g = group()
+    g.join("a", TOPICS)
+    ends = {f"segment/{p}": 10 for p in range(4)}
+    g.commit("a", {"segment/0": (3, 1)}, ends)
+    assert g.committed("segment/0") == 3
+    with pytest.raises(CommitRefused, match=r"offset 10 of segment/0: it is beyond the high watermark \(the "
+                       r"partition's records end at 9\)"):  # fmt: skip
+        g.commit("a", {"segment/0": (10, 1)}, ends)
+    g.join("b", TOPICS)
+    g.heartbeat("a", frozenset({"segment/2", "segment/3"}))
+    g.heartbeat("b")
+    with pytest.raises(CommitRefused, match=r"consumer a cannot commit segment/3: the partition is not "
+                       r"assigned to it \(it is b's now\)"):  # fmt: skip
+        g.commit("a", {"segment/3": (5, 1)}, ends)
+    # b leaves and a gets segment/3 again, under version 3: its old version 1 is stale.
+    g.leave("b")
+    g.heartbeat("a")
+    with pytest.raises(CommitRefused, match=r"its ownership \(version 1\) is fenced; the partition was "
+                       r"reassigned at version 3"):  # fmt: skip
+        g.commit("a", {"segment/3": (5, 1)}, ends)
+    g.commit("a", {"segment/3": (5, 3)}, ends)
+    assert g.committed("segment/3") == 5
+    with pytest.raises(CommitRefused, match="member a of the group owns it"):
+        g.commit(None, {"segment/3": (6, None)}, ends)
+
+
+def test_a_topic_that_lost_partitions_terminates_their_channels() -> None:
+    g = group()
+    g.join("a", {"log": 2})
+    g.join("a", {"log": 1})
+    assert g.state()["channels"]["log/1"]["state"] == "TERMINATED"
+    assert owned(g.heartbeat("a")) == ["log/0"]
