@@ -88,6 +88,19 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _consumer(args: argparse.Namespace) -> int:
+    from deploy.consumer_table import print_consumers
+    from storage.select import open_streams
+
+    streams, state = open_streams(config_from(args, NodeConfig))
+    try:
+        print_consumers(streams, state, args.group, sys.stdout)
+    finally:
+        streams.close()
+        state.close()
+    return 0
+
+
 def _cluster_status(args: argparse.Namespace) -> int:
     from deploy.cluster import LocalCluster
     from deploy.inventory_table import table
@@ -270,6 +283,18 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--limit", type=int, default=50, help="rows at most [default: 50]")
     add_options(query, NodeConfig)
     query.set_defaults(run=_query)
+
+    consumer = sub.add_parser(
+        "consumer",
+        parents=[LOGGING],
+        help="print the topics and the consumer groups: members, assignments, committed offsets, lag",
+        description="Print each topic's partitions (start and end offsets) and each consumer group's "
+        "members, which partitions they hold, and per partition its state, committed offset and lag. "
+        "The storage options say which storage to read.",
+    )
+    consumer.add_argument("--group", help="only this consumer group")
+    add_options(consumer, NodeConfig)
+    consumer.set_defaults(run=_consumer)
     _add_cluster_commands(sub)
     return parser
 

@@ -4,6 +4,7 @@ mid-stream, and the commits the group refuses."""
 
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from consumer.client import Consumer, TopicPartition
 from consumer.group import CommitRefused
+from deploy.consumer_table import print_consumers
 from pipeline.config import NodeConfig, StorageKind
 from pipeline.topics import Entry
 from storage.select import OpenStorage
@@ -62,11 +64,27 @@ def test_a_new_member_resumes_after_the_commit_and_another_group_uses_its_reset(
 ) -> None:
     fill(storage, 10, partitions=1)
     tp = TopicPartition(TOPIC, 0)
-    first = open_consumer(node_config, consumers, enable_auto_commit=False)
+    first = open_consumer(node_config, consumers, member_id="first", enable_auto_commit=False)
     first.subscribe([TOPIC])
     assert drain(first, 4) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     first.commit({tp: 3})
     assert first.committed(tp) == 3
+    # What an operator sees: the member, its partition, the commit and the lag.
+    out = io.StringIO()
+    print_consumers(storage.streams, storage.state, "g1", out)
+    lines = out.getvalue().splitlines()
+    assert lines[lines.index("partition  state  owner  version  committed  end  lag") + 2].split() == [
+        "segment/0",
+        "OPEN",
+        "first",
+        "1",
+        "3",
+        "10",
+        "6",
+    ]
+    assert "lag in all: 6 records (a partition never committed counts from offset 0)" in lines
+    with pytest.raises(ValueError, match="there is no consumer group 'nope'; the groups are g1"):
+        print_consumers(storage.streams, storage.state, "nope", out)
     first.close()
 
     second = open_consumer(node_config, consumers)

@@ -1,0 +1,67 @@
+"""``skyoap consumer``: the topics, and each consumer group's members,
+assignments, committed offsets and lag, as tables for people."""
+
+from __future__ import annotations
+
+import time
+from typing import TextIO
+
+from consumer.group import split_channel
+from deploy.inventory_table import table, utc_ms
+from pipeline.topics import Topic
+from storage.api import StateStore, StreamDAO
+
+
+def _or_dash(value: object) -> object:
+    return "-" if value is None else value
+
+
+def print_consumers(streams: StreamDAO, state: StateStore, group: str | None, out: TextIO) -> None:
+    ends: dict[str, int] = {}
+    rows = []
+    for topic in Topic:
+        for b in streams.bounds(topic.value):
+            ends[f"{topic.value}/{b.partition}"] = b.end
+            rows.append((topic.value, b.partition, b.start, b.end, b.size))
+    print("topics", file=out)
+    print(table(["topic", "partition", "start", "end", "records"], rows), file=out)
+
+    groups = [n.removeprefix("group:") for n in state.names() if n.startswith("group:")]
+    if group is not None:
+        if group not in groups:
+            raise ValueError(
+                f"there is no consumer group {group!r}; the groups are {', '.join(groups) or 'none'}"
+            )
+        groups = [group]
+    print(f"\nconsumer groups ({len(groups)})", file=out)
+    now_ms = int(time.time() * 1000)
+    for name in groups:
+        doc, _ = state.load(f"group:{name}")
+        assert doc is not None
+        channels = doc["channels"]
+        members = doc["members"]
+        print(f"\ngroup {name}: {len(members)} members", file=out)
+        member_rows = []
+        for m, info in sorted(members.items()):
+            held = " ".join(sorted(n for n, ch in channels.items() if ch["owner"] == m)) or "-"
+            ago_s = f"{(now_ms - info['heartbeat_ms']) / 1000:.1f}"
+            member_rows.append(
+                (m, info["host"] or "-", ",".join(info["topics"]), utc_ms(info["heartbeat_ms"]), ago_s, held)
+            )
+        headers = ["member", "host", "topics", "last heartbeat (UTC)", "ago (s)", "partitions"]
+        print(table(headers, member_rows), file=out)
+        partition_rows: list[tuple[object, ...]] = []
+        total = 0
+        for channel in sorted(set(channels) | set(doc["committed"]), key=split_channel):
+            ch = channels.get(channel, {})
+            committed = doc["committed"].get(channel)
+            end = ends.get(channel)
+            lag = None if end is None else end - (committed + 1 if committed is not None else 0)
+            total += lag or 0
+            partition_rows.append(
+                (channel, ch.get("state", "-"), ch.get("owner") or "-", ch.get("version", "-"),
+                 _or_dash(committed), _or_dash(end), _or_dash(lag))
+            )  # fmt: skip
+        headers = ["partition", "state", "owner", "version", "committed", "end", "lag"]
+        print(table(headers, partition_rows), file=out)
+        print(f"lag in all: {total} records (a partition never committed counts from offset 0)", file=out)
