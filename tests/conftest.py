@@ -7,9 +7,13 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 from deploy.cluster import LocalCluster
 from deploy.node import Node
@@ -107,6 +111,16 @@ def storage(node_config: NodeConfig) -> Iterator[OpenStorage]:
     opened = open_storage(node_config)
     yield opened
     opened.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession (two cores) for the session's Spark tests."""
+    from analytics.spark import session
+
+    s = session()
+    yield s
+    s.stop()
 
 
 @pytest.fixture

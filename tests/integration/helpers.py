@@ -4,7 +4,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from pipeline.config import NodeConfig
+from pipeline.config import NodeConfig, StorageKind
 from storage.api import I
 from storage.select import open_storage
 
@@ -35,3 +35,14 @@ def eventually(check: Callable[[], T], timeout_s: float = 30.0, interval_s: floa
         if time.monotonic() > deadline:
             raise error
         time.sleep(interval_s)
+
+
+def storage_options(config: NodeConfig) -> dict[str, str]:
+    """The options that point the Spark data source at ``config``'s storage."""
+    if config.storage is StorageKind.EMBEDDED:
+        return {"storage": "embedded", "embedded_path": config.embedded_path}
+    return {
+        "storage": "elasticsearch",
+        "es_hosts": config.es_hosts,
+        "es_index_prefix": config.es_index_prefix,
+    }

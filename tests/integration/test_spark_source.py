@@ -5,35 +5,16 @@ from its checkpoint with nothing lost and nothing twice."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from analytics.spark import session
-from pipeline.config import NodeConfig, StorageKind
+from pipeline.config import NodeConfig
 from pipeline.topics import Entry
 from storage.select import OpenStorage
-from tests.integration.helpers import eventually
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    s = session()
-    yield s
-    s.stop()
-
-
-def storage_options(config: NodeConfig) -> dict[str, str]:
-    if config.storage is StorageKind.EMBEDDED:
-        return {"storage": "embedded", "embedded_path": config.embedded_path}
-    return {
-        "storage": "elasticsearch",
-        "es_hosts": config.es_hosts,
-        "es_index_prefix": config.es_index_prefix,
-    }
+from tests.integration.helpers import eventually, storage_options
 
 
 def append(storage: OpenStorage, partition: int, first: int, count: int) -> None:
