@@ -82,6 +82,16 @@ def config_of(options: Mapping[str, str]) -> NodeConfig:
     )
 
 
+def options_of(config: NodeConfig) -> dict[str, str]:
+    """The read options naming ``config``'s storage (the inverse of ``config_of``)."""
+    return {
+        "storage": config.storage.value,
+        "embedded_path": config.embedded_path,
+        "es_hosts": config.es_hosts,
+        "es_index_prefix": config.es_index_prefix,
+    }
+
+
 def _topic_rows(
     options: Mapping[str, str], topic: str, partition: int, start: int, end: int
 ) -> Iterator[tuple[Any, ...]]:

@@ -101,6 +101,48 @@ def _consumer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spark(args: argparse.Namespace) -> int:
+    from analytics import jobs
+    from analytics.source import options_of
+    from analytics.spark import session
+    from deploy.inventory_table import table
+
+    storage = options_of(config_from(args, NodeConfig))
+    spark = session(args.master, f"skyoap {args.job}")
+    try:
+        if args.job == "slowest-endpoints":
+            rows = jobs.slowest_endpoints(spark, storage, args.minutes, args.top)
+            print(table(
+                ["service", "rank", "endpoint", "calls", "errors", "avg (ms)", "p99 (ms)"],
+                [(r.service, r.rank, r.endpoint, r.calls, r.errors, f"{r.latency_avg_ms:.1f}", r.p99_ms)
+                 for r in rows],
+            ))  # fmt: skip
+        elif args.job == "dependencies":
+            edges = jobs.dependencies(spark, storage, args.minutes)
+            print(table(
+                ["caller", "callee", "calls", "errors", "error rate"],
+                [(e.source, e.dest, e.calls, e.errors, f"{e.error_rate:.2%}") for e in edges],
+            ))  # fmt: skip
+        else:
+
+            def report(s: jobs.Spike) -> None:
+                print(f"spike: {s.service} at minute {s.minute}: {s.errors}/{s.calls} calls failed "
+                      f"({s.error_rate:.1%}; the {s.baseline:.1%} before)", flush=True)  # fmt: skip
+
+            detector = jobs.SpikeDetector(report, args.threshold, args.factor, args.min_calls)
+            query = jobs.error_spikes(
+                spark, storage, detector, args.checkpoint, "earliest" if args.from_beginning else "latest",
+                args.available_now,
+            )  # fmt: skip
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                query.stop()
+    finally:
+        spark.stop()
+    return 0
+
+
 def _cluster_status(args: argparse.Namespace) -> int:
     from deploy.cluster import LocalCluster
     from deploy.inventory_table import table
@@ -295,6 +337,29 @@ def build_parser() -> argparse.ArgumentParser:
     consumer.add_argument("--group", help="only this consumer group")
     add_options(consumer, NodeConfig)
     consumer.set_defaults(run=_consumer)
+    spark = sub.add_parser(
+        "spark",
+        parents=[LOGGING],
+        help="run an analyst's Spark job: slowest-endpoints, dependencies or error-spikes",
+        description="Run a Spark job over what the pipeline persisted, locally by default or on a "
+        "cluster by its master URL. slowest-endpoints and dependencies print a table of the last "
+        "--minutes; error-spikes follows the metrics topic and prints each spike until stopped "
+        "(or, with --available-now, until it has read what is there).",
+    )
+    spark.add_argument("job", choices=["slowest-endpoints", "dependencies", "error-spikes"])
+    spark.add_argument("--master", default="local[2]", help="Spark master URL [default: local[2]]")
+    spark.add_argument("--minutes", type=int, default=60, help="the window, in minutes [default: 60]")
+    spark.add_argument("--top", type=int, default=5, help="endpoints per service [default: 5]")
+    spark.add_argument("--threshold", type=float, default=0.2, help="error rate of a spike [default: 0.2]")
+    spark.add_argument("--factor", type=float, default=3.0, help="times the baseline [default: 3]")
+    spark.add_argument("--min-calls", type=int, default=10, help="calls a spike's minute has [default: 10]")
+    spark.add_argument(
+        "--checkpoint", default="skyoap-data/spark/error-spikes", help="error-spikes' checkpoint directory"
+    )
+    spark.add_argument("--from-beginning", action="store_true", help="error-spikes starts at the earliest")
+    spark.add_argument("--available-now", action="store_true", help="error-spikes stops when caught up")
+    add_options(spark, NodeConfig)
+    spark.set_defaults(run=_spark)
     _add_cluster_commands(sub)
     return parser
 
