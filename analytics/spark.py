@@ -21,6 +21,7 @@ def session(master: str = LOCAL, app: str = "skyoap") -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app)
     if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
