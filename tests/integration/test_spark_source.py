@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from consumer.group import Group
 from pipeline.config import NodeConfig
 from pipeline.topics import Entry
 from storage.select import OpenStorage
@@ -75,7 +76,8 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
     def start() -> Any:
         stream = (
             spark.readStream.format("skyoap").options(**storage_options(node_config)).option("topic", "log")
-            .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", "15").load()
+            .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", "15")
+            .option("group", "spark-sink").load()
         )  # fmt: skip
         return (
             stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
@@ -89,6 +91,9 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
         assert max(n for (n,) in sink.query("SELECT COUNT(*) FROM deliveries GROUP BY batch")) <= 15
         append(storage, 1, 10, 20)  # the topic grows while the query runs
         eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(60,)], timeout_s=120)
+        # Progress reported to the group: a batch is committed once the next one
+        # starts, and partition 0 was finished before partition 1 grew.
+        eventually(lambda: Group(storage.state, "spark-sink").committed("log/0") == 29, timeout_s=60)
     finally:
         query.stop()
     append(storage, 0, 30, 10)  # and while it is stopped
