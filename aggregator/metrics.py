@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 
-from aggregator.publish import TopicPublisher, entry_of, now_ms
+from aggregator.publish import TopicPublisher
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
@@ -98,7 +97,9 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                     )  # fmt: skip
                 self._written.inc(len(rows) - len(outcome.retry) - len(outcome.failed))
                 if self._publisher is not None:
-                    self._publish(level, rows, {*outcome.retry, *outcome.failed})
+                    unwritten = {*outcome.retry, *outcome.failed}
+                    written = (m for _, m in rows if m.key() not in unwritten)
+                    self._publisher.publish(Topic.METRICS, written, model=self.model.MODEL, level=level.value)
                 items = {k: items[k] for k in outcome.retry}
                 if not items:
                     break
@@ -109,18 +110,6 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 self.name, len(items), level.value, e,
             )  # fmt: skip
         return items
-
-    def _publish(
-        self, level: Downsampling, rows: Sequence[tuple[object, Metrics]], unwritten: set[str]
-    ) -> None:
-        assert self._publisher is not None
-        now = now_ms()
-        written = (
-            entry_of(m, now, model=self.model.MODEL, level=level.value)
-            for _, m in rows
-            if m.key() not in unwritten
-        )
-        self._publisher.publish(Topic.METRICS, written)
 
     def _hold(self, level: Downsampling, left: dict[str, Metrics]) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Generic
 
-from aggregator.publish import TopicPublisher, entry_of, now_ms
+from aggregator.publish import TopicPublisher
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
@@ -109,8 +109,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
 
     def _publish(self, rows: list[I]) -> None:
         if self._publisher is not None and rows:
-            now = now_ms()
-            self._publisher.publish(Topic.INVENTORY, (entry_of(i, now, model=self.model.MODEL) for i in rows))
+            self._publisher.publish(Topic.INVENTORY, rows, model=self.model.MODEL)
 
     def _insert(self, missing: dict[str, I]) -> dict[str, I]:
         """Inserts ``missing`` with fresh sequences; returns what must be tried again."""

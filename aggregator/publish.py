@@ -27,12 +27,6 @@ APPEND_SIZE = 1000
 """Most records one append carries."""
 
 
-def entry_of(item: StreamData, now_ms: int, **extra: object) -> Entry:
-    """The topic entry of a stored item: keyed by what routes it (so one
-    entity's changes stay in one partition, in order), valued by its row."""
-    return Entry(item.routing_key(), {"key": item.key(), **extra, **item.to_row()}, now_ms)
-
-
 class TopicPublisher:
     def __init__(self, dao: StreamDAO, partitions: dict[Topic, int], instruments: Instruments) -> None:
         """``partitions``: each topic's partition count, as storage has it."""
@@ -51,13 +45,18 @@ class TopicPublisher:
         }
         self._error_log = RateLimitedLog(log)
 
-    def publish(self, topic: Topic, entries: Iterable[Entry]) -> None:
+    def publish(self, topic: Topic, items: Iterable[StreamData], **extra: object) -> None:
+        """Appends the stored ``items`` to ``topic``, each keyed by what routes
+        it (so one entity's changes stay in one partition, in order) and valued
+        by its row and ``extra``."""
+        now_ms = int(time.time() * 1000)
         by_partition: dict[int, list[Entry]] = {}
-        for e in entries:
+        for item in items:
+            e = Entry(item.routing_key(), {"key": item.key(), **extra, **item.to_row()}, now_ms)
             by_partition.setdefault(partition_of(e.key, self._partitions[topic]), []).append(e)
-        for partition, items in by_partition.items():
-            for start in range(0, len(items), APPEND_SIZE):
-                self._append(topic, partition, items[start : start + APPEND_SIZE])
+        for partition, entries in by_partition.items():
+            for start in range(0, len(entries), APPEND_SIZE):
+                self._append(topic, partition, entries[start : start + APPEND_SIZE])
 
     def _append(self, topic: Topic, partition: int, entries: list[Entry]) -> None:
         for delay_s in (*RETRY_DELAYS_S, None):
@@ -78,7 +77,3 @@ class TopicPublisher:
     def close(self) -> None:
         """Stops waiting to retry: what storage does not take at once is dropped."""
         self._closing.set()
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from aggregator.publish import TopicPublisher, entry_of, now_ms
+from aggregator.publish import TopicPublisher
 from pipeline.buffer import BufferSpec
 from pipeline.consumers import ConsumerPool
 from pipeline.instruments import Instruments
@@ -66,8 +66,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
                 return
             self._written.inc(len(chunk) - len(refused))
             if self._publisher is not None:
-                now = now_ms()
-                stored = (entry_of(i, now) for i in chunk if i.key() not in refused)
+                stored = (i for i in chunk if i.key() not in refused)
                 self._publisher.publish(Topic(self.model.MODEL), stored)
             if refused:
                 self._dropped.inc(len(refused))

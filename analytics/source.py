@@ -33,7 +33,7 @@ import datetime
 import json
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -51,6 +51,9 @@ from pipeline.records import RECORD_TYPES
 from pipeline.stream import ColumnType, StreamData
 from pipeline.topics import Topic
 from storage.api import OffsetOutOfRange
+
+if TYPE_CHECKING:
+    from storage.select import OpenStorage
 
 TOPIC_SCHEMA = "topic STRING, partition INT, offset LONG, timestamp TIMESTAMP, key STRING, value STRING"
 """A topic's rows; ``value`` is the stored row as JSON (``from_json`` or
@@ -96,11 +99,10 @@ def _topic_rows(
     options: Mapping[str, str], topic: str, partition: int, start: int, end: int
 ) -> Iterator[tuple[Any, ...]]:
     """The records ``start <= offset < end`` of one partition, as rows."""
-    from storage.select import open_streams
+    from storage.select import streams_of
 
-    streams, state = open_streams(config_of(options))
     skip_lost = options.get("failondataloss", "true").lower() == "false"
-    try:
+    with streams_of(config_of(options)) as (streams, _):
         offset = start
         while offset < end:
             try:
@@ -118,9 +120,6 @@ def _topic_rows(
             if not records:
                 return
             offset = records[-1].offset + 1
-    finally:
-        streams.close()
-        state.close()
 
 
 def topic_slice(partition: int, start: int, end: int) -> InputPartition:
@@ -164,14 +163,10 @@ def _model(table: str) -> type[StreamData]:
 
 
 def _bounds(options: Mapping[str, str], topic: str) -> dict[int, tuple[int, int]]:
-    from storage.select import open_streams
+    from storage.select import streams_of
 
-    streams, state = open_streams(config_of(options))
-    try:
+    with streams_of(config_of(options)) as (streams, _):
         bounds = {b.partition: (b.start, b.end) for b in streams.bounds(topic)}
-    finally:
-        streams.close()
-        state.close()
     if not bounds:
         raise ValueError(f"topic {topic} has no partitions yet: no node has installed it")
     return bounds
@@ -206,7 +201,20 @@ class TableReader(DataSourceReader):
         if self.start_ms > self.end_ms:
             raise ValueError(f"start_ms {self.start_ms} is after end_ms {self.end_ms}")
 
+    def _dao(self, storage: OpenStorage) -> Any:
+        """The DAO of the model's kind (inventory, records or metrics)."""
+        if self.model in INVENTORY_TYPES:
+            return storage.inventory
+        return storage.records if self.model in RECORD_TYPES else storage.metrics
+
     def partitions(self) -> list[InputPartition]:
+        from storage.select import open_storage
+
+        storage = open_storage(config_of(self.options))
+        try:  # a storage no node has written the table to reads as empty, not as an error
+            self._dao(storage).install([self.model])
+        finally:
+            storage.close()
         if self.model in INVENTORY_TYPES:
             return [InputPartition((0, 0))]
         step_ms = 3_600_000 if self.level is Downsampling.MINUTE or self.model in RECORD_TYPES else 86_400_000
@@ -225,13 +233,13 @@ class TableReader(DataSourceReader):
 
         storage = open_storage(config_of(self.options))
         try:
-            model: Any = self.model
+            dao, model = self._dao(storage), self.model
             if model in INVENTORY_TYPES:
-                rows: list[Any] = storage.inventory.list(model, limit=1_000_000)
+                rows: list[Any] = dao.list(model, limit=1_000_000)
             elif model in RECORD_TYPES:
-                rows = storage.records.query(model, first_bucket, last_bucket, limit=SLICE_LIMIT)
+                rows = dao.query(model, first_bucket, last_bucket, limit=SLICE_LIMIT)
             else:
-                rows = storage.metrics.query(model, self.level, first_bucket, last_bucket, limit=SLICE_LIMIT)
+                rows = dao.query(model, self.level, first_bucket, last_bucket, limit=SLICE_LIMIT)
         finally:
             storage.close()
         if len(rows) >= SLICE_LIMIT:
@@ -312,18 +320,14 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not group:
             return
         from consumer.group import Group, channel_name
-        from storage.select import open_streams
+        from storage.select import streams_of
 
-        streams, state = open_streams(config_of(self.options))
-        try:
+        with streams_of(config_of(self.options)) as (streams, state):
             ends = {channel_name(self.topic, b.partition): b.end for b in streams.bounds(self.topic)}
             offsets = {
                 channel_name(self.topic, int(p)): (int(o) - 1, None) for p, o in end.items() if int(o) > 0
             }
             Group(state, group).commit(None, offsets, ends)
-        finally:
-            streams.close()
-            state.close()
 
 
 def _share(begin: Mapping[str, int], ends: Mapping[str, int], max_rows: int) -> dict[str, int]:

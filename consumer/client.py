@@ -39,7 +39,7 @@ from consumer.group import (
     channel_name,
 )
 from pipeline.config import NodeConfig
-from pipeline.topics import Topic, TopicRecord
+from pipeline.topics import Bounds, Topic, TopicRecord
 from storage.api import OffsetOutOfRange, StateStore, StorageError, StreamDAO
 
 log = logging.getLogger(__name__)
@@ -175,8 +175,11 @@ class Consumer:
             position = self._reset_position(tp)
         return _Owned(version, position, position, committed=committed)
 
+    def _bounds(self, tp: TopicPartition) -> Bounds:
+        return self._streams.bounds(tp.topic)[tp.partition]
+
     def _reset_position(self, tp: TopicPartition) -> int:
-        b = self._streams.bounds(tp.topic)[tp.partition]
+        b = self._bounds(tp)
         return b.start if self.auto_offset_reset == "earliest" else b.end
 
     def assignment(self) -> set[TopicPartition]:
@@ -264,10 +267,10 @@ class Consumer:
             owned.buffer.clear()
 
     def seek_to_beginning(self, tp: TopicPartition) -> None:
-        self.seek(tp, self._streams.bounds(tp.topic)[tp.partition].start)
+        self.seek(tp, self._bounds(tp).start)
 
     def seek_to_end(self, tp: TopicPartition) -> None:
-        self.seek(tp, self._streams.bounds(tp.topic)[tp.partition].end)
+        self.seek(tp, self._bounds(tp).end)
 
     def position(self, tp: TopicPartition) -> int:
         with self._lock:
@@ -317,9 +320,12 @@ class Consumer:
         if not work:
             return
         assert self._group is not None
+        # The group checks offsets against the ends: one read of bounds per topic.
         ends = {
-            str(tp): self._streams.bounds(tp.topic)[tp.partition].end for tp in work
-        }  # the group checks offsets against them
+            channel_name(topic, b.partition): b.end
+            for topic in {tp.topic for tp in work}
+            for b in self._streams.bounds(topic)
+        }
         member = self.member_id if self._subscribed else None
         self._group.commit(member, {str(tp): v for tp, v in work.items()}, ends)
         with self._lock:

@@ -6,6 +6,7 @@ import argparse
 import datetime
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -90,18 +91,16 @@ def _query(args: argparse.Namespace) -> int:
 
 def _consumer(args: argparse.Namespace) -> int:
     from deploy.consumer_table import print_consumers
-    from storage.select import open_streams
+    from storage.select import streams_of
 
-    streams, state = open_streams(config_from(args, NodeConfig))
-    try:
+    with streams_of(config_from(args, NodeConfig)) as (streams, state):
         print_consumers(streams, state, args.group, sys.stdout)
-    finally:
-        streams.close()
-        state.close()
     return 0
 
 
 def _spark(args: argparse.Namespace) -> int:
+    from pyspark.errors import PySparkException
+
     from analytics import jobs
     from analytics.source import options_of
     from analytics.spark import session
@@ -138,9 +137,19 @@ def _spark(args: argparse.Namespace) -> int:
                 query.awaitTermination()
             except KeyboardInterrupt:
                 query.stop()
+    except PySparkException as e:
+        # What went wrong is the Python error the job raised, deep in Spark's report.
+        raise ValueError(python_error(str(e))) from e
     finally:
         spark.stop()
     return 0
+
+
+def python_error(report: str) -> str:
+    """The last ``SomeError: message`` line of a Spark error report (the whole
+    first line when it has none)."""
+    errors = re.findall(r"^(?:\w+\.)*(\w*(?:Error|Exception|Refused|OutOfRange): .+)$", report, re.MULTILINE)
+    return errors[-1] if errors else report.splitlines()[0]
 
 
 def _cluster_status(args: argparse.Namespace) -> int:

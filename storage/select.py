@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pipeline.config import NodeConfig, StorageKind
@@ -75,3 +77,14 @@ def open_streams(config: NodeConfig) -> tuple[StreamDAO, StateStore]:
 
     db = Database(config.embedded_path)
     return EmbeddedStreamDAO(db), EmbeddedStateStore(db)
+
+
+@contextlib.contextmanager
+def streams_of(config: NodeConfig) -> Iterator[tuple[StreamDAO, StateStore]]:
+    """``open_streams``, closed when the block ends."""
+    streams, state = open_streams(config)
+    try:
+        yield streams, state
+    finally:
+        streams.close()
+        state.close()

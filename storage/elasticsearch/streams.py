@@ -103,7 +103,6 @@ class ElasticsearchStreamDAO:
                     index=self._client.index(BOUNDS),
                     id=f"{topic}-{b.partition}",
                     document={"topic": topic, "partition": b.partition, "start": b.start, "end": b.end},
-                    refresh=True,
                     if_seq_no=version[0],
                     if_primary_term=version[1],
                 )
@@ -192,17 +191,23 @@ class ElasticsearchStreamDAO:
             raise StorageError(f"{len(failed)} records of {topic}/{partition} not removed: {failed[0]}")
 
     def bounds(self, topic: str) -> list[Bounds]:
+        """The partitions are found by search (they were created refreshed); their
+        bounds are read by id, which sees every move without a refresh."""
+        index = self._client.index(BOUNDS)
         with translated_errors(f"reading the partitions of {topic}"):
             try:
                 hits = self._es.search(
-                    index=self._client.index(BOUNDS),
-                    query={"term": {"topic": topic}},
-                    sort=[{"partition": "asc"}],
-                    size=10_000,
+                    index=index, query={"term": {"topic": topic}}, source=False, size=10_000
                 )["hits"]["hits"]
+                if not hits:
+                    return []
+                docs = self._es.mget(index=index, ids=[h["_id"] for h in hits])["docs"]
             except elasticsearch.NotFoundError:
                 return []
-        return [Bounds(h["_source"]["partition"], h["_source"]["start"], h["_source"]["end"]) for h in hits]
+        found = (d["_source"] for d in docs if d.get("found"))
+        return sorted(
+            (Bounds(d["partition"], d["start"], d["end"]) for d in found), key=lambda b: b.partition
+        )
 
     def read(self, topic: str, partition: int, offset: int, limit: int) -> list[TopicRecord]:
         b, _ = self._get_bounds(topic, partition)
@@ -271,6 +276,7 @@ class ElasticsearchStateStore:
         self._installed = False
 
     def _index(self) -> str:
+        """The index, created on the first write (reads of a missing one find nothing)."""
         if not self._installed:
             self._client.create_index(STATE, _STATE_MAPPING)
             self._installed = True
@@ -279,7 +285,7 @@ class ElasticsearchStateStore:
     def load(self, name: str) -> tuple[dict[str, Any] | None, object]:
         with translated_errors(f"reading the shared state {name}"):
             try:
-                doc = self._es.get(index=self._index(), id=name)
+                doc = self._es.get(index=self._client.index(STATE), id=name)
             except elasticsearch.NotFoundError:
                 return None, None
         return doc["_source"]["value"], (doc["_seq_no"], doc["_primary_term"])
@@ -292,7 +298,7 @@ class ElasticsearchStateStore:
                 else:
                     seq_no, term = cast(tuple[int, int], version)
                     self._es.index(
-                        index=self._index(),
+                        index=self._client.index(STATE),
                         id=name,
                         document={"value": value},
                         if_seq_no=seq_no,
@@ -303,10 +309,13 @@ class ElasticsearchStateStore:
         return True
 
     def names(self) -> list[str]:
-        index = self._index()
+        index = self._client.index(STATE)
         with translated_errors("listing the shared state"):
-            self._es.indices.refresh(index=index)
-            hits = self._es.search(index=index, source=False, size=10_000)["hits"]["hits"]
+            try:
+                self._es.indices.refresh(index=index)
+                hits = self._es.search(index=index, source=False, size=10_000)["hits"]["hits"]
+            except elasticsearch.NotFoundError:
+                return []
         return sorted(h["_id"] for h in hits)
 
     def close(self) -> None:

@@ -27,6 +27,13 @@ def append(storage: OpenStorage, partition: int, first: int, count: int) -> None
 def test_a_topic_reads_as_a_dataframe(
     spark: SparkSession, node_config: NodeConfig, storage: OpenStorage
 ) -> None:
+    # A table no node has written to reads as empty.
+    empty = (
+        spark.read.format("skyoap")
+        .options(**storage_options(node_config))
+        .option("table", "endpoint_metrics")
+    )
+    assert empty.load().count() == 0
     storage.streams.install({"log": 2})
     append(storage, 0, 0, 3)
     append(storage, 1, 3, 2)
