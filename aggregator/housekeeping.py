@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 import time
 
-from pipeline.inventory import ServiceInstanceInventory
-from pipeline.periodic import Periodic
-from pipeline.topics import Retention, Topic
-from storage.api import InventoryDAO, StreamDAO
+from model.inventory import ServiceInstanceInventory
+from model.topics import Retention, Topic
+from runtime.periodic import Periodic
+from storage.api import InventoryDAO, TopicDAO
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class TopicRetention:
     keeps. Several aggregators may run it at once: each partition is trimmed
     under its global lock."""
 
-    def __init__(self, dao: StreamDAO, retention: Retention, interval_s: float) -> None:
+    def __init__(self, dao: TopicDAO, retention: Retention, interval_s: float) -> None:
         self._dao = dao
         self.retention = retention
         self._task = Periodic(

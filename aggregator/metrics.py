@@ -14,13 +14,13 @@ import logging
 import threading
 
 from aggregator.publish import TopicPublisher
-from pipeline.buffer import BufferSpec
-from pipeline.consumers import ConsumerPool
-from pipeline.instruments import Instruments
-from pipeline.metrics import Downsampling, Metrics, merge_into
-from pipeline.ratelimit import RateLimitedLog
-from pipeline.topics import Topic
-from pipeline.worker import BufferedWorker
+from model.metrics import Downsampling, Metrics, merge_into
+from model.topics import Topic
+from runtime.buffer import BufferSpec
+from runtime.instruments import Instruments
+from runtime.pools import DrainPool
+from runtime.ratelimit import RateLimitedLog
+from runtime.worker import BufferedWorker
 from storage.api import MetricsDAO, StorageError
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         name: str,
         model: type[Metrics],
         dao: MetricsDAO,
-        pool: ConsumerPool,
+        pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
         max_pending: int,
@@ -60,7 +60,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         )
         self._error_log = RateLimitedLog(log)
 
-    def consume(self, batch: list[Metrics]) -> None:
+    def handle_batch(self, batch: list[Metrics]) -> None:
         with self._lock:
             merge_into(self._pending[Downsampling.MINUTE], batch)
         self._received.inc(len(batch))

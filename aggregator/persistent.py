@@ -10,12 +10,12 @@ from dataclasses import replace
 from typing import Generic
 
 from aggregator.publish import TopicPublisher
-from pipeline.buffer import BufferSpec
-from pipeline.consumers import ConsumerPool
-from pipeline.instruments import Instruments
-from pipeline.ratelimit import RateLimitedLog
-from pipeline.topics import Topic
-from pipeline.worker import BufferedWorker, combine_by_key
+from model.topics import Topic
+from runtime.buffer import BufferSpec
+from runtime.instruments import Instruments
+from runtime.pools import DrainPool
+from runtime.ratelimit import RateLimitedLog
+from runtime.worker import BufferedWorker, combine_by_key
 from storage.api import I, InventoryDAO, SequenceAllocator, StorageError
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         model: type[I],
         dao: InventoryDAO,
         sequences: SequenceAllocator,
-        pool: ConsumerPool,
+        pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
         flush_every: int = FLUSH_EVERY,
@@ -57,7 +57,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         )
         self._error_log = RateLimitedLog(log)
 
-    def consume(self, batch: list[I]) -> None:
+    def handle_batch(self, batch: list[I]) -> None:
         self._received.inc(len(batch))
         for start in range(0, len(batch), self.flush_every):
             pending = combine_by_key(batch[start : start + self.flush_every])

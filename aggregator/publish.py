@@ -1,5 +1,5 @@
 """The topic publisher: what L2 has just stored is appended to its topic as
-well, so consumers can follow it by offset (``pipeline/topics.py``).
+well, so consumers can follow it by offset (``model/topics.py``).
 
 Publishing happens after the store succeeded, in the persisting thread. A
 record is published at least once per store: a row stored twice (a segment an
@@ -14,11 +14,11 @@ import threading
 import time
 from collections.abc import Iterable
 
-from pipeline.instruments import Instruments
-from pipeline.ratelimit import RateLimitedLog
-from pipeline.stream import StreamData
-from pipeline.topics import Entry, Topic, partition_of
-from storage.api import StorageError, StreamDAO
+from model.stream import StreamData
+from model.topics import Entry, Topic, partition_of
+from runtime.instruments import Instruments
+from runtime.ratelimit import RateLimitedLog
+from storage.api import StorageError, TopicDAO
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ APPEND_SIZE = 1000
 
 
 class TopicPublisher:
-    def __init__(self, dao: StreamDAO, partitions: dict[Topic, int], instruments: Instruments) -> None:
+    def __init__(self, dao: TopicDAO, partitions: dict[Topic, int], instruments: Instruments) -> None:
         """``partitions``: each topic's partition count, as storage has it."""
         self._dao = dao
         self._partitions = partitions

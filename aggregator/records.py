@@ -8,13 +8,13 @@ import logging
 import threading
 
 from aggregator.publish import TopicPublisher
-from pipeline.buffer import BufferSpec
-from pipeline.consumers import ConsumerPool
-from pipeline.instruments import Instruments
-from pipeline.ratelimit import RateLimitedLog
-from pipeline.records import Record
-from pipeline.topics import Topic
-from pipeline.worker import BufferedWorker
+from model.records import Record
+from model.topics import Topic
+from runtime.buffer import BufferSpec
+from runtime.instruments import Instruments
+from runtime.pools import DrainPool
+from runtime.ratelimit import RateLimitedLog
+from runtime.worker import BufferedWorker
 from storage.api import RecordDAO, StorageError
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         name: str,
         model: type[Record],
         dao: RecordDAO,
-        pool: ConsumerPool,
+        pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
         bulk_size: int,
@@ -50,7 +50,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         )
         self._error_log = RateLimitedLog(log)
 
-    def consume(self, batch: list[Record]) -> None:
+    def handle_batch(self, batch: list[Record]) -> None:
         for start in range(0, len(batch), self.bulk_size):
             self._write(batch[start : start + self.bulk_size])
 

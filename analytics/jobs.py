@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from pipeline.metrics import LATENCY_BUCKETS_MS, EndpointMetrics
+from model.metrics import LATENCY_BUCKETS_MS, EndpointMetrics
 
 
 def _table(spark: SparkSession, storage: Mapping[str, str], table: str, minutes: int) -> DataFrame:

@@ -44,13 +44,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pipeline.config import NodeConfig, StorageKind
-from pipeline.inventory import INVENTORY_TYPES
-from pipeline.metrics import METRICS_TYPES, Downsampling
-from pipeline.records import RECORD_TYPES
-from pipeline.stream import ColumnType, StreamData
-from pipeline.topics import Topic
+from model.inventory import INVENTORY_TYPES
+from model.metrics import METRICS_TYPES, Downsampling
+from model.records import RECORD_TYPES
+from model.stream import ColumnType, StreamData
+from model.topics import Topic
 from storage.api import OffsetOutOfRange
+from wiring.config import NodeConfig, StorageKind
 
 if TYPE_CHECKING:
     from storage.select import OpenStorage
@@ -99,14 +99,14 @@ def _topic_rows(
     options: Mapping[str, str], topic: str, partition: int, start: int, end: int
 ) -> Iterator[tuple[Any, ...]]:
     """The records ``start <= offset < end`` of one partition, as rows."""
-    from storage.select import streams_of
+    from storage.select import topics_of
 
     skip_lost = options.get("failondataloss", "true").lower() == "false"
-    with streams_of(config_of(options)) as (streams, _):
+    with topics_of(config_of(options)) as (topics, _):
         offset = start
         while offset < end:
             try:
-                records = streams.read(topic, partition, offset, min(READ_SIZE, end - offset))
+                records = topics.read(topic, partition, offset, min(READ_SIZE, end - offset))
             except OffsetOutOfRange as e:
                 if not skip_lost or e.offset > e.end:
                     raise RuntimeError(f"{e}; set failOnDataLoss=false to skip what retention removed") from e
@@ -163,10 +163,10 @@ def _model(table: str) -> type[StreamData]:
 
 
 def _bounds(options: Mapping[str, str], topic: str) -> dict[int, tuple[int, int]]:
-    from storage.select import streams_of
+    from storage.select import topics_of
 
-    with streams_of(config_of(options)) as (streams, _):
-        bounds = {b.partition: (b.start, b.end) for b in streams.bounds(topic)}
+    with topics_of(config_of(options)) as (topics, _):
+        bounds = {b.partition: (b.start, b.end) for b in topics.bounds(topic)}
     if not bounds:
         raise ValueError(f"topic {topic} has no partitions yet: no node has installed it")
     return bounds
@@ -320,10 +320,10 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not group:
             return
         from consumer.group import Group, channel_name
-        from storage.select import streams_of
+        from storage.select import topics_of
 
-        with streams_of(config_of(self.options)) as (streams, state):
-            ends = {channel_name(self.topic, b.partition): b.end for b in streams.bounds(self.topic)}
+        with topics_of(config_of(self.options)) as (topics, state):
+            ends = {channel_name(self.topic, b.partition): b.end for b in topics.bounds(self.topic)}
             offsets = {
                 channel_name(self.topic, int(p)): (int(o) - 1, None) for p, o in end.items() if int(o) > 0
             }

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 
 from bench.serving import serve_until_terminated
-from pipeline.grpc_server import GrpcServer
+from edge.server import GrpcServer
 from proto.skywalking import common_pb2, tracing_pb2
 
 

@@ -10,7 +10,7 @@ import argparse
 import grpc
 
 from bench.serving import serve_until_terminated
-from pipeline.grpc_server import GrpcServer
+from edge.server import GrpcServer
 from proto import register_pb2
 from receiver.wire import key_int_pairs
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import grpc
 
 from deploy.servers import ElasticsearchServer, RedisServer
-from pipeline.inventory import ServiceInventory
+from model.inventory import ServiceInventory
 from proto import register_pb2, register_pb2_grpc
 from storage.elasticsearch.client import ElasticsearchClient
 from storage.elasticsearch.inventory import ElasticsearchInventoryDAO

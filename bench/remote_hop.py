@@ -15,10 +15,10 @@ import sys
 import time
 
 from bench.registration import spawn, stop
-from pipeline.instruments import Instruments
-from pipeline.inventory import ServiceInstanceInventory
-from pipeline.stream import Stage, worker_id
+from model.inventory import ServiceInstanceInventory
+from model.stream import Stage, worker_id
 from remote.grpc_client import GrpcRemoteClient
+from runtime.instruments import Instruments
 
 L2 = worker_id(ServiceInstanceInventory, Stage.L2)
 

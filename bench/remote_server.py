@@ -10,21 +10,21 @@ from collections.abc import Iterator
 import grpc
 
 from bench.serving import serve_until_terminated
-from pipeline.buffer import BufferSpec, BufferStrategy
-from pipeline.consumers import ConsumerPools
-from pipeline.grpc_server import GrpcServer
-from pipeline.instruments import Instruments
-from pipeline.inventory import INVENTORY_TYPES, Inventory
-from pipeline.stream import Stage, StreamTypes, worker_id
-from pipeline.worker import BufferedWorker, Workers
+from edge.server import GrpcServer
+from model.inventory import INVENTORY_TYPES, Inventory
+from model.stream import Stage, StreamTypes, worker_id
 from proto import remote_pb2
 from remote.service import RemoteService
+from runtime.buffer import BufferSpec, BufferStrategy
+from runtime.instruments import Instruments
+from runtime.pools import DrainPools
+from runtime.worker import BufferedWorker, Workers
 
 
 class Discard(BufferedWorker[Inventory]):
     """Takes items like an L2 worker (its own queue, a shared pool) and drops them."""
 
-    def consume(self, batch: list[Inventory]) -> None:
+    def handle_batch(self, batch: list[Inventory]) -> None:
         pass
 
 
@@ -44,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     instruments = Instruments()
     servicer: object = CountOnly()
-    pools = ConsumerPools(instruments)
+    pools = DrainPools(instruments)
     if args.mode == "service":
         workers = Workers()
         pool = pools.get_or_create("REGISTER_L2", 2)

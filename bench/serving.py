@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from pipeline.grpc_server import GrpcServer
+from edge.server import GrpcServer
 
 
 def serve_until_terminated(server: GrpcServer, what: str) -> None:

@@ -29,7 +29,7 @@ from elasticsearch.serializer import OrjsonSerializer
 from bench.registration import spawn, stop
 from deploy.cluster import read_metrics
 from deploy.servers import ElasticsearchServer, RedisServer
-from pipeline.records import SegmentRecord
+from model.records import SegmentRecord
 from proto.skywalking import common_pb2, tracing_pb2
 from receiver.segments import record_of
 from receiver.skywalking import segment_of

@@ -38,9 +38,9 @@ from consumer.group import (
     NotAMember,
     channel_name,
 )
-from pipeline.config import NodeConfig
-from pipeline.topics import Bounds, Topic, TopicRecord
-from storage.api import OffsetOutOfRange, StateStore, StorageError, StreamDAO
+from model.topics import Bounds, Topic, TopicRecord
+from storage.api import OffsetOutOfRange, StateStore, StorageError, TopicDAO
+from wiring.config import NodeConfig
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ Callback = Callable[[list[TopicPartition]], None]
 class Consumer:
     def __init__(
         self,
-        streams: StreamDAO,
+        streams: TopicDAO,
         state: StateStore | None = None,
         group: str | None = None,
         *,
@@ -123,9 +123,9 @@ class Consumer:
     @classmethod
     def open(cls, config: NodeConfig, group: str | None = None, **options: object) -> Consumer:
         """A consumer of the storage ``config`` names (it closes it on close)."""
-        from storage.select import open_streams
+        from storage.select import open_topics
 
-        streams, state = open_streams(config)
+        streams, state = open_topics(config)
         consumer = cls(streams, state, group, **options)  # type: ignore[arg-type]
         consumer._owns_storage = True
         return consumer

@@ -19,13 +19,13 @@ from deploy.servers import ServerError
 
 if TYPE_CHECKING:
     from deploy.cluster import NodeProcess
-from pipeline.config import NodeConfig
 from remote.cluster import Role
 from storage.api import StorageError
+from wiring.config import NodeConfig
 
 
 def _node(args: argparse.Namespace) -> int:
-    from deploy.node import Node
+    from wiring.node import Node
 
     config = config_from(args, NodeConfig)
     stop = threading.Event()
@@ -57,7 +57,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _inventory(args: argparse.Namespace) -> int:
     from deploy.inventory_table import print_inventory
-    from pipeline.inventory import INVENTORY_TYPES
+    from model.inventory import INVENTORY_TYPES
     from storage.select import open_storage
 
     storage = open_storage(config_from(args, NodeConfig))
@@ -71,8 +71,8 @@ def _inventory(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     from deploy.query import print_query
-    from pipeline.metrics import METRICS_TYPES
-    from pipeline.records import RECORD_TYPES
+    from model.metrics import METRICS_TYPES
+    from model.records import RECORD_TYPES
     from storage.select import open_storage
 
     for name in ("minutes", "limit"):
@@ -91,10 +91,10 @@ def _query(args: argparse.Namespace) -> int:
 
 def _consumer(args: argparse.Namespace) -> int:
     from deploy.consumer_table import print_consumers
-    from storage.select import streams_of
+    from storage.select import topics_of
 
-    with streams_of(config_from(args, NodeConfig)) as (streams, state):
-        print_consumers(streams, state, args.group, sys.stdout)
+    with topics_of(config_from(args, NodeConfig)) as (topics, state):
+        print_consumers(topics, state, args.group, sys.stdout)
     return 0
 
 

@@ -8,19 +8,19 @@ from typing import TextIO
 
 from consumer.group import split_channel
 from deploy.inventory_table import table, utc_ms
-from pipeline.topics import Topic
-from storage.api import StateStore, StreamDAO
+from model.topics import Topic
+from storage.api import StateStore, TopicDAO
 
 
 def _or_dash(value: object) -> object:
     return "-" if value is None else value
 
 
-def print_consumers(streams: StreamDAO, state: StateStore, group: str | None, out: TextIO) -> None:
+def print_consumers(topics: TopicDAO, state: StateStore, group: str | None, out: TextIO) -> None:
     ends: dict[str, int] = {}
     rows = []
     for topic in Topic:
-        for b in streams.bounds(topic.value):
+        for b in topics.bounds(topic.value):
             ends[f"{topic.value}/{b.partition}"] = b.end
             rows.append((topic.value, b.partition, b.start, b.end, b.size))
     print("topics", file=out)

@@ -17,10 +17,10 @@ from pathlib import Path
 from agent import Agent
 from agent.traces import chain_trace, now_ms, report
 from deploy.inventory_table import print_inventory
-from deploy.node import Node
 from deploy.query import print_query
-from pipeline.config import NodeConfig
 from storage.select import open_storage
+from wiring.config import NodeConfig
+from wiring.node import Node
 
 log = logging.getLogger(__name__)
 

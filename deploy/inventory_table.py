@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Sequence
 from typing import TextIO
 
-from pipeline.inventory import (
+from model.inventory import (
     EndpointInventory,
     NetworkAddressInventory,
     ServiceInstanceInventory,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from deploy.inventory_table import table, utc_ms
-from pipeline.metrics import (
+from model.metrics import (
     SEP,
     CallMetrics,
     Downsampling,
@@ -19,7 +19,7 @@ from pipeline.metrics import (
     merge_into,
     minute_bucket,
 )
-from pipeline.records import SegmentRecord
+from model.records import SegmentRecord
 from storage.select import OpenStorage
 
 MAX_ROWS = 10_000

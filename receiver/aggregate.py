@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 import time
 
-from pipeline.buffer import BufferSpec
-from pipeline.consumers import ConsumerPool
-from pipeline.instruments import Instruments
-from pipeline.metrics import Metrics, merge_into
-from pipeline.worker import BufferedWorker, Worker
+from model.metrics import Metrics, merge_into
+from runtime.buffer import BufferSpec
+from runtime.instruments import Instruments
+from runtime.pools import DrainPool
+from runtime.worker import BufferedWorker, Worker
 
 
 class MetricsAggregateWorker(BufferedWorker[Metrics]):
@@ -20,7 +20,7 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
         worker_id: int,
         name: str,
         next_worker: Worker[Metrics],
-        pool: ConsumerPool,
+        pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
         flush_period_s: float,
@@ -36,7 +36,7 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
             f"l1_forwarded_total_{name}", f"merged items worker {name} handed on"
         )
 
-    def consume(self, batch: list[Metrics]) -> None:
+    def handle_batch(self, batch: list[Metrics]) -> None:
         with self._lock:
             merge_into(self._merged, batch)
         self._received.inc(len(batch))

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
 
-from pipeline.inventory import Inventory
+from model.inventory import Inventory
 from storage.api import I, InventoryDAO
 
 K = TypeVar("K")

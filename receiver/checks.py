@@ -9,9 +9,9 @@ import enum
 import logging
 from dataclasses import dataclass
 
-from pipeline.errors import InvalidRequest
-from pipeline.instruments import Instruments
-from pipeline.ratelimit import RateLimitedLog
+from edge.errors import InvalidRequest
+from runtime.instruments import Instruments
+from runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

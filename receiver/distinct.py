@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pipeline.buffer import BufferSpec
-from pipeline.consumers import ConsumerPool
-from pipeline.instruments import Instruments
-from pipeline.stream import StreamData
-from pipeline.worker import BufferedWorker, Worker, combine_by_key
+from model.stream import StreamData
+from runtime.buffer import BufferSpec
+from runtime.instruments import Instruments
+from runtime.pools import DrainPool
+from runtime.worker import BufferedWorker, Worker, combine_by_key
 
 T = TypeVar("T", bound=StreamData)
 
@@ -23,7 +23,7 @@ class DistinctWorker(BufferedWorker[T]):
         worker_id: int,
         name: str,
         next_worker: Worker[T],
-        pool: ConsumerPool,
+        pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
         flush_every: int = FLUSH_EVERY,
@@ -36,7 +36,7 @@ class DistinctWorker(BufferedWorker[T]):
         )
         self._received = instruments.counter(f"l1_received_total_{name}", f"items worker {name} consumed")
 
-    def consume(self, batch: list[T]) -> None:
+    def handle_batch(self, batch: list[T]) -> None:
         for start in range(0, len(batch), self.flush_every):
             chunk = batch[start : start + self.flush_every]
             combined = combine_by_key(chunk)

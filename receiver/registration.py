@@ -7,16 +7,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipeline.errors import InvalidRequest, UnknownReference
-from pipeline.inventory import (
+from edge.errors import InvalidRequest, UnknownReference
+from model.inventory import (
     EndpointInventory,
     Inventory,
     NetworkAddressInventory,
     ServiceInstanceInventory,
     ServiceInventory,
 )
-from pipeline.worker import Worker
 from receiver.cache import InventoryCache, RecentKeys
+from runtime.worker import Worker
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from pipeline.metrics import (
+from model.metrics import (
     LATENCY_BUCKETS_MS,
     CallMetrics,
     DetectPoint,
@@ -21,8 +21,8 @@ from pipeline.metrics import (
     latency_bucket,
     minute_bucket,
 )
-from pipeline.records import SegmentRecord
-from pipeline.stream import Text
+from model.records import SegmentRecord
+from model.stream import Text
 from receiver.checks import Reason, Refused, TelemetryLimits
 
 USER = "User"

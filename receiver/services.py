@@ -8,9 +8,9 @@ from collections.abc import Iterable, Sequence
 
 import grpc
 
-from pipeline.errors import InvalidRequest
-from pipeline.grpc_server import GrpcServer
-from pipeline.inventory import EndpointInventory, ServiceInstanceInventory
+from edge.errors import InvalidRequest
+from edge.server import GrpcServer
+from model.inventory import EndpointInventory, ServiceInstanceInventory
 from proto import common_pb2, ping_pb2, register_pb2
 from receiver.registration import Registrar, now_ms
 from receiver.wire import PairEncoder

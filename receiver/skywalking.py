@@ -19,14 +19,11 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor
 
-from pipeline.grpc_edge import Undecodable
-from pipeline.grpc_server import GrpcServer
-from pipeline.instruments import Instruments
-from pipeline.metrics import MeterMetrics, Metrics, minute_bucket
-from pipeline.periodic import Periodic
-from pipeline.records import LogRecord, Record, SegmentRecord
-from pipeline.stream import Text
-from pipeline.worker import Worker
+from edge.binding import Undecodable
+from edge.server import GrpcServer
+from model.metrics import MeterMetrics, Metrics, minute_bucket
+from model.records import LogRecord, Record, SegmentRecord
+from model.stream import Text
 from proto.skywalking import (
     common_pb2,
     configuration_pb2,
@@ -39,6 +36,9 @@ from proto.skywalking import (
 from receiver.checks import Reason, Refusals, Refused, Tally, TelemetryLimits
 from receiver.registration import Registrar
 from receiver.segments import Segment, Span, SpanKind, SpanRef, check, measure, record_of
+from runtime.instruments import Instruments
+from runtime.periodic import Periodic
+from runtime.worker import Worker
 
 log = logging.getLogger(__name__)
 

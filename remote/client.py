@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pipeline.stream import StreamData
-from pipeline.worker import Workers
+from model.stream import StreamData
+from runtime.worker import Workers
 
 
 class RemoteClient(Protocol):

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import redis
 
-from pipeline.periodic import Periodic
+from runtime.periodic import Periodic
 
 log = logging.getLogger(__name__)
 

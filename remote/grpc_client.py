@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from pipeline.buffer import BufferQueue, BufferStrategy
-from pipeline.instruments import Instruments
-from pipeline.stream import StreamData
+from model.stream import StreamData
 from proto import remote_pb2
+from runtime.buffer import BufferQueue, BufferStrategy
+from runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from pipeline.periodic import Periodic
 from remote.client import RemoteClient
 from remote.cluster import ClusterNodesQuery, RemoteNode
+from runtime.periodic import Periodic
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from pipeline.buffer import BufferClosed
-from pipeline.instruments import Instruments
-from pipeline.ratelimit import RateLimitedLog
-from pipeline.stream import StreamData
+from model.stream import StreamData
 from remote.manager import RemoteClientManager
 from remote.selector import Selector
+from runtime.buffer import BufferClosed
+from runtime.instruments import Instruments
+from runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The RemoteService: takes L1 results from other nodes and hands each to the
 worker it names. Worker and stream ids mean the same on every node (see
-``pipeline/stream.py``)."""
+``model/stream.py``)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import grpc
 
-from pipeline.grpc_edge import Undecodable
-from pipeline.instruments import Instruments
-from pipeline.ratelimit import RateLimitedLog
-from pipeline.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
-from pipeline.worker import UnknownWorker, Workers
+from edge.binding import Undecodable
+from model.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
 from proto import remote_pb2
+from runtime.instruments import Instruments
+from runtime.ratelimit import RateLimitedLog
+from runtime.worker import UnknownWorker, Workers
 
 log = logging.getLogger(__name__)
 

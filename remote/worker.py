@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pipeline.stream import StreamData
-from pipeline.worker import Worker
+from model.stream import StreamData
 from remote.selector import Selector
 from remote.sender import RemoteSender
+from runtime.worker import Worker
 
 T = TypeVar("T", bound=StreamData)
 

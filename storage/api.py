@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from pipeline.inventory import Inventory
-from pipeline.metrics import Downsampling, Metrics
-from pipeline.records import Record
-from pipeline.stream import ColumnType, StreamData
-from pipeline.topics import Bounds, Entry, Retention, TopicRecord
+from model.inventory import Inventory
+from model.metrics import Downsampling, Metrics
+from model.records import Record
+from model.stream import ColumnType, StreamData
+from model.topics import Bounds, Entry, Retention, TopicRecord
 
 I = TypeVar("I", bound=Inventory)  # noqa: E741
 M = TypeVar("M", bound=Metrics)
@@ -186,7 +186,7 @@ class OffsetOutOfRange(StorageError):
         self.topic, self.partition, self.offset, self.start, self.end = topic, partition, offset, start, end
 
 
-class StreamDAO(Protocol):
+class TopicDAO(Protocol):
     """Partitioned topics: appends that move a partition's end only once the
     records are durable and readable, reads by offset, and retention."""
 

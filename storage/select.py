@@ -6,8 +6,8 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipeline.config import NodeConfig, StorageKind
-from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator, StateStore, StreamDAO
+from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator, StateStore, TopicDAO
+from wiring.config import NodeConfig, StorageKind
 
 
 @dataclass
@@ -15,14 +15,14 @@ class OpenStorage:
     inventory: InventoryDAO
     metrics: MetricsDAO
     records: RecordDAO
-    streams: StreamDAO
+    topics: TopicDAO
     state: StateStore
     sequences: SequenceAllocator
 
     def close(self) -> None:
         """Closes the allocator and the DAOs (which share one connection)."""
         self.sequences.close()
-        for dao in (self.inventory, self.metrics, self.records, self.streams, self.state):
+        for dao in (self.inventory, self.metrics, self.records, self.topics, self.state):
             dao.close()
 
 
@@ -32,7 +32,7 @@ def open_storage(config: NodeConfig) -> OpenStorage:
         from storage.elasticsearch.inventory import ElasticsearchInventoryDAO
         from storage.elasticsearch.metrics import ElasticsearchMetricsDAO
         from storage.elasticsearch.records import ElasticsearchRecordDAO
-        from storage.elasticsearch.streams import ElasticsearchStateStore, ElasticsearchStreamDAO
+        from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
         from storage.redis.sequences import RedisSequenceAllocator
 
         client = ElasticsearchClient(config.es_hosts, config.es_index_prefix)
@@ -41,7 +41,7 @@ def open_storage(config: NodeConfig) -> OpenStorage:
             ElasticsearchInventoryDAO(client),
             ElasticsearchMetricsDAO(client),
             ElasticsearchRecordDAO(client),
-            ElasticsearchStreamDAO(client, allocator),
+            ElasticsearchTopicDAO(client, allocator),
             ElasticsearchStateStore(client),
             allocator,
         )
@@ -50,41 +50,41 @@ def open_storage(config: NodeConfig) -> OpenStorage:
     from storage.embedded.metrics import EmbeddedMetricsDAO
     from storage.embedded.records import EmbeddedRecordDAO
     from storage.embedded.sequences import LocalSequenceAllocator
-    from storage.embedded.streams import EmbeddedStateStore, EmbeddedStreamDAO
+    from storage.embedded.topics import EmbeddedStateStore, EmbeddedTopicDAO
 
     db = Database(config.embedded_path)
     return OpenStorage(
         EmbeddedInventoryDAO(db),
         EmbeddedMetricsDAO(db),
         EmbeddedRecordDAO(db),
-        EmbeddedStreamDAO(db),
+        EmbeddedTopicDAO(db),
         EmbeddedStateStore(db),
         LocalSequenceAllocator(),
     )
 
 
-def open_streams(config: NodeConfig) -> tuple[StreamDAO, StateStore]:
+def open_topics(config: NodeConfig) -> tuple[TopicDAO, StateStore]:
     """What a consumer needs: topics to read (not to append to) and the shared
     state of consumer groups. No Redis: readers take no lock."""
     if config.storage is StorageKind.ELASTICSEARCH:
         from storage.elasticsearch.client import ElasticsearchClient
-        from storage.elasticsearch.streams import ElasticsearchStateStore, ElasticsearchStreamDAO
+        from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
 
         client = ElasticsearchClient(config.es_hosts, config.es_index_prefix)
-        return ElasticsearchStreamDAO(client), ElasticsearchStateStore(client)
+        return ElasticsearchTopicDAO(client), ElasticsearchStateStore(client)
     from storage.embedded.db import Database
-    from storage.embedded.streams import EmbeddedStateStore, EmbeddedStreamDAO
+    from storage.embedded.topics import EmbeddedStateStore, EmbeddedTopicDAO
 
     db = Database(config.embedded_path)
-    return EmbeddedStreamDAO(db), EmbeddedStateStore(db)
+    return EmbeddedTopicDAO(db), EmbeddedStateStore(db)
 
 
 @contextlib.contextmanager
-def streams_of(config: NodeConfig) -> Iterator[tuple[StreamDAO, StateStore]]:
-    """``open_streams``, closed when the block ends."""
-    streams, state = open_streams(config)
+def topics_of(config: NodeConfig) -> Iterator[tuple[TopicDAO, StateStore]]:
+    """``open_topics``, closed when the block ends."""
+    topics, state = open_topics(config)
     try:
-        yield streams, state
+        yield topics, state
     finally:
-        streams.close()
+        topics.close()
         state.close()

@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 from deploy.cluster import LocalCluster
-from deploy.node import Node
 from deploy.servers import ElasticsearchServer, RedisServer
-from pipeline.config import NodeConfig, StorageKind
 from storage.select import OpenStorage, open_storage
+from wiring.config import NodeConfig, StorageKind
+from wiring.node import Node
 
 STORAGES = ["embedded", "elasticsearch"]
 

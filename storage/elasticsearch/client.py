@@ -12,7 +12,7 @@ import elasticsearch
 from elasticsearch import Elasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 
-from pipeline.stream import ColumnType, StreamData
+from model.stream import ColumnType, StreamData
 from storage.api import StorageError, StorageUnavailable
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from typing import Any
 
 import elasticsearch
 
-from pipeline.inventory import Inventory
+from model.inventory import Inventory
 from storage.api import I, InsertOutcome, StorageError, Stored
 from storage.elasticsearch.client import ElasticsearchClient, mapping_of, translated_errors
 

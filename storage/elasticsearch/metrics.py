@@ -8,7 +8,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.metrics import Downsampling, Metrics
+from model.metrics import Downsampling, Metrics
 from storage.api import M, PutOutcome, Stored, check_where
 from storage.elasticsearch.client import (
     ElasticsearchClient,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 
-from pipeline.records import Record
+from model.records import Record
 from storage.api import R, check_where
 from storage.elasticsearch.client import (
     ElasticsearchClient,

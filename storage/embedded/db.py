@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.stream import Column, ColumnType, StreamData
+from model.stream import Column, ColumnType, StreamData
 
 S = TypeVar("S", bound=StreamData)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from pipeline.inventory import Inventory
+from model.inventory import Inventory
 from storage.api import I, InsertOutcome, StorageError, Stored
 from storage.embedded.db import Database, chunks, column_definitions, sql_value
 

@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.metrics import Downsampling, Metrics
-from pipeline.stream import StreamData
+from model.metrics import Downsampling, Metrics
+from model.stream import StreamData
 from storage.api import M, PutOutcome, Stored, check_where
 from storage.embedded.db import Database, chunks, column_definitions, sql_value
 

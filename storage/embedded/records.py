@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pipeline.records import Record
+from model.records import Record
 from storage.api import R
 from storage.embedded.db import Database, column_definitions, sql_value
 from storage.embedded.metrics import where_clause

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from deploy.cluster import NodeProcess, read_metrics
-from pipeline.instruments import metric_name
+from runtime.instruments import metric_name
 
 
 def metric(node: NodeProcess, name: str) -> float:

@@ -10,7 +10,7 @@ import time
 
 from consumer.client import Consumer, TopicPartition
 from consumer.group import CommitRefused
-from pipeline.config import NodeConfig, StorageKind
+from wiring.config import NodeConfig, StorageKind
 
 
 def main() -> None:

@@ -4,9 +4,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from pipeline.config import NodeConfig, StorageKind
 from storage.api import I
 from storage.select import open_storage
+from wiring.config import NodeConfig, StorageKind
 
 T = TypeVar("T")
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from pipeline.config import NodeConfig
-from pipeline.metrics import CALL_METRICS, CallMetrics, Downsampling
+from model.metrics import CALL_METRICS, CallMetrics, Downsampling
 from proto.skywalking import common_pb2, tracing_pb2
 from storage.select import open_storage
+from wiring.config import NodeConfig
 
 # The documented lower bounds of the latency buckets, in ms.
 BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,

@@ -10,11 +10,11 @@ import grpc
 import pytest
 
 from agent import Agent
-from deploy.node import Node
-from pipeline.config import NodeConfig
-from pipeline.inventory import INVENTORY_TYPES
+from model.inventory import INVENTORY_TYPES
 from proto import common_pb2, register_pb2, register_pb2_grpc
 from tests.integration.helpers import stored
+from wiring.config import NodeConfig
+from wiring.node import Node
 
 MAX_NAME = 40
 

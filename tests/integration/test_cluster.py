@@ -13,13 +13,13 @@ import grpc
 
 from agent import Agent
 from deploy.cluster import LocalCluster, NodeProcess
-from pipeline.config import NodeConfig, StorageKind
-from pipeline.inventory import ServiceInventory
-from pipeline.stream import Stage, worker_id
+from model.inventory import ServiceInventory
+from model.stream import Stage, worker_id
 from proto import remote_pb2
 from remote.grpc_client import CALL, encode
 from tests.integration.cluster_support import metric, rendezvous_owner
 from tests.integration.helpers import eventually, stored
+from wiring.config import NodeConfig, StorageKind
 
 SERVICE_L2 = "l2_received_total_service_inventory_l2"
 INSTANCE_L2 = "l2_received_total_service_instance_inventory_l2"

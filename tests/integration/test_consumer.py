@@ -18,19 +18,19 @@ import pytest
 from consumer.client import Consumer, TopicPartition
 from consumer.group import CommitRefused
 from deploy.consumer_table import print_consumers
-from pipeline.config import NodeConfig, StorageKind
-from pipeline.topics import Entry
+from model.topics import Entry
 from storage.select import OpenStorage
 from tests.integration.helpers import eventually
+from wiring.config import NodeConfig, StorageKind
 
 TOPIC = "segment"
 FAST = {"session_timeout_s": 3.0, "heartbeat_interval_s": 0.5, "fetch_idle_s": 0.02}
 
 
 def fill(storage: OpenStorage, per_partition: int, partitions: int = 4) -> None:
-    storage.streams.install({TOPIC: partitions})
+    storage.topics.install({TOPIC: partitions})
     for p in range(partitions):
-        storage.streams.append(TOPIC, p, [Entry(f"k{p}-{i}", {"i": i}, 1) for i in range(per_partition)])
+        storage.topics.append(TOPIC, p, [Entry(f"k{p}-{i}", {"i": i}, 1) for i in range(per_partition)])
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_a_new_member_resumes_after_the_commit_and_another_group_uses_its_reset(
     assert first.committed(tp) == 3
     # What an operator sees: the member, its partition, the commit and the lag.
     out = io.StringIO()
-    print_consumers(storage.streams, storage.state, "g1", out)
+    print_consumers(storage.topics, storage.state, "g1", out)
     lines = out.getvalue().splitlines()
     assert lines[lines.index("partition  state  owner  version  committed  end  lag") + 2].split() == [
         "segment/0",
@@ -84,7 +84,7 @@ def test_a_new_member_resumes_after_the_commit_and_another_group_uses_its_reset(
     ]
     assert "lag in all: 6 records (a partition never committed counts from offset 0)" in lines
     with pytest.raises(ValueError, match="there is no consumer group 'nope'; the groups are g1"):
-        print_consumers(storage.streams, storage.state, "nope", out)
+        print_consumers(storage.topics, storage.state, "nope", out)
     first.close()
 
     second = open_consumer(node_config, consumers)

@@ -9,11 +9,11 @@ from collections.abc import Callable
 import grpc
 
 from agent import Agent
-from deploy.node import Node
-from pipeline.config import NodeConfig
-from pipeline.inventory import ServiceInstanceInventory, ServiceInventory
+from model.inventory import ServiceInstanceInventory, ServiceInventory
 from proto import ping_pb2, ping_pb2_grpc
 from tests.integration.helpers import eventually, stored
+from wiring.config import NodeConfig
+from wiring.node import Node
 
 
 def instance_rows(config: NodeConfig) -> dict[str, ServiceInstanceInventory]:

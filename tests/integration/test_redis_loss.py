@@ -11,10 +11,10 @@ import pytest
 import redis
 
 from agent import Agent
-from deploy.node import Node
-from pipeline.config import NodeConfig, StorageKind
-from pipeline.inventory import ServiceInstanceInventory, ServiceInventory
+from model.inventory import ServiceInstanceInventory, ServiceInventory
 from tests.integration.helpers import stored
+from wiring.config import NodeConfig, StorageKind
+from wiring.node import Node
 
 
 @pytest.mark.parametrize("node_config", ["elasticsearch"], indirect=True)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from agent import Agent
-from deploy.node import Node
-from pipeline.config import NodeConfig
-from pipeline.inventory import ServiceInstanceInventory, ServiceInventory
+from model.inventory import ServiceInstanceInventory, ServiceInventory
 from tests.integration.helpers import stored
+from wiring.config import NodeConfig
+from wiring.node import Node
 
 SERVICES = 50
 INSTANCES = 4

@@ -12,15 +12,13 @@ from pathlib import Path
 
 import grpc
 
-from deploy.node import Node
-from pipeline.config import NodeConfig
-from pipeline.inventory import (
+from model.inventory import (
     EndpointInventory,
     NetworkAddressInventory,
     ServiceInstanceInventory,
     ServiceInventory,
 )
-from pipeline.metrics import (
+from model.metrics import (
     SEP,
     Downsampling,
     EndpointMetrics,
@@ -28,10 +26,12 @@ from pipeline.metrics import (
     ServiceMetrics,
     ServiceRelationMetrics,
 )
-from pipeline.records import LogRecord, SegmentRecord
+from model.records import LogRecord, SegmentRecord
 from proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
 from storage.select import open_storage
 from tests.integration.helpers import eventually, stored
+from wiring.config import NodeConfig
+from wiring.node import Node
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_PYTHON = ROOT / ".venv-agent" / "bin" / "python"

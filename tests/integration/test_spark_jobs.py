@@ -17,8 +17,7 @@ from analytics.jobs import (
     error_spikes,
     slowest_endpoints,
 )
-from pipeline.config import NodeConfig
-from pipeline.metrics import (
+from model.metrics import (
     LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     Downsampling,
@@ -26,9 +25,10 @@ from pipeline.metrics import (
     ServiceRelationMetrics,
     latency_bucket,
 )
-from pipeline.topics import Entry
+from model.topics import Entry
 from storage.select import OpenStorage
 from tests.integration.helpers import storage_options
+from wiring.config import NodeConfig
 
 MINUTE = Downsampling.MINUTE
 
@@ -102,7 +102,7 @@ def test_error_spikes_stream_over_the_metrics_topic(
     storage: OpenStorage,
     tmp_path: Path,
 ) -> None:
-    storage.streams.install({"metrics": 2})
+    storage.topics.install({"metrics": 2})
 
     def minute(service: str, bucket: int, calls: int, errors: int) -> Entry:
         value = {"model": "service_metrics", "level": "minute", "service": service, "time_bucket": bucket,
@@ -114,8 +114,8 @@ def test_error_spikes_stream_over_the_metrics_topic(
     shop += [minute("shop", base + 5, 50, 15), minute("shop", base + 5, 100, 30)]  # stored again, merged
     db = [minute("db", base + m, 10, 5) for m in range(3)]
     noise = [Entry("x", {"model": "endpoint_metrics", "level": "minute"}, 1), minute("tiny", base, 2, 2)]
-    storage.streams.append("metrics", 0, shop)
-    storage.streams.append("metrics", 1, [*db, *noise])
+    storage.topics.append("metrics", 0, shop)
+    storage.topics.append("metrics", 1, [*db, *noise])
 
     spikes: list[Spike] = []
     detector = SpikeDetector(spikes.append, threshold=0.2, factor=3.0, min_calls=10)

@@ -12,14 +12,14 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from consumer.group import Group
-from pipeline.config import NodeConfig
-from pipeline.topics import Entry
+from model.topics import Entry
 from storage.select import OpenStorage
 from tests.integration.helpers import eventually, storage_options
+from wiring.config import NodeConfig
 
 
 def append(storage: OpenStorage, partition: int, first: int, count: int) -> None:
-    storage.streams.append(
+    storage.topics.append(
         "log", partition, [Entry(f"k{i}", {"n": i}, 1_000) for i in range(first, first + count)]
     )
 
@@ -34,7 +34,7 @@ def test_a_topic_reads_as_a_dataframe(
         .option("table", "endpoint_metrics")
     )
     assert empty.load().count() == 0
-    storage.streams.install({"log": 2})
+    storage.topics.install({"log": 2})
     append(storage, 0, 0, 3)
     append(storage, 1, 3, 2)
     df = spark.read.format("skyoap").options(**storage_options(node_config)).option("topic", "log").load()
@@ -74,7 +74,7 @@ class Sink:
 def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
     spark: SparkSession, node_config: NodeConfig, storage: OpenStorage, tmp_path: Path
 ) -> None:
-    storage.streams.install({"log": 2})
+    storage.topics.install({"log": 2})
     append(storage, 0, 0, 30)
     append(storage, 1, 0, 10)
     sink = Sink(tmp_path / "sink.db")
@@ -118,12 +118,12 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
 def test_a_stream_whose_offsets_retention_removed_fails_unless_told_to_skip(
     spark: SparkSession, node_config: NodeConfig, storage: OpenStorage, tmp_path: Path
 ) -> None:
-    from pipeline.topics import Retention
+    from model.topics import Retention
 
-    storage.streams.install({"log": 1})
+    storage.topics.install({"log": 1})
     append(storage, 0, 0, 10)
     options = {**storage_options(node_config), "topic": "log", "startingOffsets": '{"0": 2}'}
-    storage.streams.trim("log", Retention(3600 * 24 * 365 * 100, 5), 2_000)
+    storage.topics.trim("log", Retention(3600 * 24 * 365 * 100, 5), 2_000)
     sink = Sink(tmp_path / "sink.db")
 
     query = (

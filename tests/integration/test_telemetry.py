@@ -15,17 +15,17 @@ import grpc
 import pytest
 
 from deploy.cluster import LocalCluster
-from deploy.node import Node
 from deploy.query import print_query
-from pipeline.config import NodeConfig
-from pipeline.metrics import CALL_METRICS, Downsampling, MeterMetrics, minute_bucket
-from pipeline.records import LogRecord, SegmentRecord
+from model.metrics import CALL_METRICS, Downsampling, MeterMetrics, minute_bucket
+from model.records import LogRecord, SegmentRecord
 from proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
 from storage.select import open_storage
 from tests.integration.cluster_support import metric
 from tests.integration.helpers import eventually
 from tests.integration.telemetry_data import collect, span, stored_rows, traces, utc_minute
 from tests.integration.test_cluster import storage_of
+from wiring.config import NodeConfig
+from wiring.node import Node
 
 
 def fast_metrics(config: NodeConfig) -> NodeConfig:

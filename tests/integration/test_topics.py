@@ -12,12 +12,12 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from agent.traces import chain_trace, report
-from deploy.node import Node
-from pipeline.config import NodeConfig
-from pipeline.topics import Bounds, Entry, Retention, Topic
+from model.topics import Bounds, Entry, Retention, Topic
 from storage.api import OffsetOutOfRange
 from storage.select import OpenStorage
 from tests.integration.helpers import eventually
+from wiring.config import NodeConfig
+from wiring.node import Node
 
 
 def entries(n: int, prefix: str = "k", timestamp_ms: int = 1_000) -> list[Entry]:
@@ -25,15 +25,15 @@ def entries(n: int, prefix: str = "k", timestamp_ms: int = 1_000) -> list[Entry]
 
 
 def test_appends_get_growing_offsets_and_reads_stop_at_the_end(storage: OpenStorage) -> None:
-    streams = storage.streams
-    streams.install({"segment": 4})
-    streams.install({"segment": 8})  # a topic keeps the partitions it was created with
-    assert streams.bounds("segment") == [Bounds(p, 0, 0) for p in range(4)]
-    assert streams.bounds("never") == []
+    topics = storage.topics
+    topics.install({"segment": 4})
+    topics.install({"segment": 8})  # a topic keeps the partitions it was created with
+    assert topics.bounds("segment") == [Bounds(p, 0, 0) for p in range(4)]
+    assert topics.bounds("never") == []
 
-    assert streams.append("segment", 1, entries(3)) == Bounds(1, 0, 3)
-    assert streams.append("segment", 1, entries(2, "x")) == Bounds(1, 0, 5)
-    got = streams.read("segment", 1, 0, 100)
+    assert topics.append("segment", 1, entries(3)) == Bounds(1, 0, 3)
+    assert topics.append("segment", 1, entries(2, "x")) == Bounds(1, 0, 5)
+    got = topics.read("segment", 1, 0, 100)
     assert [(r.offset, r.key, r.value) for r in got] == [
         (0, "k0", {"n": 0, "who": "k"}),
         (1, "k1", {"n": 1, "who": "k"}),
@@ -42,57 +42,57 @@ def test_appends_get_growing_offsets_and_reads_stop_at_the_end(storage: OpenStor
         (4, "x1", {"n": 1, "who": "x"}),
     ]
     assert {(r.topic, r.partition, r.timestamp_ms) for r in got} == {("segment", 1, 1_000)}
-    assert [r.offset for r in streams.read("segment", 1, 3, 1)] == [3]
-    assert streams.read("segment", 1, 5, 100) == []
-    assert streams.read("segment", 0, 0, 100) == []
+    assert [r.offset for r in topics.read("segment", 1, 3, 1)] == [3]
+    assert topics.read("segment", 1, 5, 100) == []
+    assert topics.read("segment", 0, 0, 100) == []
     with pytest.raises(
         OffsetOutOfRange, match=r"offset 6 of segment/1 is not readable: .* no such offset yet"
     ):
-        streams.read("segment", 1, 6, 100)
+        topics.read("segment", 1, 6, 100)
 
 
 def test_concurrent_writers_never_share_an_offset_and_keep_their_order(storage: OpenStorage) -> None:
-    streams = storage.streams
-    streams.install({"log": 2})
+    topics = storage.topics
+    topics.install({"log": 2})
 
     def write(name: str) -> None:
         for batch in range(10):
-            streams.append("log", 0, [Entry(name, {"seq": batch * 5 + i}, 1) for i in range(5)])
+            topics.append("log", 0, [Entry(name, {"seq": batch * 5 + i}, 1) for i in range(5)])
 
     writers = [threading.Thread(target=write, args=(f"w{i}",)) for i in range(4)]
     for w in writers:
         w.start()
     for w in writers:
         w.join()
-    assert streams.bounds("log")[0] == Bounds(0, 0, 200)
-    got = streams.read("log", 0, 0, 1000)
+    assert topics.bounds("log")[0] == Bounds(0, 0, 200)
+    got = topics.read("log", 0, 0, 1000)
     assert [r.offset for r in got] == list(range(200))
     for name in ("w0", "w1", "w2", "w3"):
         assert [r.value["seq"] for r in got if r.key == name] == list(range(50))
 
 
 def test_retention_by_size_and_by_age_moves_the_start(storage: OpenStorage) -> None:
-    streams = storage.streams
-    streams.install({"metrics": 2})
+    topics = storage.topics
+    topics.install({"metrics": 2})
     now_ms = int(time.time() * 1000)
-    streams.append("metrics", 0, entries(4, "old", now_ms - 7_200_000))
-    streams.append("metrics", 0, entries(6, "new", now_ms))
-    streams.append("metrics", 1, entries(3, "new", now_ms))
+    topics.append("metrics", 0, entries(4, "old", now_ms - 7_200_000))
+    topics.append("metrics", 0, entries(6, "new", now_ms))
+    topics.append("metrics", 1, entries(3, "new", now_ms))
 
     # Age: an hour keeps the 6 new ones of partition 0.
-    assert streams.trim("metrics", Retention(3600, 1000), now_ms) == {0: 4}
-    assert streams.bounds("metrics") == [Bounds(0, 4, 10), Bounds(1, 0, 3)]
+    assert topics.trim("metrics", Retention(3600, 1000), now_ms) == {0: 4}
+    assert topics.bounds("metrics") == [Bounds(0, 4, 10), Bounds(1, 0, 3)]
     # Size: at most 2 per partition.
-    assert streams.trim("metrics", Retention(3600, 2), now_ms) == {0: 4, 1: 1}
-    assert streams.bounds("metrics") == [Bounds(0, 8, 10), Bounds(1, 1, 3)]
-    assert [r.key for r in streams.read("metrics", 0, 8, 10)] == ["new4", "new5"]
+    assert topics.trim("metrics", Retention(3600, 2), now_ms) == {0: 4, 1: 1}
+    assert topics.bounds("metrics") == [Bounds(0, 8, 10), Bounds(1, 1, 3)]
+    assert [r.key for r in topics.read("metrics", 0, 8, 10)] == ["new4", "new5"]
     with pytest.raises(
         OffsetOutOfRange, match=r"offset 3 of metrics/0 .* offsets 8 to 9 \(retention removed"
     ):
-        streams.read("metrics", 0, 3, 10)
+        topics.read("metrics", 0, 3, 10)
     # Appends go on after the end, whatever retention removed.
-    assert streams.append("metrics", 0, entries(1)) == Bounds(0, 8, 11)
-    assert streams.trim("metrics", Retention(3600, 2), now_ms) == {0: 1}
+    assert topics.append("metrics", 0, entries(1)) == Bounds(0, 8, 11)
+    assert topics.trim("metrics", Retention(3600, 2), now_ms) == {0: 1}
 
 
 @pytest.mark.parametrize("node_config", ["elasticsearch"], indirect=True)
@@ -102,9 +102,9 @@ def test_records_a_dead_writer_left_above_the_end_are_kept_or_removed(
     """A writer that died after writing records but before moving the end:
     the next append keeps those contiguous with the end (they are durable) and
     deletes those past a gap (no reader can have seen them)."""
-    streams = storage.streams
-    streams.install({"segment": 1})
-    streams.append("segment", 0, entries(2))
+    topics = storage.topics
+    topics.install({"segment": 1})
+    topics.append("segment", 0, entries(2))
     index = f"{node_config.es_index_prefix}_topic_segment"
     with Elasticsearch(node_config.es_hosts) as es:
         for offset in (2, 3, 5):
@@ -114,8 +114,8 @@ def test_records_a_dead_writer_left_above_the_end_are_kept_or_removed(
                 document={"partition": 0, "offset": offset, "timestamp_ms": 1, "key": "dead", "value": {}},
                 refresh=True,
             )
-    assert streams.append("segment", 0, entries(1, "live")) == Bounds(0, 0, 5)
-    assert [(r.offset, r.key) for r in streams.read("segment", 0, 0, 100)] == [
+    assert topics.append("segment", 0, entries(1, "live")) == Bounds(0, 0, 5)
+    assert [(r.offset, r.key) for r in topics.read("segment", 0, 0, 100)] == [
         (0, "k0"), (1, "k1"), (2, "dead"), (3, "dead"), (4, "live0"),
     ]  # fmt: skip
 
@@ -138,8 +138,8 @@ def test_what_l2_stores_is_published_to_the_topics(
     def published(topic: Topic) -> list[dict[str, object]]:
         return [
             r.value
-            for b in storage.streams.bounds(topic.value)
-            for r in storage.streams.read(topic.value, b.partition, b.start, 10_000)
+            for b in storage.topics.bounds(topic.value)
+            for r in storage.topics.read(topic.value, b.partition, b.start, 10_000)
         ]
 
     # Every segment once.

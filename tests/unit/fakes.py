@@ -7,8 +7,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.inventory import Inventory
-from pipeline.metrics import Downsampling, Metrics
+from model.inventory import Inventory
+from model.metrics import Downsampling, Metrics
 from storage.api import I, InsertOutcome, M, PutOutcome, StorageUnavailable, Stored
 
 

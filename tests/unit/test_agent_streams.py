@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import grpc
 
-from pipeline.grpc_edge import Undecodable
-from pipeline.instruments import Instruments
+from edge.binding import Undecodable
 from receiver.checks import Reason, Refusals
 from receiver.skywalking import _taking
+from runtime.instruments import Instruments
 
 
 class Context:

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from pipeline.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
-from pipeline.instruments import Instruments
+from runtime.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
+from runtime.instruments import Instruments
 
 
 def make(strategy: BufferStrategy, channels: int = 1, size: int = 3) -> tuple[BufferQueue[int], Instruments]:

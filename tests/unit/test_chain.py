@@ -5,21 +5,21 @@ from __future__ import annotations
 import time
 
 from aggregator.persistent import InventoryPersistentWorker
-from pipeline.buffer import BufferSpec, BufferStrategy
-from pipeline.config import NodeConfig
-from pipeline.consumers import ConsumerPools
-from pipeline.instruments import Instruments
-from pipeline.inventory import ServiceInstanceInventory, ServiceInventory
-from pipeline.processor import InventoryStreamProcessor
-from pipeline.stream import Stage, worker_id
-from pipeline.worker import Worker, Workers
+from model.inventory import ServiceInstanceInventory, ServiceInventory
+from model.stream import Stage, worker_id
 from receiver.distinct import DistinctWorker
 from remote.client import SelfRemoteClient
 from remote.cluster import StandaloneCluster
 from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
+from runtime.buffer import BufferSpec, BufferStrategy
+from runtime.instruments import Instruments
+from runtime.pools import DrainPools
+from runtime.worker import Worker, Workers
 from storage.embedded.sequences import LocalSequenceAllocator
 from tests.unit.fakes import MemoryInventoryDAO
+from wiring.chains import InventoryStreamProcessor
+from wiring.config import NodeConfig
 
 
 class Collect(Worker[ServiceInventory]):
@@ -33,7 +33,7 @@ class Collect(Worker[ServiceInventory]):
 
 def distinct(next_worker: Worker[ServiceInventory]) -> DistinctWorker[ServiceInventory]:
     instruments = Instruments()
-    pool = ConsumerPools(instruments).get_or_create("L1", 1)
+    pool = DrainPools(instruments).get_or_create("L1", 1)
     return DistinctWorker(
         1, "l1", next_worker, pool, instruments, BufferSpec(1, 10_000, BufferStrategy.BLOCKING)
     )
@@ -43,14 +43,14 @@ def test_l1_combines_equal_items_within_a_batch() -> None:
     out = Collect()
     worker = distinct(out)
     batch = [ServiceInventory(name=f"s{i % 3}", heartbeat_time=i) for i in range(9)]
-    worker.consume(batch)
+    worker.handle_batch(batch)
     assert sorted((i.name, i.heartbeat_time) for i in out.items) == [("s0", 6), ("s1", 7), ("s2", 8)]
 
 
 def test_l1_hands_on_every_1000_items_and_at_the_end_of_the_batch() -> None:
     out = Collect()
     worker = distinct(out)
-    worker.consume([ServiceInventory(name=f"s{i % 10}", heartbeat_time=i) for i in range(2500)])
+    worker.handle_batch([ServiceInventory(name=f"s{i % 10}", heartbeat_time=i) for i in range(2500)])
     # Three flushes (1000, 1000, 500 items) of the same 10 names each.
     assert len(out.items) == 30
     assert [i.heartbeat_time for i in out.items if i.name == "s0"] == [990, 1990, 2490]
@@ -58,7 +58,7 @@ def test_l1_hands_on_every_1000_items_and_at_the_end_of_the_batch() -> None:
 
 def persistent(dao: MemoryInventoryDAO) -> InventoryPersistentWorker[ServiceInventory]:
     instruments = Instruments()
-    pool = ConsumerPools(instruments).get_or_create("L2", 1)
+    pool = DrainPools(instruments).get_or_create("L2", 1)
     return InventoryPersistentWorker(
         2,
         "l2",
@@ -74,9 +74,9 @@ def persistent(dao: MemoryInventoryDAO) -> InventoryPersistentWorker[ServiceInve
 def test_l2_inserts_new_names_with_dense_sequences_and_updates_known_ones() -> None:
     dao = MemoryInventoryDAO()
     worker = persistent(dao)
-    worker.consume([ServiceInventory(name=n, heartbeat_time=1) for n in ("a", "b", "a", "c")])
+    worker.handle_batch([ServiceInventory(name=n, heartbeat_time=1) for n in ("a", "b", "a", "c")])
     assert [(r.name, r.sequence) for r in dao.list(ServiceInventory)] == [("a", 1), ("b", 2), ("c", 3)]
-    worker.consume([ServiceInventory(name="b", heartbeat_time=50, properties={"k": "v"})])
+    worker.handle_batch([ServiceInventory(name="b", heartbeat_time=50, properties={"k": "v"})])
     b = dao.get_many(ServiceInventory, ["b"])["b"].item
     assert (b.sequence, b.heartbeat_time, dict(b.properties)) == (2, 50, {"k": "v"})
     assert dao.inserts == 1
@@ -86,7 +86,7 @@ def test_l2_allocates_again_when_the_ids_are_reserved_already() -> None:
     dao = MemoryInventoryDAO()
     dao.fence = {"service_inventory": 2}  # reserved by another writer while the allocator had lost its state
     worker = persistent(dao)
-    worker.consume([ServiceInventory(name=n) for n in ("a", "b", "c")])
+    worker.handle_batch([ServiceInventory(name=n) for n in ("a", "b", "c")])
     assert sorted(r.sequence for r in dao.list(ServiceInventory)) == [3, 4, 5]
     assert dao.fence == {"service_inventory": 5}
 
@@ -106,7 +106,7 @@ def test_l2_reads_again_when_another_writer_stored_the_name_first() -> None:
         return {} if calls["n"] <= 2 else real_get(model, keys)
 
     dao.get_many = racy_get  # type: ignore[method-assign]
-    worker.consume([ServiceInventory(name="a", heartbeat_time=9)])
+    worker.handle_batch([ServiceInventory(name="a", heartbeat_time=9)])
     rows = dao.list(ServiceInventory)
     assert [(r.name, r.sequence, r.heartbeat_time) for r in rows] == [("a", 1, 9)]
 
@@ -114,7 +114,7 @@ def test_l2_reads_again_when_another_writer_stored_the_name_first() -> None:
 def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     dao = MemoryInventoryDAO()
     instruments = Instruments()
-    pools = ConsumerPools(instruments)
+    pools = DrainPools(instruments)
     workers = Workers()
     clients = RemoteClientManager(
         StandaloneCluster("127.0.0.1:1"), lambda node: SelfRemoteClient(node.address, workers), 60

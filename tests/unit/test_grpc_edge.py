@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from pipeline.buffer import BufferClosed, BufferFull
-from pipeline.errors import InvalidRequest
-from pipeline.grpc_server import GrpcServer
+from edge.errors import InvalidRequest
+from edge.server import GrpcServer
 from proto import register_pb2, register_pb2_grpc, remote_pb2
+from runtime.buffer import BufferClosed, BufferFull
 from storage.api import StorageError, StorageUnavailable
 
 

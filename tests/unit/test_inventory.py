@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
-from pipeline.stream import Stage, StreamTypes, UndecodableData, worker_id
+from model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
+from model.stream import Stage, StreamTypes, UndecodableData, worker_id
 
 
 def test_combine_keeps_the_latest_heartbeat_and_the_earliest_registration() -> None:

@@ -4,10 +4,7 @@ merge into stored minutes, hours and days when storage fails."""
 from __future__ import annotations
 
 from aggregator.metrics import MetricsPersistentWorker
-from pipeline.buffer import BufferSpec, BufferStrategy
-from pipeline.consumers import ConsumerPool
-from pipeline.instruments import Instruments
-from pipeline.metrics import (
+from model.metrics import (
     LATENCY_BUCKETS_MS,
     Downsampling,
     EndpointMetrics,
@@ -16,6 +13,9 @@ from pipeline.metrics import (
     latency_bucket,
     minute_bucket,
 )
+from runtime.buffer import BufferSpec, BufferStrategy
+from runtime.instruments import Instruments
+from runtime.pools import DrainPool
 from tests.unit.fakes import MemoryMetricsDAO
 
 
@@ -71,7 +71,7 @@ def test_remote_form_keeps_lists_maps_and_floats_exactly() -> None:
 def test_l2_adds_each_delta_once_at_every_level_when_one_level_fails() -> None:
     dao = MemoryMetricsDAO()
     instruments = Instruments()
-    pool = ConsumerPool("test", 1, instruments)
+    pool = DrainPool("test", 1, instruments)
     worker = MetricsPersistentWorker(
         1,
         "service_metrics_l2",
@@ -82,7 +82,7 @@ def test_l2_adds_each_delta_once_at_every_level_when_one_level_fails() -> None:
         BufferSpec(1, 100, BufferStrategy.BLOCKING),
         max_pending=100,
     )
-    worker.consume([calls(202611211905, 10, 20), calls(202611211906, 30)])
+    worker.handle_batch([calls(202611211905, 10, 20), calls(202611211906, 30)])
     dao.down = {Downsampling.HOUR}
     worker.persist()
     minute = dao.values(ServiceMetrics, Downsampling.MINUTE)
@@ -91,7 +91,7 @@ def test_l2_adds_each_delta_once_at_every_level_when_one_level_fails() -> None:
     assert [v.calls for v in dao.values(ServiceMetrics, Downsampling.DAY).values()] == [3]
 
     dao.down = set()
-    worker.consume([calls(202611211906, 40)])
+    worker.handle_batch([calls(202611211906, 40)])
     worker.persist()
     minute = dao.values(ServiceMetrics, Downsampling.MINUTE)
     assert sorted((v.time_bucket, v.calls, v.latency_sum_ms) for v in minute.values()) == [

@@ -4,9 +4,9 @@ import pytest
 
 from deploy.cli import build_parser
 from deploy.options import config_from
-from pipeline.buffer import BufferStrategy
-from pipeline.config import NodeConfig, StorageKind
 from remote.cluster import Role
+from runtime.buffer import BufferStrategy
+from wiring.config import NodeConfig, StorageKind
 
 
 def test_options_default_to_the_config_and_take_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 import pytest
 
-from pipeline.instruments import Instruments
-from pipeline.inventory import ServiceInventory
-from pipeline.stream import StreamData
-from pipeline.worker import UnknownWorker, Worker, Workers
+from model.inventory import ServiceInventory
+from model.stream import StreamData
 from remote.cluster import RemoteNode
 from remote.manager import RemoteClientManager
 from remote.selector import ForeverFirst, RendezvousHash, Rolling, SelectorKind
 from remote.sender import RemoteSender
 from remote.worker import RemoteWorker
+from runtime.instruments import Instruments
+from runtime.worker import UnknownWorker, Worker, Workers
 
 
 class FakeClient:

@@ -11,14 +11,14 @@ import grpc
 import pytest
 
 from deploy.servers import free_port
-from pipeline.grpc_server import GrpcServer
-from pipeline.instruments import Instruments
-from pipeline.inventory import INVENTORY_TYPES, ServiceInstanceInventory, ServiceInventory
-from pipeline.stream import Stage, StreamData, StreamTypes, worker_id
-from pipeline.worker import Worker, Workers
+from edge.server import GrpcServer
+from model.inventory import INVENTORY_TYPES, ServiceInstanceInventory, ServiceInventory
+from model.stream import Stage, StreamData, StreamTypes, worker_id
 from proto import remote_pb2
 from remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, encode_batch
 from remote.service import RemoteService
+from runtime.instruments import Instruments
+from runtime.worker import Worker, Workers
 
 L2 = worker_id(ServiceInventory, Stage.L2)
 

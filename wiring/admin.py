@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from pipeline.instruments import Instruments
+from runtime.instruments import Instruments
 
 
 class AdminServer:

@@ -7,7 +7,7 @@ And delivery latency: while a writer appends batches the way L2 does, the time
 from an append returning (the watermark has moved) to a subscribed consumer
 receiving each record, p50 and p99; and from the append's start, for scale.
 
-    .venv/bin/python -m bench.streams [--records 200000] [--partitions 4]
+    .venv/bin/python -m bench.topics [--records 200000] [--partitions 4]
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from elasticsearch import Elasticsearch
 from analytics.source import options_of
 from consumer.client import Consumer
 from deploy.servers import ElasticsearchServer, RedisServer
-from pipeline.config import NodeConfig, StorageKind
-from pipeline.topics import Entry
-from storage.api import StreamDAO
+from model.topics import Entry
+from storage.api import TopicDAO
 from storage.select import open_storage
+from wiring.config import NodeConfig, StorageKind
 
 TOPIC = "segment"
 
@@ -83,7 +83,7 @@ def spark_rate(config: NodeConfig, records: int) -> tuple[float, float]:
 
 
 def latency(
-    config: NodeConfig, streams: StreamDAO, partitions: int, batches: int
+    config: NodeConfig, streams: TopicDAO, partitions: int, batches: int
 ) -> tuple[list[float], list[float]]:
     consumer = Consumer.open(config, f"lat-{uuid.uuid4().hex[:6]}", auto_offset_reset="latest",
                              enable_auto_commit=False, fetch_idle_s=0.02)  # fmt: skip
@@ -140,11 +140,11 @@ def main() -> None:
         config = NodeConfig(storage=StorageKind.ELASTICSEARCH, es_hosts=es.url, es_index_prefix=prefix,
                             redis_url=rs.url, redis_key_prefix=prefix)  # fmt: skip
         storage = open_storage(config)
-        storage.streams.install({TOPIC: args.partitions})
+        storage.topics.install({TOPIC: args.partitions})
         start = time.perf_counter()
         for first in range(0, args.records, 1000):
             chunk = [Entry(f"k{i}", value(i), 1) for i in range(first, min(first + 1000, args.records))]
-            storage.streams.append(TOPIC, (first // 1000) % args.partitions, chunk)
+            storage.topics.append(TOPIC, (first // 1000) % args.partitions, chunk)
         append_s = time.perf_counter() - start
         print(
             f"appended {args.records} records in {append_s:.1f} s ({args.records / append_s:,.0f} records/s)"
@@ -162,7 +162,7 @@ def main() -> None:
         print(f"Spark local[2] batch read:        {args.records / spark_s:,.0f} records/s "
               f"({share:.0%} of the ceiling; its {spark_start_s:.1f} s start not counted)")  # fmt: skip
 
-        after_watermark, after_start = latency(config, storage.streams, args.partitions, args.latency_batches)
+        after_watermark, after_start = latency(config, storage.topics, args.partitions, args.latency_batches)
         print(f"delivery after the watermark moved: p50 {pct(after_watermark, 50) * 1000:.0f} ms, "
               f"p99 {pct(after_watermark, 99) * 1000:.0f} ms ({len(after_watermark)} records)")  # fmt: skip
         print(f"delivery from the append's start:   p50 {pct(after_start, 50) * 1000:.0f} ms, "

@@ -16,9 +16,9 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
-from pipeline.buffer import BufferClosed, BufferFull
-from pipeline.errors import InvalidRequest, UnknownReference
-from pipeline.ratelimit import RateLimitedLog
+from edge.errors import InvalidRequest, UnknownReference
+from runtime.buffer import BufferClosed, BufferFull
+from runtime.ratelimit import RateLimitedLog
 from storage.api import StorageError
 
 log = logging.getLogger(__name__)

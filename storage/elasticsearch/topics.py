@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import elasticsearch
 
-from pipeline.topics import Bounds, Entry, Retention, TopicRecord
+from model.topics import Bounds, Entry, Retention, TopicRecord
 from storage.api import OffsetOutOfRange, SequenceAllocator, StorageError
 from storage.elasticsearch.client import ElasticsearchClient, translated_errors
 
@@ -64,7 +64,7 @@ def _in_partition(partition: int, *more: dict[str, Any], **offsets: int) -> dict
     return {"bool": {"filter": filters}}
 
 
-class ElasticsearchStreamDAO:
+class ElasticsearchTopicDAO:
     def __init__(self, client: ElasticsearchClient, locks: SequenceAllocator | None = None) -> None:
         """``locks`` serialise appends; a DAO without them (a consumer's) only reads."""
         self._client = client

@@ -8,10 +8,10 @@ import threading
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from pipeline.buffer import BufferQueue, BufferSpec
-from pipeline.consumers import ConsumerPool
-from pipeline.instruments import Instruments
-from pipeline.stream import StreamData
+from model.stream import StreamData
+from runtime.buffer import BufferQueue, BufferSpec
+from runtime.instruments import Instruments
+from runtime.pools import DrainPool
 
 T = TypeVar("T", bound=StreamData)
 
@@ -68,13 +68,13 @@ def combine_by_key(items: Iterable[T]) -> dict[str, T]:
 
 class BufferedWorker(Worker[T]):
     """A worker whose ``accept`` only enqueues; its own buffer queue is drained in
-    batches by a shared consumer pool, which calls ``consume``."""
+    batches by a shared drain pool, which calls ``consume``."""
 
     def __init__(
         self,
         worker_id: int,
         name: str,
-        pool: ConsumerPool,
+        pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
     ) -> None:
@@ -91,4 +91,4 @@ class BufferedWorker(Worker[T]):
         self.queue.produce_many(items)
 
     @abc.abstractmethod
-    def consume(self, batch: list[T]) -> None: ...
+    def handle_batch(self, batch: list[T]) -> None: ...

@@ -1,5 +1,5 @@
 """Errors a caller causes, shared by every gRPC service of a node; the gRPC edge
-(``pipeline/grpc_edge.py``) turns them into statuses."""
+(``edge/binding.py``) turns them into statuses."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Self
 
-from pipeline.stream import StreamData
+from model.stream import StreamData
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

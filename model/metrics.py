@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Self, TypeVar
 
-from pipeline.stream import Column, ColumnType, StreamData
+from model.stream import Column, ColumnType, StreamData
 
 SEP = "\x1f"
 """Joins the names of an entity into its id; no name can contain it (agents'

@@ -8,9 +8,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.buffer import BufferStrategy
 from remote.cluster import Role
 from remote.selector import SelectorKind
+from runtime.buffer import BufferStrategy
 
 
 class StorageKind(enum.Enum):
@@ -67,13 +67,13 @@ class NodeConfig:
     l1_max_wait_s: float = _opt(
         5.0, "how long an agent call waits for room in a full L1 queue before it is told to come back later"
     )
-    l1_pool_size: int = _opt(2, "threads of the REGISTER_L1 consumer pool shared by every L1 worker")
+    l1_pool_size: int = _opt(2, "threads of the REGISTER_L1 drain pool shared by every L1 worker")
     l2_channels: int = _opt(1, "channels of each L2 (persistent) worker's buffer queue")
     l2_buffer_size: int = _opt(10_000, "items per channel of each L2 buffer queue")
     l2_strategy: BufferStrategy = _opt(
         BufferStrategy.BLOCKING, "what a full L2 queue does: blocking or if_possible (drop)"
     )
-    l2_pool_size: int = _opt(2, "threads of the REGISTER_L2 consumer pool shared by every L2 worker")
+    l2_pool_size: int = _opt(2, "threads of the REGISTER_L2 drain pool shared by every L2 worker")
     l2_batch_size: int = _opt(5000, "most items one L2 storage round (reads, lock, inserts) takes")
 
     metrics_l1_flush_period_s: float = _opt(
@@ -87,7 +87,7 @@ class NodeConfig:
     )
     record_buffer_size: int = _opt(50_000, "segments or log lines waiting to be stored, per record type")
     record_bulk_size: int = _opt(2000, "most records one bulk write carries")
-    record_pool_size: int = _opt(1, "threads of the RECORD_PERSIST consumer pool")
+    record_pool_size: int = _opt(1, "threads of the RECORD_PERSIST drain pool")
     topic_partitions: int = _opt(4, "partitions of each topic, fixed when storage first creates the topic")
     topic_retention_s: float = _opt(3 * 86_400.0, "topics keep records younger than this")
     topic_retention_records: int = _opt(10_000_000, "most records one topic partition keeps")

@@ -9,7 +9,7 @@ from google.protobuf import descriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from pipeline.grpc_edge import bind
+from edge.binding import bind
 
 
 class GrpcServer:
@@ -36,7 +36,7 @@ class GrpcServer:
     def add(
         self, service: descriptor.ServiceDescriptor, servicer: object, keep_undecodable: bool = False
     ) -> None:
-        """Serves ``service`` with ``servicer`` (see ``pipeline.grpc_edge.bind``)."""
+        """Serves ``service`` with ``servicer`` (see ``edge.binding.bind``)."""
         self.services.append(bind(self.server, service, servicer, keep_undecodable))
 
     def start(self) -> None:

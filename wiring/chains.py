@@ -19,22 +19,22 @@ from aggregator.metrics import MetricsPersistentWorker
 from aggregator.persistent import InventoryPersistentWorker
 from aggregator.publish import TopicPublisher
 from aggregator.records import RecordPersistentWorker
-from pipeline.buffer import BufferSpec
-from pipeline.config import NodeConfig
-from pipeline.consumers import ConsumerPools
-from pipeline.instruments import Instruments
-from pipeline.inventory import INVENTORY_TYPES, Inventory
-from pipeline.metrics import METRICS_TYPES, Metrics
-from pipeline.periodic import Periodic
-from pipeline.records import RECORD_TYPES, Record
-from pipeline.stream import Stage, worker_id
-from pipeline.worker import Worker, Workers
+from model.inventory import INVENTORY_TYPES, Inventory
+from model.metrics import METRICS_TYPES, Metrics
+from model.records import RECORD_TYPES, Record
+from model.stream import Stage, worker_id
 from receiver.aggregate import MetricsAggregateWorker
 from receiver.distinct import DistinctWorker
 from remote.selector import SelectorKind
 from remote.sender import RemoteSender
 from remote.worker import RemoteWorker
+from runtime.buffer import BufferSpec
+from runtime.instruments import Instruments
+from runtime.periodic import Periodic
+from runtime.pools import DrainPools
+from runtime.worker import Worker, Workers
 from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator
+from wiring.config import NodeConfig
 
 L1_POOL = "REGISTER_L1"
 L2_POOL = "REGISTER_L2"
@@ -61,7 +61,7 @@ def l2_buffer(config: NodeConfig) -> BufferSpec:
     return BufferSpec(config.l2_channels, config.l2_buffer_size, config.l2_strategy)
 
 
-def _close_pool(pools: ConsumerPools, name: str, grace_s: float) -> None:
+def _close_pool(pools: DrainPools, name: str, grace_s: float) -> None:
     if name in pools:
         pools.get(name).close(grace_s)
 
@@ -72,7 +72,7 @@ class InventoryStreamProcessor:
         config: NodeConfig,
         dao: InventoryDAO,
         sequences: SequenceAllocator,
-        pools: ConsumerPools,
+        pools: DrainPools,
         workers: Workers,
         sender: RemoteSender | None,
         instruments: Instruments,
@@ -129,7 +129,7 @@ class InventoryStreamProcessor:
         return self._entries[model]
 
     def start(self) -> None:
-        pass  # the node starts the consumer pools
+        pass  # the node starts the drain pools
 
     def close_l1(self, grace_s: float) -> None:
         _close_pool(self._pools, L1_POOL, grace_s)
@@ -146,7 +146,7 @@ class MetricsStreamProcessor:
         self,
         config: NodeConfig,
         dao: MetricsDAO,
-        pools: ConsumerPools,
+        pools: DrainPools,
         workers: Workers,
         sender: RemoteSender | None,
         instruments: Instruments,
@@ -235,7 +235,7 @@ class RecordStreamProcessor:
         self,
         config: NodeConfig,
         dao: RecordDAO,
-        pools: ConsumerPools,
+        pools: DrainPools,
         workers: Workers,
         instruments: Instruments,
         publisher: TopicPublisher | None = None,

@@ -1,5 +1,5 @@
 """Bounded buffer queues (SkyWalking's DataCarrier): items are produced into one
-of several channels and drained in batches by a consumer pool."""
+of several channels and drained in batches by a drain pool."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from pipeline.instruments import Instruments
-from pipeline.ratelimit import RateLimitedLog
+from runtime.instruments import Instruments
+from runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -24,7 +24,7 @@ class BufferStrategy(enum.Enum):
     """What ``produce`` does when the chosen channel is full."""
 
     BLOCKING = "blocking"
-    """Wait for room: the producer slows down to the consumers' pace."""
+    """Wait for room: the producer slows down to the drain pool's pace."""
     IF_POSSIBLE = "if_possible"
     """Drop the item at once and count it: the producer never waits."""
 
@@ -61,9 +61,9 @@ class _Channel(Generic[T]):
 class BufferQueue(Generic[T]):
     """``channels`` bounded channels of ``buffer_size`` items each.
 
-    Producers pick channels round robin. A consumer pool drains each channel in
+    Producers pick channels round robin. A drain pool drains each channel in
     batches; ``on_data`` (set by the pool) is called when an item arrives so that
-    an idle consumer wakes at once instead of on its next poll.
+    an idle drain thread wakes at once instead of on its next poll.
     """
 
     def __init__(
@@ -112,7 +112,7 @@ class BufferQueue(Generic[T]):
     def _wait_for_room(self, channel: _Channel[T], deadline: float | None) -> None:
         if deadline is not None and time.monotonic() >= deadline:
             raise BufferFull(f"buffer queue {self.name} stayed full for {self.max_wait_s:g} s")
-        # Wake the consumer in case it is idle, then wait for room.
+        # Wake the drain thread in case it is idle, then wait for room.
         self.on_data()
         channel.not_full.wait(0.1)
 
@@ -184,7 +184,7 @@ class BufferQueue(Generic[T]):
         return batch
 
     def close(self) -> None:
-        """Refuses new items; what is queued stays for the consumers to drain."""
+        """Refuses new items; what is queued stays for the pool to drain."""
         self._closed = True
         for ch in self._channels:
             with ch.not_full:

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pipeline.metrics import Downsampling
-from pipeline.stream import StreamData, Text
+from model.metrics import Downsampling
+from model.stream import StreamData, Text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Record(StreamData):
     time_bucket: int
-    """The minute (see ``pipeline.metrics``) the record belongs to."""
+    """The minute (see ``model.metrics``) the record belongs to."""
 
     @property
     def day(self) -> int:

@@ -1,4 +1,4 @@
-"""Consumer pools (SkyWalking's BulkConsumePool): a named, fixed set of threads
+"""Drain pools (SkyWalking's BulkConsumePool): a named, fixed set of threads
 shared by every buffer queue registered with the pool."""
 
 from __future__ import annotations
@@ -8,28 +8,28 @@ import threading
 import time
 from typing import Any, Protocol, TypeVar
 
-from pipeline.buffer import BufferQueue
-from pipeline.instruments import Instruments
+from runtime.buffer import BufferQueue
+from runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class BatchConsumer(Protocol[T]):
-    def consume(self, batch: list[T]) -> None:
+class BatchHandler(Protocol[T]):
+    def handle_batch(self, batch: list[T]) -> None:
         """Handles one drained batch; the end of the list is the end of the batch."""
 
 
 class _Assignment:
-    __slots__ = ("channel", "consumer", "queue")
+    __slots__ = ("channel", "handler", "queue")
 
-    def __init__(self, queue: BufferQueue[Any], channel: int, consumer: BatchConsumer[Any]) -> None:
+    def __init__(self, queue: BufferQueue[Any], channel: int, handler: BatchHandler[Any]) -> None:
         self.queue = queue
         self.channel = channel
-        self.consumer = consumer
+        self.handler = handler
 
 
-class ConsumerPool:
+class DrainPool:
     """``size`` threads that drain the channels assigned to them in batches.
 
     Each channel of a registered queue goes to the thread with the fewest
@@ -39,7 +39,7 @@ class ConsumerPool:
 
     def __init__(self, name: str, size: int, instruments: Instruments, max_batch: int = 10_000) -> None:
         if size < 1:
-            raise ValueError(f"consumer pool {name}: size must be >= 1")
+            raise ValueError(f"drain pool {name}: size must be >= 1")
         self.name = name
         self.size = size
         self.max_batch = max_batch
@@ -51,16 +51,16 @@ class ConsumerPool:
         self._queues: list[BufferQueue[Any]] = []
         self._threads: list[threading.Thread] = []
         self._errors = instruments.counter(
-            f"consumer_errors_total_{name}", f"batches whose consumer raised, in pool {name}"
+            f"drain_errors_total_{name}", f"batches whose handler raised, in pool {name}"
         )
         instruments.gauge(f"pool_depth_{name}", f"items waiting in the queues of pool {name}", self.depth)
         instruments.gauge(f"pool_size_{name}", f"threads of pool {name}", lambda: float(size))
 
-    def register(self, queue: BufferQueue[Any], consumer: BatchConsumer[Any]) -> None:
+    def register(self, queue: BufferQueue[Any], handler: BatchHandler[Any]) -> None:
         with self._lock:
             for channel in range(queue.channel_count):
                 slot = min(range(self.size), key=lambda i: len(self._assigned[i]))
-                self._assigned[slot] = (*self._assigned[slot], _Assignment(queue, channel, consumer))
+                self._assigned[slot] = (*self._assigned[slot], _Assignment(queue, channel, handler))
             self._queues.append(queue)
         queue.on_data = self._wake.set
 
@@ -84,10 +84,10 @@ class ConsumerPool:
                 continue
             worked = True
             try:
-                a.consumer.consume(batch)
+                a.handler.handle_batch(batch)
             except Exception:
                 self._errors.inc()
-                log.exception("consumer pool %s: a batch of %d items failed", self.name, len(batch))
+                log.exception("drain pool %s: a batch of %d items failed", self.name, len(batch))
         return worked
 
     def _run(self, slot: int) -> None:
@@ -111,25 +111,25 @@ class ConsumerPool:
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
             if t.is_alive():
-                log.warning("consumer pool %s: thread %s did not stop in time", self.name, t.name)
+                log.warning("drain pool %s: thread %s did not stop in time", self.name, t.name)
 
 
-class ConsumerPools:
+class DrainPools:
     """Pools by name, so every worker that names the same pool shares its threads."""
 
     def __init__(self, instruments: Instruments) -> None:
         self._instruments = instruments
-        self._pools: dict[str, ConsumerPool] = {}
+        self._pools: dict[str, DrainPool] = {}
         self._lock = threading.Lock()
 
-    def get_or_create(self, name: str, size: int) -> ConsumerPool:
+    def get_or_create(self, name: str, size: int) -> DrainPool:
         with self._lock:
             pool = self._pools.get(name)
             if pool is None:
-                pool = self._pools[name] = ConsumerPool(name, size, self._instruments)
+                pool = self._pools[name] = DrainPool(name, size, self._instruments)
             return pool
 
-    def get(self, name: str) -> ConsumerPool:
+    def get(self, name: str) -> DrainPool:
         return self._pools[name]
 
     def __contains__(self, name: str) -> bool:

@@ -9,23 +9,12 @@ import time
 
 from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
 from aggregator.publish import TopicPublisher
-from deploy.admin import AdminServer
-from pipeline.config import ClusterKind, NodeConfig, StorageKind
-from pipeline.consumers import ConsumerPools
-from pipeline.grpc_server import GrpcServer
-from pipeline.instruments import Instruments
-from pipeline.inventory import INVENTORY_TYPES
-from pipeline.metrics import METRICS_TYPES
-from pipeline.processor import (
-    InventoryStreamProcessor,
-    MetricsStreamProcessor,
-    RecordStreamProcessor,
-    StreamProcessor,
-)
-from pipeline.records import RECORD_TYPES
-from pipeline.stream import StreamTypes
-from pipeline.topics import Retention, Topic
-from pipeline.worker import Workers
+from edge.server import GrpcServer
+from model.inventory import INVENTORY_TYPES
+from model.metrics import METRICS_TYPES
+from model.records import RECORD_TYPES
+from model.stream import StreamTypes
+from model.topics import Retention, Topic
 from proto import remote_pb2
 from receiver.cache import InventoryCache
 from receiver.checks import TelemetryLimits
@@ -38,7 +27,18 @@ from remote.grpc_client import GrpcRemoteClient
 from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
 from remote.service import RemoteService
+from runtime.instruments import Instruments
+from runtime.pools import DrainPools
+from runtime.worker import Workers
 from storage.select import OpenStorage, open_storage
+from wiring.admin import AdminServer
+from wiring.chains import (
+    InventoryStreamProcessor,
+    MetricsStreamProcessor,
+    RecordStreamProcessor,
+    StreamProcessor,
+)
+from wiring.config import ClusterKind, NodeConfig, StorageKind
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Node:
         self.instruments = Instruments()
         self.storage: OpenStorage | None = None
         self.server: GrpcServer | None = None
-        self.pools = ConsumerPools(self.instruments)
+        self.pools = DrainPools(self.instruments)
         self.workers = Workers()
         self._cluster: RedisCluster | StandaloneCluster | None = None
         self._clients: RemoteClientManager | None = None
@@ -106,10 +106,10 @@ class Node:
         storage.inventory.install(INVENTORY_TYPES)
         storage.metrics.install(METRICS_TYPES)
         storage.records.install(RECORD_TYPES)
-        storage.streams.install({t.value: cfg.topic_partitions for t in Topic})
+        storage.topics.install({t.value: cfg.topic_partitions for t in Topic})
         # A topic keeps the partition count it was created with.
-        partitions = {t: len(storage.streams.bounds(t.value)) for t in Topic}
-        self._publisher = publisher = TopicPublisher(storage.streams, partitions, self.instruments)
+        partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
+        self._publisher = publisher = TopicPublisher(storage.topics, partitions, self.instruments)
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
         self.server = server = GrpcServer(cfg.host, cfg.port, cfg.grpc_workers, cfg.max_message_bytes)
@@ -170,7 +170,7 @@ class Node:
             self._housekeeping = [
                 HeartbeatExpiry(storage.inventory, cfg.heartbeat_expiry_s, cfg.housekeeping_interval_s),
                 TopicRetention(
-                    storage.streams,
+                    storage.topics,
                     Retention(cfg.topic_retention_s, cfg.topic_retention_records),
                     cfg.housekeeping_interval_s,
                 ),

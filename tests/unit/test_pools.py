@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import threading
 
-from pipeline.buffer import BufferQueue, BufferStrategy
-from pipeline.consumers import ConsumerPools
-from pipeline.instruments import Instruments
+from runtime.buffer import BufferQueue, BufferStrategy
+from runtime.instruments import Instruments
+from runtime.pools import DrainPools
 
 
 class Recorder:
@@ -13,7 +13,7 @@ class Recorder:
         self.lock = threading.Lock()
         self.seen = threading.Condition(self.lock)
 
-    def consume(self, batch: list[int]) -> None:
+    def handle_batch(self, batch: list[int]) -> None:
         with self.seen:
             self.batches.append(batch)
             self.seen.notify_all()
@@ -25,7 +25,7 @@ class Recorder:
 
 
 def test_pools_are_shared_by_name() -> None:
-    pools = ConsumerPools(Instruments())
+    pools = DrainPools(Instruments())
     a = pools.get_or_create("REGISTER_L1", 2)
     b = pools.get_or_create("REGISTER_L1", 5)
     c = pools.get_or_create("REGISTER_L2", 1)
@@ -36,7 +36,7 @@ def test_pools_are_shared_by_name() -> None:
 
 def test_one_pool_drains_the_queues_of_several_workers_in_order() -> None:
     instruments = Instruments()
-    pool = ConsumerPools(instruments).get_or_create("P", 1)
+    pool = DrainPools(instruments).get_or_create("P", 1)
     q1: BufferQueue[int] = BufferQueue("q1", 1, 100, BufferStrategy.BLOCKING, instruments)
     q2: BufferQueue[int] = BufferQueue("q2", 1, 100, BufferStrategy.BLOCKING, instruments)
     r1, r2 = Recorder(), Recorder()
@@ -54,7 +54,7 @@ def test_one_pool_drains_the_queues_of_several_workers_in_order() -> None:
 
 def test_close_drains_what_was_queued_before() -> None:
     instruments = Instruments()
-    pool = ConsumerPools(instruments).get_or_create("P", 2)
+    pool = DrainPools(instruments).get_or_create("P", 2)
     q: BufferQueue[int] = BufferQueue("q", 2, 1000, BufferStrategy.BLOCKING, instruments)
     r = Recorder()
     pool.register(q, r)
@@ -67,25 +67,25 @@ def test_close_drains_what_was_queued_before() -> None:
 
 def test_a_failing_batch_is_counted_and_the_pool_keeps_going() -> None:
     instruments = Instruments()
-    pool = ConsumerPools(instruments).get_or_create("P", 1)
+    pool = DrainPools(instruments).get_or_create("P", 1)
     q: BufferQueue[int] = BufferQueue("q", 1, 100, BufferStrategy.BLOCKING, instruments)
     r = Recorder()
 
     class FailsOnce:
         failed = False
 
-        def consume(self, batch: list[int]) -> None:
+        def handle_batch(self, batch: list[int]) -> None:
             if not self.failed:
                 self.failed = True
                 raise RuntimeError("boom")
-            r.consume(batch)
+            r.handle_batch(batch)
 
     pool.register(q, FailsOnce())
     pool.start()
     q.produce(1)
-    while instruments.value("consumer_errors_total_P") == 0:
+    while instruments.value("drain_errors_total_P") == 0:
         threading.Event().wait(0.01)
     q.produce(2)
     assert r.wait_for(1) == [2]
-    assert instruments.value("consumer_errors_total_P") == 1
+    assert instruments.value("drain_errors_total_P") == 1
     pool.close()

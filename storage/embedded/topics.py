@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.topics import Bounds, Entry, Retention, TopicRecord
+from model.topics import Bounds, Entry, Retention, TopicRecord
 from storage.api import OffsetOutOfRange, StorageError
 from storage.embedded.db import Database
 
@@ -17,7 +17,7 @@ def _table(topic: str) -> str:
     return f"topic_{topic}"
 
 
-class EmbeddedStreamDAO:
+class EmbeddedTopicDAO:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._db.execute(
