@@ -13,6 +13,7 @@ lint: install
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
+	.venv/bin/lint-imports
 
 # Every test: lint, types, unit tests, and integration tests against the real
 # Redis and Elasticsearch the fixtures start.

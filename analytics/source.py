@@ -50,7 +50,7 @@ from model.records import RECORD_TYPES
 from model.stream import ColumnType, StreamData
 from model.topics import Topic
 from storage.api import OffsetOutOfRange
-from wiring.config import NodeConfig, StorageKind
+from storage.config import StorageConfig, StorageKind
 
 if TYPE_CHECKING:
     from storage.select import OpenStorage
@@ -74,21 +74,21 @@ SLICE_LIMIT = 10_000
 """Most rows one time slice of a table read may hold."""
 
 
-def config_of(options: Mapping[str, str]) -> NodeConfig:
+def config_of(options: Mapping[str, str]) -> StorageConfig:
     """The storage a read names (option keys arrive lower-cased)."""
-    defaults = NodeConfig()
-    return NodeConfig(
-        storage=StorageKind(options.get("storage", defaults.storage.value)),
+    defaults = StorageConfig()
+    return StorageConfig(
+        kind=StorageKind(options.get("storage", defaults.kind.value)),
         embedded_path=options.get("embedded_path", defaults.embedded_path),
         es_hosts=options.get("es_hosts", defaults.es_hosts),
         es_index_prefix=options.get("es_index_prefix", defaults.es_index_prefix),
     )
 
 
-def options_of(config: NodeConfig) -> dict[str, str]:
+def options_of(config: StorageConfig) -> dict[str, str]:
     """The read options naming ``config``'s storage (the inverse of ``config_of``)."""
     return {
-        "storage": config.storage.value,
+        "storage": config.kind.value,
         "embedded_path": config.embedded_path,
         "es_hosts": config.es_hosts,
         "es_index_prefix": config.es_index_prefix,

@@ -25,8 +25,8 @@ from consumer.client import Consumer
 from deploy.servers import ElasticsearchServer, RedisServer
 from model.topics import Entry
 from storage.api import TopicDAO
+from storage.config import StorageConfig, StorageKind
 from storage.select import open_storage
-from wiring.config import NodeConfig, StorageKind
 
 TOPIC = "segment"
 
@@ -57,7 +57,7 @@ def raw_rate(es_url: str, index: str, partitions: int) -> tuple[int, float]:
     return n, elapsed
 
 
-def consumer_rate(config: NodeConfig, records: int) -> float:
+def consumer_rate(config: StorageConfig, records: int) -> float:
     consumer = Consumer.open(config, f"bench-{uuid.uuid4().hex[:6]}", enable_auto_commit=False)
     consumer.subscribe([TOPIC])
     got, start = 0, time.perf_counter()
@@ -68,7 +68,7 @@ def consumer_rate(config: NodeConfig, records: int) -> float:
     return elapsed
 
 
-def spark_rate(config: NodeConfig, records: int) -> tuple[float, float]:
+def spark_rate(config: StorageConfig, records: int) -> tuple[float, float]:
     from analytics.spark import session
 
     t0 = time.perf_counter()
@@ -83,7 +83,7 @@ def spark_rate(config: NodeConfig, records: int) -> tuple[float, float]:
 
 
 def latency(
-    config: NodeConfig, streams: TopicDAO, partitions: int, batches: int
+    config: StorageConfig, streams: TopicDAO, partitions: int, batches: int
 ) -> tuple[list[float], list[float]]:
     consumer = Consumer.open(config, f"lat-{uuid.uuid4().hex[:6]}", auto_offset_reset="latest",
                              enable_auto_commit=False, fetch_idle_s=0.02)  # fmt: skip
@@ -137,8 +137,8 @@ def main() -> None:
     es, rs = ElasticsearchServer(heap_mb=1024).start(), RedisServer().start()
     try:
         prefix = f"bench{uuid.uuid4().hex[:6]}"
-        config = NodeConfig(storage=StorageKind.ELASTICSEARCH, es_hosts=es.url, es_index_prefix=prefix,
-                            redis_url=rs.url, redis_key_prefix=prefix)  # fmt: skip
+        config = StorageConfig(kind=StorageKind.ELASTICSEARCH, es_hosts=es.url, es_index_prefix=prefix,
+                               redis_url=rs.url, redis_key_prefix=prefix)  # fmt: skip
         storage = open_storage(config)
         storage.topics.install({TOPIC: args.partitions})
         start = time.perf_counter()

@@ -40,7 +40,7 @@ from consumer.group import (
 )
 from model.topics import Bounds, Topic, TopicRecord
 from storage.api import OffsetOutOfRange, StateStore, StorageError, TopicDAO
-from wiring.config import NodeConfig
+from storage.config import StorageConfig
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class Consumer:
         self.error: Exception | None = None
 
     @classmethod
-    def open(cls, config: NodeConfig, group: str | None = None, **options: object) -> Consumer:
+    def open(cls, config: StorageConfig, group: str | None = None, **options: object) -> Consumer:
         """A consumer of the storage ``config`` names (it closes it on close)."""
         from storage.select import open_topics
 

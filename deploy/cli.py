@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from deploy.cluster import NodeProcess
 from remote.cluster import Role
 from storage.api import StorageError
+from storage.config import StorageConfig
 from wiring.config import NodeConfig
 
 
@@ -33,7 +34,7 @@ def _node(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     node = Node(config).start()
     # One line on stdout that scripts can wait for (the ports are real even when 0 was asked for).
-    admin = f"{config.advertised_host}:{node.admin_port}" if node.admin_port else "-"
+    admin = f"{config.server.advertised_host}:{node.admin_port}" if node.admin_port else "-"
     print(f"skyoap node listening on {node.address} admin {admin}", flush=True)
     try:
         stop.wait()
@@ -60,7 +61,7 @@ def _inventory(args: argparse.Namespace) -> int:
     from model.inventory import INVENTORY_TYPES
     from storage.select import open_storage
 
-    storage = open_storage(config_from(args, NodeConfig))
+    storage = open_storage(config_from(args, StorageConfig))
     try:
         storage.inventory.install(INVENTORY_TYPES)
         print_inventory(storage.inventory, sys.stdout, args.limit)
@@ -78,7 +79,7 @@ def _query(args: argparse.Namespace) -> int:
     for name in ("minutes", "limit"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be 1 or more, not {getattr(args, name)}")
-    storage = open_storage(config_from(args, NodeConfig))
+    storage = open_storage(config_from(args, StorageConfig))
     try:
         # A storage no node has written to yet reads as empty, not as an error.
         storage.metrics.install(METRICS_TYPES)
@@ -93,7 +94,7 @@ def _consumer(args: argparse.Namespace) -> int:
     from deploy.consumer_table import print_consumers
     from storage.select import topics_of
 
-    with topics_of(config_from(args, NodeConfig)) as (topics, state):
+    with topics_of(config_from(args, StorageConfig)) as (topics, state):
         print_consumers(topics, state, args.group, sys.stdout)
     return 0
 
@@ -106,7 +107,7 @@ def _spark(args: argparse.Namespace) -> int:
     from analytics.spark import session
     from deploy.inventory_table import table
 
-    storage = options_of(config_from(args, NodeConfig))
+    storage = options_of(config_from(args, StorageConfig))
     spark = session(args.master, f"skyoap {args.job}")
     try:
         if args.job == "slowest-endpoints":
@@ -317,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the inventory a storage holds (the storage options say which).",
     )
     inventory.add_argument("--limit", type=int, default=10_000, help="rows per table [default: 10000]")
-    add_options(inventory, NodeConfig)
+    add_options(inventory, StorageConfig)
     inventory.set_defaults(run=_inventory)
 
     query = sub.add_parser(
@@ -332,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--service", help="only this service (for relations: calls it made)")
     query.add_argument("--minutes", type=int, default=15, help="how far back to look [default: 15]")
     query.add_argument("--limit", type=int, default=50, help="rows at most [default: 50]")
-    add_options(query, NodeConfig)
+    add_options(query, StorageConfig)
     query.set_defaults(run=_query)
 
     consumer = sub.add_parser(
@@ -344,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         "The storage options say which storage to read.",
     )
     consumer.add_argument("--group", help="only this consumer group")
-    add_options(consumer, NodeConfig)
+    add_options(consumer, StorageConfig)
     consumer.set_defaults(run=_consumer)
     spark = sub.add_parser(
         "spark",
@@ -367,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spark.add_argument("--from-beginning", action="store_true", help="error-spikes starts at the earliest")
     spark.add_argument("--available-now", action="store_true", help="error-spikes stops when caught up")
-    add_options(spark, NodeConfig)
+    add_options(spark, StorageConfig)
     spark.set_defaults(run=_spark)
     _add_cluster_commands(sub)
     return parser

@@ -11,15 +11,15 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 from agent import Agent
 from agent.traces import chain_trace, now_ms, report
 from deploy.inventory_table import print_inventory
 from deploy.query import print_query
+from storage.config import StorageConfig
 from storage.select import open_storage
-from wiring.config import NodeConfig
+from wiring.config import NodeConfig, ServerConfig
 from wiring.node import Node
 
 log = logging.getLogger(__name__)
@@ -33,9 +33,10 @@ def run_demo(
     config: NodeConfig, services: int, instances: int, heartbeat_s: float, duration_s: float, traces: int
 ) -> int:
     with tempfile.TemporaryDirectory(prefix="skyoap-demo-") as tmp:
-        if config.embedded_path == NodeConfig.embedded_path:
-            config = replace(config, embedded_path=str(Path(tmp) / "skyoap.db"))
-        config = replace(config, host="127.0.0.1", port=0 if config.port == NodeConfig.port else config.port)
+        if config.storage.embedded_path == StorageConfig.embedded_path:
+            config = config.with_options(embedded_path=str(Path(tmp) / "skyoap.db"))
+        default_port = config.server.port == ServerConfig.port
+        config = config.with_options(host="127.0.0.1", port=0 if default_port else config.server.port)
         with Node(config) as node:
             target = node.address
             agents = [
@@ -83,7 +84,7 @@ def run_demo(
             for a in agents:
                 a.close()
         # The node drained its chains into storage on close; read what it stored.
-        storage = open_storage(config)
+        storage = open_storage(config.storage)
         try:
             print_inventory(storage.inventory, sys.stdout)
             for what in ("services", "relations"):

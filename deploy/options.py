@@ -1,5 +1,6 @@
-"""Command-line options generated from the configuration dataclasses: every field
-becomes ``--field-name``, defaulting to ``$SKYOAP_FIELD_NAME`` when that is set."""
+"""Command-line options generated from the configuration sections: every field
+becomes ``--option-name``, defaulting to ``$SKYOAP_OPTION_NAME`` when that is
+set, and ``--help`` lists them under their section's title."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import enum
 import os
 import typing
 from typing import Any, TypeVar
+
+from runtime.config import option_name
 
 C = TypeVar("C")
 
@@ -29,11 +32,24 @@ def _parser_for(tp: Any) -> Any:
     return tp
 
 
-def add_options(parser: argparse.ArgumentParser, config_type: type[Any]) -> None:
+def _sections(config_type: type[Any]) -> list[tuple[str | None, str, type[Any]]]:
+    """``(field, title, section type)`` for each section of ``config_type``; a
+    type with no sections is one section of its own (field None)."""
     hints = typing.get_type_hints(config_type)
-    for f in dataclasses.fields(config_type):
+    found: list[tuple[str | None, str, type[Any]]] = [
+        (f.name, f.metadata["section"], hints[f.name])
+        for f in dataclasses.fields(config_type)
+        if "section" in f.metadata
+    ]
+    return found or [(None, config_type.__name__.removesuffix("Config").lower(), config_type)]
+
+
+def _add_section(group: argparse._ArgumentGroup, parser: argparse.ArgumentParser, section: type[Any]) -> None:
+    hints = typing.get_type_hints(section)
+    for f in dataclasses.fields(section):
         tp = hints[f.name]
-        env = ENV_PREFIX + f.name.upper()
+        name = option_name(f)
+        env = ENV_PREFIX + name.upper()
         parse = _parser_for(tp)
         default = f.default
         if env in os.environ:
@@ -47,16 +63,29 @@ def add_options(parser: argparse.ArgumentParser, config_type: type[Any]) -> None
             if isinstance(tp, type) and issubclass(tp, enum.Enum)
             else ""
         )
-        parser.add_argument(
-            "--" + f.name.replace("_", "-"),
-            dest=f.name,
+        group.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
             type=parse,
             default=default,
-            metavar=f.name.split("_")[-1].upper(),
+            metavar=name.split("_")[-1].upper(),
             help=f"{f.metadata.get('help', '')}{choices} [${env}, default: {shown}]",
         )
 
 
+def add_options(parser: argparse.ArgumentParser, config_type: type[Any]) -> None:
+    """Adds ``config_type``'s options to ``parser``, a group per section."""
+    for _, title, section in _sections(config_type):
+        _add_section(parser.add_argument_group(f"{title} options"), parser, section)
+
+
 def config_from(args: argparse.Namespace, config_type: type[C]) -> C:
-    names = {f.name for f in dataclasses.fields(config_type)}  # type: ignore[arg-type]
-    return config_type(**{k: v for k, v in vars(args).items() if k in names})
+    """The configuration ``args`` (parsed with ``add_options``) describe."""
+
+    def build(section: type[Any]) -> Any:
+        return section(**{f.name: getattr(args, option_name(f)) for f in dataclasses.fields(section)})
+
+    sections = _sections(config_type)
+    if sections[0][0] is None:
+        return typing.cast(C, build(config_type))
+    return config_type(**{str(name): build(section) for name, _, section in sections})

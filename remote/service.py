@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import grpc
 
 from edge.binding import Undecodable
+from edge.server import GrpcServer
 from model.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
 from proto import remote_pb2
 from runtime.instruments import Instruments
@@ -115,3 +116,14 @@ class RemoteService:
             return stream.from_remote(strings, longs)
         except (UnknownWorker, UndecodableData) as e:
             return str(e)
+
+
+def add_remote_service(
+    server: GrpcServer, workers: Workers, types: StreamTypes, instruments: Instruments
+) -> None:
+    """Serves the RemoteService on ``server``: L1 results from other nodes."""
+    server.add(
+        remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
+        RemoteService(workers, types, instruments),
+        keep_undecodable=True,  # one bad message from a peer must not end its stream
+    )

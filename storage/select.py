@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator, StateStore, TopicDAO
-from wiring.config import NodeConfig, StorageKind
+from storage.config import StorageConfig, StorageKind
 
 
 @dataclass
@@ -26,8 +26,8 @@ class OpenStorage:
             dao.close()
 
 
-def open_storage(config: NodeConfig) -> OpenStorage:
-    if config.storage is StorageKind.ELASTICSEARCH:
+def open_storage(config: StorageConfig) -> OpenStorage:
+    if config.kind is StorageKind.ELASTICSEARCH:
         from storage.elasticsearch.client import ElasticsearchClient
         from storage.elasticsearch.inventory import ElasticsearchInventoryDAO
         from storage.elasticsearch.metrics import ElasticsearchMetricsDAO
@@ -63,10 +63,10 @@ def open_storage(config: NodeConfig) -> OpenStorage:
     )
 
 
-def open_topics(config: NodeConfig) -> tuple[TopicDAO, StateStore]:
+def open_topics(config: StorageConfig) -> tuple[TopicDAO, StateStore]:
     """What a consumer needs: topics to read (not to append to) and the shared
     state of consumer groups. No Redis: readers take no lock."""
-    if config.storage is StorageKind.ELASTICSEARCH:
+    if config.kind is StorageKind.ELASTICSEARCH:
         from storage.elasticsearch.client import ElasticsearchClient
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
 
@@ -80,7 +80,7 @@ def open_topics(config: NodeConfig) -> tuple[TopicDAO, StateStore]:
 
 
 @contextlib.contextmanager
-def topics_of(config: NodeConfig) -> Iterator[tuple[TopicDAO, StateStore]]:
+def topics_of(config: StorageConfig) -> Iterator[tuple[TopicDAO, StateStore]]:
     """``open_topics``, closed when the block ends."""
     topics, state = open_topics(config)
     try:

@@ -3,7 +3,6 @@ nodes built on the storage a test asks for."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +16,9 @@ if TYPE_CHECKING:
 
 from deploy.cluster import LocalCluster
 from deploy.servers import ElasticsearchServer, RedisServer
+from storage.config import StorageKind
 from storage.select import OpenStorage, open_storage
-from wiring.config import NodeConfig, StorageKind
+from wiring.config import NodeConfig
 from wiring.node import Node
 
 STORAGES = ["embedded", "elasticsearch"]
@@ -42,17 +42,16 @@ def es_server() -> Iterator[ElasticsearchServer]:
 def node_config(request: pytest.FixtureRequest, tmp_path) -> Iterator[NodeConfig]:  # type: ignore[no-untyped-def]
     """A mixed node's configuration on the storage named by the parameter, with
     its own index and key prefix, wiped after the test."""
-    base = NodeConfig(host="127.0.0.1", port=0, housekeeping_interval_s=0.5, remote_refresh_interval_s=0.5)
+    base = NodeConfig().with_options(
+        host="127.0.0.1", port=0, housekeeping_interval_s=0.5, remote_refresh_interval_s=0.5
+    )
     if request.param == "embedded":
-        yield dataclasses.replace(
-            base, storage=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "skyoap.db")
-        )
+        yield base.with_options(storage=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "skyoap.db"))
         return
     es: ElasticsearchServer = request.getfixturevalue("es_server")
     rs: RedisServer = request.getfixturevalue("redis_server")
     prefix = f"t{uuid.uuid4().hex[:12]}"
-    yield dataclasses.replace(
-        base,
+    yield base.with_options(
         storage=StorageKind.ELASTICSEARCH,
         es_hosts=es.url,
         es_index_prefix=prefix,
@@ -108,7 +107,7 @@ def local_cluster(
 @pytest.fixture
 def storage(node_config: NodeConfig) -> Iterator[OpenStorage]:
     """The storage of ``node_config``, opened as a node opens it."""
-    opened = open_storage(node_config)
+    opened = open_storage(node_config.storage)
     yield opened
     opened.close()
 

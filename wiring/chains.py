@@ -54,11 +54,16 @@ class StreamProcessor(Protocol):
 
 
 def l1_buffer(config: NodeConfig) -> BufferSpec:
-    return BufferSpec(config.l1_channels, config.l1_buffer_size, config.l1_strategy, config.l1_max_wait_s)
+    return BufferSpec(
+        config.workers.l1_channels,
+        config.workers.l1_buffer_size,
+        config.workers.l1_strategy,
+        config.workers.l1_max_wait_s,
+    )
 
 
 def l2_buffer(config: NodeConfig) -> BufferSpec:
-    return BufferSpec(config.l2_channels, config.l2_buffer_size, config.l2_strategy)
+    return BufferSpec(config.workers.l2_channels, config.workers.l2_buffer_size, config.workers.l2_strategy)
 
 
 def _close_pool(pools: DrainPools, name: str, grace_s: float) -> None:
@@ -85,7 +90,7 @@ class InventoryStreamProcessor:
         of every row L2 inserts. An aggregator has no L1 and needs no ``sender``."""
         self._entries: dict[type[Inventory], Worker[Inventory]] = {}
         for model in INVENTORY_TYPES:
-            if config.role.is_target:
+            if config.cluster.role.is_target:
                 workers.register(
                     InventoryPersistentWorker(
                         worker_id(model, Stage.L2),
@@ -93,15 +98,15 @@ class InventoryStreamProcessor:
                         model,
                         dao,
                         sequences,
-                        pools.get_or_create(L2_POOL, config.l2_pool_size),
+                        pools.get_or_create(L2_POOL, config.workers.l2_pool_size),
                         instruments,
                         l2_buffer(config),
-                        flush_every=config.l2_batch_size,
+                        flush_every=config.workers.l2_batch_size,
                         on_stored=on_stored,
                         publisher=publisher,
                     )
                 )
-            if not config.role.takes_agents:
+            if not config.cluster.role.takes_agents:
                 continue
             assert sender is not None, "a node that takes agent traffic routes L1 results"
             remote: RemoteWorker[Inventory] = RemoteWorker(
@@ -116,7 +121,7 @@ class InventoryStreamProcessor:
                 worker_id(model, Stage.L1),
                 f"{model.MODEL}_l1",
                 remote,
-                pools.get_or_create(L1_POOL, config.l1_pool_size),
+                pools.get_or_create(L1_POOL, config.workers.l1_pool_size),
                 instruments,
                 l1_buffer(config),
             )
@@ -157,21 +162,21 @@ class MetricsStreamProcessor:
         self._l1: list[MetricsAggregateWorker] = []
         self._l2: list[MetricsPersistentWorker] = []
         for model in METRICS_TYPES:
-            if config.role.is_target:
+            if config.cluster.role.is_target:
                 l2 = MetricsPersistentWorker(
                     worker_id(model, Stage.L2),
                     f"{model.MODEL}_l2",
                     model,
                     dao,
-                    pools.get_or_create(METRICS_L2_POOL, config.l2_pool_size),
+                    pools.get_or_create(METRICS_L2_POOL, config.workers.l2_pool_size),
                     instruments,
                     l2_buffer(config),
-                    config.metrics_max_pending,
+                    config.workers.metrics_max_pending,
                     publisher,
                 )
                 workers.register(l2)
                 self._l2.append(l2)
-            if not config.role.takes_agents:
+            if not config.cluster.role.takes_agents:
                 continue
             assert sender is not None, "a node that takes agent traffic routes L1 results"
             remote: RemoteWorker[Metrics] = RemoteWorker(
@@ -186,19 +191,25 @@ class MetricsStreamProcessor:
                 worker_id(model, Stage.L1),
                 f"{model.MODEL}_l1",
                 remote,
-                pools.get_or_create(METRICS_L1_POOL, config.l1_pool_size),
+                pools.get_or_create(METRICS_L1_POOL, config.workers.l1_pool_size),
                 instruments,
                 l1_buffer(config),
-                config.metrics_l1_flush_period_s,
+                config.workers.metrics_l1_flush_period_s,
             )
             workers.register(l1)
             self._l1.append(l1)
             self._entries[model] = l1
         self._flush = Periodic(
-            "metrics-l1-flush", config.metrics_l1_flush_period_s, self._flush_l1, "handing on L1 metrics"
+            "metrics-l1-flush",
+            config.workers.metrics_l1_flush_period_s,
+            self._flush_l1,
+            "handing on L1 metrics",
         )
         self._persist = Periodic(
-            "metrics-persist", config.metrics_persist_interval_s, self._persist_l2, "persisting metrics"
+            "metrics-persist",
+            config.workers.metrics_persist_interval_s,
+            self._persist_l2,
+            "persisting metrics",
         )
 
     def entry(self, model: type[Metrics]) -> Worker[Metrics]:
@@ -242,7 +253,7 @@ class RecordStreamProcessor:
     ) -> None:
         self._pools = pools
         self._entries: dict[type[Record], RecordPersistentWorker] = {}
-        if not config.role.takes_agents:
+        if not config.cluster.role.takes_agents:
             return
         for model in RECORD_TYPES:
             worker = RecordPersistentWorker(
@@ -250,10 +261,15 @@ class RecordStreamProcessor:
                 f"{model.MODEL}_records",
                 model,
                 dao,
-                pools.get_or_create(RECORD_POOL, config.record_pool_size),
+                pools.get_or_create(RECORD_POOL, config.workers.record_pool_size),
                 instruments,
-                BufferSpec(1, config.record_buffer_size, config.l1_strategy, config.l1_max_wait_s),
-                config.record_bulk_size,
+                BufferSpec(
+                    1,
+                    config.workers.record_buffer_size,
+                    config.workers.l1_strategy,
+                    config.workers.l1_max_wait_s,
+                ),
+                config.workers.record_bulk_size,
                 publisher,
             )
             workers.register(worker)

@@ -1,21 +1,21 @@
-"""The configuration of a node: typed, loaded once at start-up (see
-``deploy/cli.py``: every field is a ``--option`` and a ``SKYOAP_`` variable) and
-passed down explicitly."""
+"""The configuration of a node, in sections (server, storage, cluster, buffers
+and workers, limits, topics), each a frozen dataclass that reaches only the
+components of its concern. Loaded once at start-up (see ``deploy/cli.py``:
+every field is a ``--option`` and a ``SKYOAP_`` variable) and passed down
+explicitly."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from remote.cluster import Role
 from remote.selector import SelectorKind
 from runtime.buffer import BufferStrategy
-
-
-class StorageKind(enum.Enum):
-    EMBEDDED = "embedded"
-    ELASTICSEARCH = "elasticsearch"
+from runtime.config import option, option_name, section
+from storage.config import StorageConfig
 
 
 class ClusterKind(enum.Enum):
@@ -25,93 +25,136 @@ class ClusterKind(enum.Enum):
     """Nodes register in Redis with a time-to-live their heartbeats refresh."""
 
 
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = option("0.0.0.0", "address the gRPC server binds")
+    port: int = option(11800, "gRPC port for agents and other nodes (0 picks a free one)")
+    advertised_host: str = option("127.0.0.1", "address other nodes use to reach this one")
+    max_message_bytes: int = option(4 * 1024 * 1024, "largest gRPC message the node accepts")
+    grpc_workers: int = option(16, "threads serving gRPC calls")
+    admin_port: int = option(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    role: Role = option(
+        Role.MIXED, "what the node does: receiver (agent traffic, L1), aggregator (L2), or both"
+    )
+    kind: ClusterKind = option(ClusterKind.STANDALONE, "how nodes find each other", name="cluster")
+    node_name: str = option("", "name of the node in the cluster (default: role@advertised address)")
+    heartbeat_s: float = option(
+        2.0, "how often the node renews its registration in the cluster", name="cluster_heartbeat_s"
+    )
+    expiry_s: float = option(
+        6.0, "a node that has not renewed its registration for this long is gone", name="cluster_expiry_s"
+    )
+    inventory_selector: SelectorKind = option(
+        SelectorKind.FOREVER_FIRST,
+        "which aggregator gets each inventory name; forever-first keeps one writer allocating ids",
+    )
+    remote_buffer_size: int = option(20_000, "items each remote client holds for its target node")
+    remote_park_size: int = option(
+        100_000, "items held while no aggregator is known; past that they are dropped and counted"
+    )
+    remote_refresh_interval_s: float = option(5.0, "how often the list of remote target nodes is refreshed")
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    """Buffer queues, the drain pools that empty them, and the workers' periods."""
+
+    l1_channels: int = option(2, "channels of each L1 (distinct) worker's buffer queue")
+    l1_buffer_size: int = option(10_000, "items per channel of each L1 buffer queue")
+    l1_strategy: BufferStrategy = option(
+        BufferStrategy.BLOCKING, "what a full L1 queue does: blocking or if_possible (drop)"
+    )
+    l1_max_wait_s: float = option(
+        5.0, "how long an agent call waits for room in a full L1 queue before it is told to come back later"
+    )
+    l1_pool_size: int = option(2, "threads of the REGISTER_L1 drain pool shared by every L1 worker")
+    l2_channels: int = option(1, "channels of each L2 (persistent) worker's buffer queue")
+    l2_buffer_size: int = option(10_000, "items per channel of each L2 buffer queue")
+    l2_strategy: BufferStrategy = option(
+        BufferStrategy.BLOCKING, "what a full L2 queue does: blocking or if_possible (drop)"
+    )
+    l2_pool_size: int = option(2, "threads of the REGISTER_L2 drain pool shared by every L2 worker")
+    l2_batch_size: int = option(5000, "most items one L2 storage round (reads, lock, inserts) takes")
+    metrics_l1_flush_period_s: float = option(
+        0.5, "how long a receiver merges each metric before sending it on to its aggregator"
+    )
+    metrics_persist_interval_s: float = option(
+        3.0, "how often an aggregator adds what it merged to the stored metrics, in bulk"
+    )
+    metrics_max_pending: int = option(
+        500_000, "metric rows per level an aggregator holds while storage does not take them"
+    )
+    record_buffer_size: int = option(50_000, "segments or log lines waiting to be stored, per record type")
+    record_bulk_size: int = option(2000, "most records one bulk write carries")
+    record_pool_size: int = option(1, "threads of the RECORD_PERSIST drain pool")
+    heartbeat_expiry_s: float = option(
+        120.0, "an instance with no heartbeat for this long is marked inactive"
+    )
+    housekeeping_interval_s: float = option(
+        10.0, "how often inactive instances are looked for, and topics trimmed to their retention"
+    )
+    cache_size: int = option(1_000_000, "names kept in the inventory cache")
+    miss_recheck_s: float = option(
+        0.5, "a name storage did not have is asked of storage again after this long"
+    )
+    resend_after_s: float = option(
+        5.0, "a name still without an id is handed to L1 again after this long, not sooner"
+    )
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """What one agent call may carry; more is refused with a status that says why."""
+
+    max_name_length: int = option(500, "longest name (in characters) a registration may carry")
+    max_properties_chars: int = option(16_384, "most characters of tags and properties one name may carry")
+    max_batch_items: int = option(1000, "most names one registration call may carry")
+    telemetry_max_age_s: float = option(
+        3 * 86_400.0, "segments, logs and meters time-stamped longer ago than this are refused"
+    )
+    telemetry_max_ahead_s: float = option(
+        600.0, "segments, logs and meters time-stamped further ahead of the node's clock are refused"
+    )
+
+
+@dataclass(frozen=True)
+class TopicsConfig:
+    partitions: int = option(
+        4, "partitions of each topic, fixed when storage first creates the topic", name="topic_partitions"
+    )
+    retention_s: float = option(
+        3 * 86_400.0, "topics keep records younger than this", name="topic_retention_s"
+    )
+    retention_records: int = option(
+        10_000_000, "most records one topic partition keeps", name="topic_retention_records"
+    )
 
 
 @dataclass(frozen=True)
 class NodeConfig:
-    role: Role = _opt(
-        Role.MIXED, "what the node does: receiver (agent traffic, L1), aggregator (L2), or both"
-    )
-    host: str = _opt("0.0.0.0", "address the gRPC server binds")
-    port: int = _opt(11800, "gRPC port for agents and other nodes (0 picks a free one)")
-    advertised_host: str = _opt("127.0.0.1", "address other nodes use to reach this one")
-    storage: StorageKind = _opt(StorageKind.EMBEDDED, "where L2 persists")
-    embedded_path: str = _opt("skyoap-data/skyoap.db", "SQLite file of the embedded storage")
-    es_hosts: str = _opt("http://127.0.0.1:9200", "Elasticsearch URLs, comma separated")
-    es_index_prefix: str = _opt("skyoap", "prefix of every Elasticsearch index the node creates")
-    redis_url: str = _opt(
-        "redis://127.0.0.1:6379/0", "Redis for the global lock and sequences (elasticsearch storage)"
-    )
-    redis_key_prefix: str = _opt("skyoap", "prefix of every Redis key the node uses")
+    server: ServerConfig = section(ServerConfig, "server")
+    storage: StorageConfig = section(StorageConfig, "storage")
+    cluster: ClusterConfig = section(ClusterConfig, "cluster")
+    workers: WorkersConfig = section(WorkersConfig, "buffers and workers")
+    limits: LimitsConfig = section(LimitsConfig, "limits of agent calls and telemetry")
+    topics: TopicsConfig = section(TopicsConfig, "topics")
 
-    cluster: ClusterKind = _opt(ClusterKind.STANDALONE, "how nodes find each other")
-    node_name: str = _opt("", "name of the node in the cluster (default: role@advertised address)")
-    cluster_heartbeat_s: float = _opt(2.0, "how often the node renews its registration in the cluster")
-    cluster_expiry_s: float = _opt(6.0, "a node that has not renewed its registration for this long is gone")
-    inventory_selector: SelectorKind = _opt(
-        SelectorKind.FOREVER_FIRST,
-        "which aggregator gets each inventory name; forever-first keeps one writer allocating ids",
-    )
-    remote_buffer_size: int = _opt(20_000, "items each remote client holds for its target node")
-    remote_park_size: int = _opt(
-        100_000, "items held while no aggregator is known; past that they are dropped and counted"
-    )
-
-    l1_channels: int = _opt(2, "channels of each L1 (distinct) worker's buffer queue")
-    l1_buffer_size: int = _opt(10_000, "items per channel of each L1 buffer queue")
-    l1_strategy: BufferStrategy = _opt(
-        BufferStrategy.BLOCKING, "what a full L1 queue does: blocking or if_possible (drop)"
-    )
-    l1_max_wait_s: float = _opt(
-        5.0, "how long an agent call waits for room in a full L1 queue before it is told to come back later"
-    )
-    l1_pool_size: int = _opt(2, "threads of the REGISTER_L1 drain pool shared by every L1 worker")
-    l2_channels: int = _opt(1, "channels of each L2 (persistent) worker's buffer queue")
-    l2_buffer_size: int = _opt(10_000, "items per channel of each L2 buffer queue")
-    l2_strategy: BufferStrategy = _opt(
-        BufferStrategy.BLOCKING, "what a full L2 queue does: blocking or if_possible (drop)"
-    )
-    l2_pool_size: int = _opt(2, "threads of the REGISTER_L2 drain pool shared by every L2 worker")
-    l2_batch_size: int = _opt(5000, "most items one L2 storage round (reads, lock, inserts) takes")
-
-    metrics_l1_flush_period_s: float = _opt(
-        0.5, "how long a receiver merges each metric before sending it on to its aggregator"
-    )
-    metrics_persist_interval_s: float = _opt(
-        3.0, "how often an aggregator adds what it merged to the stored metrics, in bulk"
-    )
-    metrics_max_pending: int = _opt(
-        500_000, "metric rows per level an aggregator holds while storage does not take them"
-    )
-    record_buffer_size: int = _opt(50_000, "segments or log lines waiting to be stored, per record type")
-    record_bulk_size: int = _opt(2000, "most records one bulk write carries")
-    record_pool_size: int = _opt(1, "threads of the RECORD_PERSIST drain pool")
-    topic_partitions: int = _opt(4, "partitions of each topic, fixed when storage first creates the topic")
-    topic_retention_s: float = _opt(3 * 86_400.0, "topics keep records younger than this")
-    topic_retention_records: int = _opt(10_000_000, "most records one topic partition keeps")
-
-    heartbeat_expiry_s: float = _opt(120.0, "an instance with no heartbeat for this long is marked inactive")
-    housekeeping_interval_s: float = _opt(
-        10.0, "how often inactive instances are looked for, and topics trimmed to their retention"
-    )
-    remote_refresh_interval_s: float = _opt(5.0, "how often the list of remote target nodes is refreshed")
-
-    miss_recheck_s: float = _opt(0.5, "a name storage did not have is asked of storage again after this long")
-    resend_after_s: float = _opt(
-        5.0, "a name still without an id is handed to L1 again after this long, not sooner"
-    )
-    max_name_length: int = _opt(500, "longest name (in characters) a registration may carry")
-    max_properties_chars: int = _opt(16_384, "most characters of tags and properties one name may carry")
-    telemetry_max_age_s: float = _opt(
-        3 * 86_400.0, "segments, logs and meters time-stamped longer ago than this are refused"
-    )
-    telemetry_max_ahead_s: float = _opt(
-        600.0, "segments, logs and meters time-stamped further ahead of the node's clock are refused"
-    )
-    max_batch_items: int = _opt(1000, "most names one registration call may carry")
-    max_message_bytes: int = _opt(4 * 1024 * 1024, "largest gRPC message the node accepts")
-    grpc_workers: int = _opt(16, "threads serving gRPC calls")
-    cache_size: int = _opt(1_000_000, "names kept in the inventory cache")
-    admin_port: int = _opt(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
+    def with_options(self, **values: Any) -> NodeConfig:
+        """A copy with the fields named by their options changed, whatever
+        section holds them: ``config.with_options(port=0, storage=StorageKind.ELASTICSEARCH)``."""
+        changes: dict[str, dict[str, Any]] = {}
+        left = dict(values)
+        for holder in dataclasses.fields(self):
+            for f in dataclasses.fields(getattr(self, holder.name)):
+                if option_name(f) in left:
+                    changes.setdefault(holder.name, {})[f.name] = left.pop(option_name(f))
+        if left:
+            raise TypeError(f"no such option: {', '.join(sorted(left))}")
+        return dataclasses.replace(
+            self,
+            **{s: dataclasses.replace(getattr(self, s), **fields) for s, fields in changes.items()},
+        )

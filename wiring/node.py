@@ -15,7 +15,6 @@ from model.metrics import METRICS_TYPES
 from model.records import RECORD_TYPES
 from model.stream import StreamTypes
 from model.topics import Retention, Topic
-from proto import remote_pb2
 from receiver.cache import InventoryCache
 from receiver.checks import TelemetryLimits
 from receiver.registration import Limits, Registrar
@@ -26,10 +25,11 @@ from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneClu
 from remote.grpc_client import GrpcRemoteClient
 from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
-from remote.service import RemoteService
+from remote.service import add_remote_service
 from runtime.instruments import Instruments
 from runtime.pools import DrainPools
 from runtime.worker import Workers
+from storage.config import StorageKind
 from storage.select import OpenStorage, open_storage
 from wiring.admin import AdminServer
 from wiring.chains import (
@@ -38,19 +38,19 @@ from wiring.chains import (
     RecordStreamProcessor,
     StreamProcessor,
 )
-from wiring.config import ClusterKind, NodeConfig, StorageKind
+from wiring.config import ClusterKind, NodeConfig
 
 log = logging.getLogger(__name__)
 
 
 def check(config: NodeConfig) -> None:
     """Refuses configurations that cannot work, saying why."""
-    if config.cluster is ClusterKind.STANDALONE and config.role is not Role.MIXED:
+    if config.cluster.kind is ClusterKind.STANDALONE and config.cluster.role is not Role.MIXED:
         raise ValueError(
-            f"a {config.role.value} node needs other nodes: run it with --cluster redis "
+            f"a {config.cluster.role.value} node needs other nodes: run it with --cluster redis "
             "(a standalone node must be mixed)"
         )
-    if config.cluster is ClusterKind.REDIS and config.storage is StorageKind.EMBEDDED:
+    if config.cluster.kind is ClusterKind.REDIS and config.storage.kind is StorageKind.EMBEDDED:
         raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
 
 
@@ -80,12 +80,12 @@ class Node:
 
     @property
     def address(self) -> str:
-        return f"{self.config.advertised_host}:{self.port}"
+        return f"{self.config.server.advertised_host}:{self.port}"
 
     @property
     def name(self) -> str:
         where = self.address if self.server is not None else "(not started)"
-        return self.config.node_name or f"{self.config.role.value}@{where}"
+        return self.config.cluster.node_name or f"{self.config.cluster.role.value}@{where}"
 
     @property
     def admin_port(self) -> int | None:
@@ -101,29 +101,31 @@ class Node:
 
     def _start(self) -> Node:
         cfg = self.config
-        role = cfg.role
-        self.storage = storage = open_storage(cfg)
+        role = cfg.cluster.role
+        self.storage = storage = open_storage(cfg.storage)
         storage.inventory.install(INVENTORY_TYPES)
         storage.metrics.install(METRICS_TYPES)
         storage.records.install(RECORD_TYPES)
-        storage.topics.install({t.value: cfg.topic_partitions for t in Topic})
+        storage.topics.install({t.value: cfg.topics.partitions for t in Topic})
         # A topic keeps the partition count it was created with.
         partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
         self._publisher = publisher = TopicPublisher(storage.topics, partitions, self.instruments)
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
-        self.server = server = GrpcServer(cfg.host, cfg.port, cfg.grpc_workers, cfg.max_message_bytes)
-        if cfg.admin_port >= 0:
-            self._admin = AdminServer(cfg.host, cfg.admin_port, self.instruments)
+        self.server = server = GrpcServer(
+            cfg.server.host, cfg.server.port, cfg.server.grpc_workers, cfg.server.max_message_bytes
+        )
+        if cfg.server.admin_port >= 0:
+            self._admin = AdminServer(cfg.server.host, cfg.server.admin_port, self.instruments)
         self._cluster = self._join_cluster()
         if role.takes_agents:  # only L1 results travel between nodes
             self._clients = RemoteClientManager(
-                self._cluster, self._make_client, cfg.remote_refresh_interval_s
+                self._cluster, self._make_client, cfg.cluster.remote_refresh_interval_s
             )
-            self._sender = RemoteSender(self._clients, self.instruments, cfg.remote_park_size)
+            self._sender = RemoteSender(self._clients, self.instruments, cfg.cluster.remote_park_size)
             clients = self._clients
             self.instruments.gauge("remote_targets", "nodes L1 results go to", lambda: len(clients.clients))
-        cache = InventoryCache(storage.inventory, cfg.cache_size, cfg.miss_recheck_s)
+        cache = InventoryCache(storage.inventory, cfg.workers.cache_size, cfg.workers.miss_recheck_s)
         processor = InventoryStreamProcessor(
             cfg,
             storage.inventory,
@@ -132,7 +134,7 @@ class Node:
             self.workers,
             self._sender,
             self.instruments,
-            selector=cfg.inventory_selector,
+            selector=cfg.cluster.inventory_selector,
             # A mixed node's L2 tells its own receiver of new ids at once.
             on_stored=cache.learn if role is Role.MIXED else None,
             publisher=publisher,
@@ -146,33 +148,34 @@ class Node:
         self._processors = [processor, metrics, records]
         if role.takes_agents:
             limits = Limits(
-                cfg.max_name_length, cfg.max_batch_items, cfg.max_properties_chars, cfg.resend_after_s
+                cfg.limits.max_name_length,
+                cfg.limits.max_batch_items,
+                cfg.limits.max_properties_chars,
+                cfg.workers.resend_after_s,
             )
             registrar = Registrar(cache, processor.entry, limits)
             add_agent_services(server, registrar)
             telemetry = TelemetryLimits(
-                cfg.max_name_length,
-                int(cfg.telemetry_max_age_s * 1000),
-                int(cfg.telemetry_max_ahead_s * 1000),
+                cfg.limits.max_name_length,
+                int(cfg.limits.telemetry_max_age_s * 1000),
+                int(cfg.limits.telemetry_max_ahead_s * 1000),
             )
             self._v3_names = add_skywalking_services(
                 server, registrar, Sinks(metrics.entry, records.entry), telemetry, self.instruments
             )
             self._v3_names.start()
         if role.is_target:
-            server.add(
-                remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-                RemoteService(
-                    self.workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), self.instruments
-                ),
-                keep_undecodable=True,  # one bad message from a peer must not end its stream
+            add_remote_service(
+                server, self.workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), self.instruments
             )
             self._housekeeping = [
-                HeartbeatExpiry(storage.inventory, cfg.heartbeat_expiry_s, cfg.housekeeping_interval_s),
+                HeartbeatExpiry(
+                    storage.inventory, cfg.workers.heartbeat_expiry_s, cfg.workers.housekeeping_interval_s
+                ),
                 TopicRetention(
                     storage.topics,
-                    Retention(cfg.topic_retention_s, cfg.topic_retention_records),
-                    cfg.housekeeping_interval_s,
+                    Retention(cfg.topics.retention_s, cfg.topics.retention_records),
+                    cfg.workers.housekeeping_interval_s,
                 ),
             ]
             for task in self._housekeeping:
@@ -191,20 +194,24 @@ class Node:
             self.name,
             role.value,
             self.address,
-            cfg.storage.value,
-            cfg.cluster.value,
-            f" admin=http://{cfg.host}:{self._admin.port}/metrics" if self._admin else "",
+            cfg.storage.kind.value,
+            cfg.cluster.kind.value,
+            f" admin=http://{cfg.server.host}:{self._admin.port}/metrics" if self._admin else "",
         )
         return self
 
     def _join_cluster(self) -> RedisCluster | StandaloneCluster:
         cfg = self.config
-        if cfg.cluster is ClusterKind.STANDALONE:
+        if cfg.cluster.kind is ClusterKind.STANDALONE:
             return StandaloneCluster(self.address)
-        admin = f"{cfg.advertised_host}:{self._admin.port}" if self._admin else ""
-        me = Member(self.name, cfg.role.value, self.address, time.time(), admin)
+        admin = f"{cfg.server.advertised_host}:{self._admin.port}" if self._admin else ""
+        me = Member(self.name, cfg.cluster.role.value, self.address, time.time(), admin)
         return RedisCluster(
-            cfg.redis_url, cfg.redis_key_prefix, me, cfg.cluster_heartbeat_s, cfg.cluster_expiry_s
+            cfg.storage.redis_url,
+            cfg.storage.redis_key_prefix,
+            me,
+            cfg.cluster.heartbeat_s,
+            cfg.cluster.expiry_s,
         )
 
     def _make_client(self, node: RemoteNode) -> RemoteClient:
@@ -212,7 +219,7 @@ class Node:
             return SelfRemoteClient(node.address, self.workers)
         assert self._sender is not None
         return GrpcRemoteClient(
-            node.address, self.instruments, self.config.remote_buffer_size, self._sender.reroute
+            node.address, self.instruments, self.config.cluster.remote_buffer_size, self._sender.reroute
         )
 
     def close(self, grace_s: float = 5.0) -> None:
@@ -227,8 +234,8 @@ class Node:
             self.server.refuse()
         if self._cluster is not None:
             self._cluster.close()
-            if isinstance(self._cluster, RedisCluster) and self.config.role.is_target:
-                time.sleep(self.config.remote_refresh_interval_s + 0.5)
+            if isinstance(self._cluster, RedisCluster) and self.config.cluster.role.is_target:
+                time.sleep(self.config.cluster.remote_refresh_interval_s + 0.5)
         if self.server is not None:
             self.server.stop(grace_s)
         for task in self._housekeeping:

@@ -10,7 +10,7 @@ import time
 
 from consumer.client import Consumer, TopicPartition
 from consumer.group import CommitRefused
-from wiring.config import NodeConfig, StorageKind
+from storage.config import StorageConfig, StorageKind
 
 
 def main() -> None:
@@ -25,8 +25,8 @@ def main() -> None:
     parser.add_argument("--session-timeout-s", type=float, default=3.0)
     parser.add_argument("--pause-s", type=float, default=0.05, help="processing time of one batch")
     args = parser.parse_args()
-    config = NodeConfig(
-        storage=StorageKind(args.storage),
+    config = StorageConfig(
+        kind=StorageKind(args.storage),
         embedded_path=args.embedded_path,
         es_hosts=args.es_hosts,
         es_index_prefix=args.prefix,

@@ -5,13 +5,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from storage.api import I
+from storage.config import StorageConfig, StorageKind
 from storage.select import open_storage
-from wiring.config import NodeConfig, StorageKind
 
 T = TypeVar("T")
 
 
-def stored(config: NodeConfig, model: type[I]) -> list[I]:
+def stored(config: StorageConfig, model: type[I]) -> list[I]:
     """What storage holds for ``model``, read through a connection of its own."""
     storage = open_storage(config)
     try:
@@ -37,9 +37,9 @@ def eventually(check: Callable[[], T], timeout_s: float = 30.0, interval_s: floa
         time.sleep(interval_s)
 
 
-def storage_options(config: NodeConfig) -> dict[str, str]:
+def storage_options(config: StorageConfig) -> dict[str, str]:
     """The options that point the Spark data source at ``config``'s storage."""
-    if config.storage is StorageKind.EMBEDDED:
+    if config.kind is StorageKind.EMBEDDED:
         return {"storage": "embedded", "embedded_path": config.embedded_path}
     return {
         "storage": "elasticsearch",

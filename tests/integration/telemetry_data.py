@@ -14,8 +14,8 @@ import grpc
 
 from model.metrics import CALL_METRICS, CallMetrics, Downsampling
 from proto.skywalking import common_pb2, tracing_pb2
+from storage.config import StorageConfig
 from storage.select import open_storage
-from wiring.config import NodeConfig
 
 # The documented lower bounds of the latency buckets, in ms.
 BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,
@@ -71,7 +71,7 @@ def summary(latencies: list[int], errors: int) -> dict[str, object]:
 
 
 def stored_rows(
-    config: NodeConfig, level: Downsampling
+    config: StorageConfig, level: Downsampling
 ) -> dict[tuple[str, tuple[str, ...], int], dict[str, object]]:
     """Every call metric stored at ``level``, in the shape of ``Expected.rows``."""
     storage = open_storage(config)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
@@ -21,9 +20,7 @@ MAX_NAME = 40
 
 @pytest.fixture
 def node(node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]) -> Node:
-    config = dataclasses.replace(
-        node_config, max_name_length=MAX_NAME, max_batch_items=10, max_message_bytes=64_000
-    )
+    config = node_config.with_options(max_name_length=MAX_NAME, max_batch_items=10, max_message_bytes=64_000)
     return start_node(config)
 
 
@@ -34,7 +31,7 @@ def channel(node: Node) -> Iterator[grpc.Channel]:
 
 
 def snapshot(config: NodeConfig) -> dict[str, list[object]]:
-    return {m.MODEL: stored(config, m) for m in INVENTORY_TYPES}  # type: ignore[misc]
+    return {m.MODEL: stored(config.storage, m) for m in INVENTORY_TYPES}  # type: ignore[misc]
 
 
 def raw_call(channel: grpc.Channel, method: str, body: bytes) -> None:

@@ -17,18 +17,18 @@ from model.inventory import ServiceInventory
 from model.stream import Stage, worker_id
 from proto import remote_pb2
 from remote.grpc_client import CALL, encode
+from storage.config import StorageConfig, StorageKind
 from tests.integration.cluster_support import metric, rendezvous_owner
 from tests.integration.helpers import eventually, stored
-from wiring.config import NodeConfig, StorageKind
 
 SERVICE_L2 = "l2_received_total_service_inventory_l2"
 INSTANCE_L2 = "l2_received_total_service_instance_inventory_l2"
 
 
-def storage_of(cluster: LocalCluster) -> NodeConfig:
+def storage_of(cluster: LocalCluster) -> StorageConfig:
     s = cluster.state
-    return NodeConfig(
-        storage=StorageKind.ELASTICSEARCH, es_hosts=s.es_hosts, es_index_prefix=s.prefix,
+    return StorageConfig(
+        kind=StorageKind.ELASTICSEARCH, es_hosts=s.es_hosts, es_index_prefix=s.prefix,
         redis_url=s.redis_url, redis_key_prefix=s.prefix,
     )  # fmt: skip
 

@@ -19,9 +19,10 @@ from consumer.client import Consumer, TopicPartition
 from consumer.group import CommitRefused
 from deploy.consumer_table import print_consumers
 from model.topics import Entry
+from storage.config import StorageConfig, StorageKind
 from storage.select import OpenStorage
 from tests.integration.helpers import eventually
-from wiring.config import NodeConfig, StorageKind
+from wiring.config import NodeConfig
 
 TOPIC = "segment"
 FAST = {"session_timeout_s": 3.0, "heartbeat_interval_s": 0.5, "fetch_idle_s": 0.02}
@@ -43,7 +44,7 @@ def consumers(node_config: NodeConfig) -> Iterator[list[Consumer]]:
 
 
 def open_consumer(
-    config: NodeConfig, made: list[Consumer], group: str | None = "g1", **options: object
+    config: StorageConfig, made: list[Consumer], group: str | None = "g1", **options: object
 ) -> Consumer:
     consumer = Consumer.open(config, group, **{**FAST, **options})
     made.append(consumer)
@@ -64,7 +65,7 @@ def test_a_new_member_resumes_after_the_commit_and_another_group_uses_its_reset(
 ) -> None:
     fill(storage, 10, partitions=1)
     tp = TopicPartition(TOPIC, 0)
-    first = open_consumer(node_config, consumers, member_id="first", enable_auto_commit=False)
+    first = open_consumer(node_config.storage, consumers, member_id="first", enable_auto_commit=False)
     first.subscribe([TOPIC])
     assert drain(first, 4) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     first.commit({tp: 3})
@@ -87,16 +88,16 @@ def test_a_new_member_resumes_after_the_commit_and_another_group_uses_its_reset(
         print_consumers(storage.topics, storage.state, "nope", out)
     first.close()
 
-    second = open_consumer(node_config, consumers)
+    second = open_consumer(node_config.storage, consumers)
     second.subscribe([TOPIC])
     assert drain(second, 2) == [(0, 4), (0, 5)]
     assert second.position(tp) == 6
 
-    latest = open_consumer(node_config, consumers, "g2", auto_offset_reset="latest")
+    latest = open_consumer(node_config.storage, consumers, "g2", auto_offset_reset="latest")
     latest.subscribe([TOPIC])
     eventually(lambda: latest.poll(0.1) == [] and latest.assignment() == {tp})
     assert latest.position(tp) == 10
-    earliest = open_consumer(node_config, consumers, "g3")
+    earliest = open_consumer(node_config.storage, consumers, "g3")
     earliest.subscribe([TOPIC])
     assert drain(earliest, 1) == [(0, 0)]
     assert earliest.committed(tp) is None
@@ -114,7 +115,7 @@ def test_members_joining_and_leaving_rebalance_evenly(
     members = []
     for name in ("a", "b", "c"):
         c = open_consumer(
-            node_config, consumers, member_id=name, on_assigned=recorder(name, "assigned"),
+            node_config.storage, consumers, member_id=name, on_assigned=recorder(name, "assigned"),
             on_revoked=recorder(name, "revoked"),
         )  # fmt: skip
         c.subscribe([TOPIC])
@@ -137,11 +138,17 @@ def test_a_killed_member_s_partitions_move_and_the_group_misses_no_offset(
     node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
 ) -> None:
     fill(storage, 100)
-    args = [sys.executable, "-m", "tests.integration.consumer_child", "--storage", node_config.storage.value]
-    if node_config.storage is StorageKind.EMBEDDED:
-        args += ["--embedded-path", node_config.embedded_path]
+    args = [
+        sys.executable,
+        "-m",
+        "tests.integration.consumer_child",
+        "--storage",
+        node_config.storage.kind.value,
+    ]
+    if node_config.storage.kind is StorageKind.EMBEDDED:
+        args += ["--embedded-path", node_config.storage.embedded_path]
     else:
-        args += ["--es-hosts", node_config.es_hosts, "--prefix", node_config.es_index_prefix]
+        args += ["--es-hosts", node_config.storage.es_hosts, "--prefix", node_config.storage.es_index_prefix]
     child = subprocess.Popen(
         [*args, "--group", "g1", "--topic", TOPIC, "--commit-every", "10", "--session-timeout-s", "3"],
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2],
@@ -151,7 +158,7 @@ def test_a_killed_member_s_partitions_move_and_the_group_misses_no_offset(
     reader.start()
     eventually(lambda: sum(1 for x in lines if x.startswith("seen")) >= 40, timeout_s=60)
 
-    survivor = open_consumer(node_config, consumers, enable_auto_commit=False)
+    survivor = open_consumer(node_config.storage, consumers, enable_auto_commit=False)
     survivor.subscribe([TOPIC])
     seen_by_survivor: list[tuple[int, int]] = []
 
@@ -181,7 +188,7 @@ def test_commits_of_a_stale_owner_beyond_the_watermark_or_unassigned_are_refused
     node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
 ) -> None:
     fill(storage, 5, partitions=2)
-    stale = open_consumer(node_config, consumers, member_id="stale", heartbeat_interval_s=3600)
+    stale = open_consumer(node_config.storage, consumers, member_id="stale", heartbeat_interval_s=3600)
     stale.subscribe([TOPIC])
     assert len(drain(stale, 10)) == 10
     tp0 = TopicPartition(TOPIC, 0)
@@ -193,7 +200,7 @@ def test_commits_of_a_stale_owner_beyond_the_watermark_or_unassigned_are_refused
         stale.commit({TopicPartition(TOPIC, 7): 1})
 
     # "stale" stops beating; once the session timeout passes, the next member takes both partitions.
-    fresh = open_consumer(node_config, consumers, member_id="fresh")
+    fresh = open_consumer(node_config.storage, consumers, member_id="fresh")
     fresh.subscribe([TOPIC])
     eventually(lambda: fresh.poll(0.1) is not None and len(fresh.assignment()) == 2, timeout_s=30)
     with pytest.raises(CommitRefused, match=r"consumer stale cannot commit segment/0: the partition is not "

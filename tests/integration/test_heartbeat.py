@@ -3,7 +3,6 @@ ping for an id nobody registered tells the agent to register again."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import grpc
@@ -17,13 +16,13 @@ from wiring.node import Node
 
 
 def instance_rows(config: NodeConfig) -> dict[str, ServiceInstanceInventory]:
-    return {i.instance_uuid: i for i in stored(config, ServiceInstanceInventory)}
+    return {i.instance_uuid: i for i in stored(config.storage, ServiceInstanceInventory)}
 
 
 def test_an_instance_without_heartbeats_expires_and_a_ping_revives_it(
     node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
 ) -> None:
-    config = dataclasses.replace(node_config, heartbeat_expiry_s=1.5, housekeeping_interval_s=0.3)
+    config = node_config.with_options(heartbeat_expiry_s=1.5, housekeeping_interval_s=0.3)
     node = start_node(config)
     beating = Agent(node.address, "shop", instance_uuid="beating", retry_interval_s=0.05)
     silent = Agent(node.address, "shop", instance_uuid="silent", retry_interval_s=0.05)
@@ -43,7 +42,7 @@ def test_an_instance_without_heartbeats_expires_and_a_ping_revives_it(
         beating.close()
         silent.close()
     # The service's heartbeat moved with its instances'.
-    (service,) = stored(config, ServiceInventory)
+    (service,) = stored(config.storage, ServiceInventory)
     assert service.heartbeat_time >= rows["silent"].heartbeat_time - 1
 
 

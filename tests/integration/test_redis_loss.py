@@ -12,8 +12,9 @@ import redis
 
 from agent import Agent
 from model.inventory import ServiceInstanceInventory, ServiceInventory
+from storage.config import StorageKind
 from tests.integration.helpers import stored
-from wiring.config import NodeConfig, StorageKind
+from wiring.config import NodeConfig
 from wiring.node import Node
 
 
@@ -25,9 +26,9 @@ def test_no_id_is_handed_out_twice_when_redis_is_flushed_mid_storm(
     """With two writers (two nodes persisting into the same storage), a flush also
     drops the global lock while one of them holds it, so both allocate at once
     from a recovered counter: storage must refuse the second use of a sequence."""
-    assert node_config.storage is StorageKind.ELASTICSEARCH
+    assert node_config.storage.kind is StorageKind.ELASTICSEARCH
     nodes = [start_node(node_config) for _ in range(writers)]
-    r = redis.Redis.from_url(node_config.redis_url)
+    r = redis.Redis.from_url(node_config.storage.redis_url)
     stop = threading.Event()
     flushes = 0
 
@@ -53,8 +54,8 @@ def test_no_id_is_handed_out_twice_when_redis_is_flushed_mid_storm(
             a.close()
     assert flushes >= 3
 
-    services = stored(node_config, ServiceInventory)
-    instances = stored(node_config, ServiceInstanceInventory)
+    services = stored(node_config.storage, ServiceInventory)
+    instances = stored(node_config.storage, ServiceInstanceInventory)
     assert len(services) == 60
     assert len(instances) == 240
     # No sequence was given to two names, in either scope.

@@ -38,11 +38,11 @@ def test_a_storm_of_200_agents_gives_every_name_exactly_one_id(
     assert sorted(next(iter(ids)) for ids in service_ids.values()) == list(range(1, SERVICES + 1))
     assert sorted(ids.instance_id for ids in results) == list(range(1, SERVICES * INSTANCES + 1))
 
-    services = stored(node_config, ServiceInventory)
+    services = stored(node_config.storage, ServiceInventory)
     assert sorted((s.name, s.sequence) for s in services) == sorted(
         (name, next(iter(ids))) for name, ids in service_ids.items()
     )
-    instances = stored(node_config, ServiceInstanceInventory)
+    instances = stored(node_config.storage, ServiceInstanceInventory)
     assert len(instances) == SERVICES * INSTANCES
     by_uuid = {i.instance_uuid: i for i in instances}
     for a, ids in zip(agents, results, strict=True):

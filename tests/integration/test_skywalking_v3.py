@@ -3,7 +3,6 @@ and heart-beat, unchanged."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import time
@@ -38,7 +37,7 @@ AGENT_PYTHON = ROOT / ".venv-agent" / "bin" / "python"
 
 
 def instances(config: NodeConfig) -> dict[str, ServiceInstanceInventory]:
-    return {i.instance_uuid: i for i in stored(config, ServiceInstanceInventory)}
+    return {i.instance_uuid: i for i in stored(config.storage, ServiceInstanceInventory)}
 
 
 def test_instances_register_by_name_and_keep_alive(
@@ -73,7 +72,7 @@ def test_instances_register_by_name_and_keep_alive(
 
         eventually(lambda: len(instances(node_config)) == 2, timeout_s=30)
         rows = instances(node_config)
-        (service,) = stored(node_config, ServiceInventory)
+        (service,) = stored(node_config.storage, ServiceInventory)
         assert service.name == "shop"
         assert {r.service_id for r in rows.values()} == {service.sequence}
         assert dict(rows["shop-1@host-a"].properties) == {"hostname": "host-a", "layer": "GENERAL"}
@@ -133,8 +132,10 @@ def test_instances_register_by_name_and_keep_alive(
             ),
             timeout=10,
         )
-        eventually(lambda: [e.name for e in stored(node_config, EndpointInventory)] == ["POST:/pay"])
-        eventually(lambda: [a.name for a in stored(node_config, NetworkAddressInventory)] == ["bank:443"])
+        eventually(lambda: [e.name for e in stored(node_config.storage, EndpointInventory)] == ["POST:/pay"])
+        eventually(
+            lambda: [a.name for a in stored(node_config.storage, NetworkAddressInventory)] == ["bank:443"]
+        )
 
 
 def test_an_empty_service_name_is_refused(
@@ -192,9 +193,7 @@ def test_the_official_python_agent_reports_and_its_data_is_stored(
     assert AGENT_PYTHON.exists(), (
         "run deploy/install.sh: it installs SkyWalking's Python agent in .venv-agent"
     )
-    node = start_node(
-        dataclasses.replace(node_config, metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2)
-    )
+    node = start_node(node_config.with_options(metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2))
     program = tmp_path / "app.py"
     program.write_text(INSTRUMENTED_PROGRAM)
     env = {
@@ -208,22 +207,23 @@ def test_the_official_python_agent_reports_and_its_data_is_stored(
     )
     assert run.returncode == 0, run.stderr[-6000:]
     eventually(
-        lambda: instances(node_config) and len(stored(node_config, EndpointInventory)) == 4, timeout_s=30
+        lambda: instances(node_config) and len(stored(node_config.storage, EndpointInventory)) == 4,
+        timeout_s=30,
     )
-    (service,) = stored(node_config, ServiceInventory)
+    (service,) = stored(node_config.storage, ServiceInventory)
     assert service.name == "orders-app"
     (instance,) = instances(node_config).values()
     assert instance.service_id == service.sequence
     assert "hostname" in instance.properties  # the agent reports its host as instance properties
-    endpoints = stored(node_config, EndpointInventory)
+    endpoints = stored(node_config.storage, EndpointInventory)
     assert sorted((e.name, e.service_id, e.detect_point) for e in endpoints) == [
         (f"/orders/{n}", service.sequence, 1) for n in ("1", "2", "3", "fail")
     ]
     # urllib's exit spans call the program's own address.
-    (peer,) = eventually(lambda: stored(node_config, NetworkAddressInventory))
+    (peer,) = eventually(lambda: stored(node_config.storage, NetworkAddressInventory))
     assert peer.name.startswith("127.0.0.1:")
 
-    storage = open_storage(node_config)
+    storage = open_storage(node_config.storage)
     try:
         everything = (0, 999_999_999_999)
         # Each call is an exit segment (urllib) and an entry segment (http.server).

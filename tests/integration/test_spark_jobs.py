@@ -82,7 +82,7 @@ def test_slowest_endpoints_and_dependencies(
     ]
     for rows in (endpoints, relations):
         assert not storage.metrics.put(type(rows[0]), MINUTE, [(None, m) for m in rows]).failed
-    options = storage_options(node_config)
+    options = storage_options(node_config.storage)
 
     assert slowest_endpoints(spark, options, minutes=60, top=2) == [
         SlowEndpoint("db", 1, "SELECT", 4, 2, 10.0, 10),
@@ -120,7 +120,8 @@ def test_error_spikes_stream_over_the_metrics_topic(
     spikes: list[Spike] = []
     detector = SpikeDetector(spikes.append, threshold=0.2, factor=3.0, min_calls=10)
     query = error_spikes(
-        spark, storage_options(node_config), detector, str(tmp_path / "c"), starting_offsets="earliest",
+        spark, storage_options(node_config.storage), detector, str(tmp_path / "c"),
+        starting_offsets="earliest",
         available_now=True,
     )  # fmt: skip
     query.awaitTermination()

@@ -30,14 +30,19 @@ def test_a_topic_reads_as_a_dataframe(
     # A table no node has written to reads as empty.
     empty = (
         spark.read.format("skyoap")
-        .options(**storage_options(node_config))
+        .options(**storage_options(node_config.storage))
         .option("table", "endpoint_metrics")
     )
     assert empty.load().count() == 0
     storage.topics.install({"log": 2})
     append(storage, 0, 0, 3)
     append(storage, 1, 3, 2)
-    df = spark.read.format("skyoap").options(**storage_options(node_config)).option("topic", "log").load()
+    df = (
+        spark.read.format("skyoap")
+        .options(**storage_options(node_config.storage))
+        .option("topic", "log")
+        .load()
+    )
     rows = sorted((r.partition, r.offset, r.key, r.value) for r in df.collect())
     assert rows == [
         (0, 0, "k0", '{"n":0}'), (0, 1, "k1", '{"n":1}'), (0, 2, "k2", '{"n":2}'),
@@ -82,7 +87,9 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
 
     def start() -> Any:
         stream = (
-            spark.readStream.format("skyoap").options(**storage_options(node_config)).option("topic", "log")
+            spark.readStream.format("skyoap")
+            .options(**storage_options(node_config.storage))
+            .option("topic", "log")
             .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", "15")
             .option("group", "spark-sink").load()
         )  # fmt: skip
@@ -122,7 +129,7 @@ def test_a_stream_whose_offsets_retention_removed_fails_unless_told_to_skip(
 
     storage.topics.install({"log": 1})
     append(storage, 0, 0, 10)
-    options = {**storage_options(node_config), "topic": "log", "startingOffsets": '{"0": 2}'}
+    options = {**storage_options(node_config.storage), "topic": "log", "startingOffsets": '{"0": 2}'}
     storage.topics.trim("log", Retention(3600 * 24 * 365 * 100, 5), 2_000)
     sink = Sink(tmp_path / "sink.db")
 

@@ -5,7 +5,6 @@ records, meters become metrics; bad items are refused and counted."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 import io
 import math
 import time
@@ -30,7 +29,7 @@ from wiring.node import Node
 
 def fast_metrics(config: NodeConfig) -> NodeConfig:
     """Metrics flushed by L1 every 0.2 s and persisted every 0.5 s."""
-    return dataclasses.replace(config, metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2)
+    return config.with_options(metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2)
 
 
 @pytest.fixture
@@ -52,7 +51,7 @@ def test_known_segments_give_exact_metrics_at_every_level(
 
     for level in Downsampling:
         want = expected.rows(level)
-        eventually(lambda: stored_rows(telemetry_config, level) == want, timeout_s=30)  # noqa: B023
+        eventually(lambda: stored_rows(telemetry_config.storage, level) == want, timeout_s=30)  # noqa: B023
     # L1 merged the calls before they left it: one item per key and flush,
     # not one per span and scope.
     calls = sum(len(v) for v in expected.latencies.values())
@@ -60,7 +59,7 @@ def test_known_segments_give_exact_metrics_at_every_level(
 
     # The query command shows the same figures, over its window, for people.
     out = io.StringIO()
-    storage = open_storage(telemetry_config)
+    storage = open_storage(telemetry_config.storage)
     try:
         print_query(storage, "services", None, 15, 10, out)
     finally:
@@ -78,7 +77,7 @@ def test_known_segments_give_exact_metrics_at_every_level(
         figures += [f"{float(str(day['latency_avg_ms'])):.1f}", day["p50"], day["p90"], day["p99"]]
         assert line.split() == [name, *map(str, figures), latest[:8], f"{latest[8:10]}:{latest[10:]}"]
 
-    storage = open_storage(telemetry_config)
+    storage = open_storage(telemetry_config.storage)
     try:
         first, last = minute_bucket(0), utc_minute(int(time.time() * 1000) + 60_000)
         eventually(
@@ -112,7 +111,7 @@ def test_a_segment_sent_twice_is_stored_once(
     segments, _ = traces(1)
     collect(node.address, segments)
     collect(node.address, segments)
-    storage = open_storage(telemetry_config)
+    storage = open_storage(telemetry_config.storage)
     try:
         ids = lambda: sorted(r.segment_id for r in storage.records.query(SegmentRecord, 0, 999_999_999_999))  # noqa: E731
         eventually(lambda: node.instruments.value("records_written_total_segment_records") == 4)
@@ -152,7 +151,7 @@ def test_logs_are_stored_as_records(
             request_serializer=logging_pb2.LogData.SerializeToString,
             response_deserializer=common_pb2.Commands.FromString,
         )(iter(lines), timeout=10)
-    storage = open_storage(telemetry_config)
+    storage = open_storage(telemetry_config.storage)
     try:
         bucket = minute_bucket(now)
         eventually(lambda: len(storage.records.query(LogRecord, bucket, bucket + 1)) == 4, timeout_s=30)
@@ -208,7 +207,7 @@ def test_meters_become_metrics(
             request_serializer=meter_pb2.MeterData.SerializeToString,
             response_deserializer=common_pb2.Commands.FromString,
         )(meters(), timeout=10)
-    storage = open_storage(telemetry_config)
+    storage = open_storage(telemetry_config.storage)
     try:
         bucket = minute_bucket(now)
 
@@ -254,7 +253,7 @@ def refused(call: Callable[[], object]) -> str:
 def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
     telemetry_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
 ) -> None:
-    node = start_node(dataclasses.replace(telemetry_config, max_name_length=50))
+    node = start_node(telemetry_config.with_options(max_name_length=50))
     now = int(time.time() * 1000)
 
     def segment(sid: str, *spans: tracing_pb2.SpanObject, service: str = "shop") -> tracing_pb2.SegmentObject:
@@ -316,7 +315,7 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
         lambda: (
             {
                 k: (v["calls"], v["latency_sum_ms"])
-                for k, v in stored_rows(telemetry_config, Downsampling.MINUTE).items()
+                for k, v in stored_rows(telemetry_config.storage, Downsampling.MINUTE).items()
                 if k[0] == "ServiceMetrics"
             }
             == want
@@ -377,7 +376,7 @@ def test_bad_logs_and_meters_are_refused(
         )
         assert message.startswith("2 meters refused (1 missing_name, 1 not_a_number;"), message
     assert node.instruments.value("v3_refused_total_meters_not_a_number") == 1
-    storage = open_storage(telemetry_config)
+    storage = open_storage(telemetry_config.storage)
     try:
         bucket = minute_bucket(now)
         rows = eventually(
@@ -408,7 +407,7 @@ def test_two_receivers_and_two_aggregators_store_what_one_node_stores(
     for level in Downsampling:
         want = expected.rows(level)
         eventually(lambda: stored_rows(storage_of(cluster), level) == want, timeout_s=60)  # noqa: B023
-        eventually(lambda: stored_rows(node_config, level) == want, timeout_s=60)  # noqa: B023
+        eventually(lambda: stored_rows(node_config.storage, level) == want, timeout_s=60)  # noqa: B023
     # Both aggregators merged a share (hash by entity), and what crossed between
     # nodes is far less than the spans that were measured.
     crossed = [sum(metric(a, f"l2_received_total_{m.MODEL}_l2") for m in CALL_METRICS) for a in aggregators]

@@ -105,8 +105,8 @@ def test_records_a_dead_writer_left_above_the_end_are_kept_or_removed(
     topics = storage.topics
     topics.install({"segment": 1})
     topics.append("segment", 0, entries(2))
-    index = f"{node_config.es_index_prefix}_topic_segment"
-    with Elasticsearch(node_config.es_hosts) as es:
+    index = f"{node_config.storage.es_index_prefix}_topic_segment"
+    with Elasticsearch(node_config.storage.es_hosts) as es:
         for offset in (2, 3, 5):
             es.create(
                 index=index,

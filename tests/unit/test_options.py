@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from deploy.cli import build_parser
 from deploy.options import config_from
 from remote.cluster import Role
 from runtime.buffer import BufferStrategy
-from wiring.config import NodeConfig, StorageKind
+from runtime.config import option_name
+from storage.config import StorageConfig, StorageKind
+from wiring.config import NodeConfig
 
 
 def test_options_default_to_the_config_and_take_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -14,11 +18,11 @@ def test_options_default_to_the_config_and_take_the_environment(monkeypatch: pyt
     monkeypatch.setenv("SKYOAP_L1_BUFFER_SIZE", "77")
     args = build_parser().parse_args(["node", "--port", "12000", "--l2-strategy", "if_possible"])
     config = config_from(args, NodeConfig)
-    assert config.storage is StorageKind.ELASTICSEARCH
-    assert config.l1_buffer_size == 77
-    assert config.port == 12000
-    assert config.l2_strategy is BufferStrategy.IF_POSSIBLE
-    assert config.role is Role.MIXED
+    assert config.storage.kind is StorageKind.ELASTICSEARCH
+    assert config.workers.l1_buffer_size == 77
+    assert config.server.port == 12000
+    assert config.workers.l2_strategy is BufferStrategy.IF_POSSIBLE
+    assert config.cluster.role is Role.MIXED
 
 
 def test_a_bad_value_names_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,10 +40,52 @@ def test_a_bad_environment_value_names_the_variable(
     assert "$SKYOAP_PORT: invalid literal for int() with base 10: 'eleven'" in capsys.readouterr().err
 
 
-def test_every_option_is_documented(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_option_is_documented_under_its_section(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["node", "--help"])
     text = capsys.readouterr().out
-    for name in NodeConfig.__dataclass_fields__:
-        assert "--" + name.replace("_", "-") in text
-        assert "$SKYOAP_" + name.upper() in text
+    sections = [f for f in dataclasses.fields(NodeConfig)]
+    assert [f.metadata["section"] for f in sections] == [
+        "server",
+        "storage",
+        "cluster",
+        "buffers and workers",
+        "limits of agent calls and telemetry",
+        "topics",
+    ]
+    for i, holder in enumerate(sections):
+        # Each section's options stand between its heading and the next one's.
+        start = text.index(f"\n{holder.metadata['section']} options:\n")
+        end = (
+            text.index(f"\n{sections[i + 1].metadata['section']} options:\n")
+            if i + 1 < len(sections)
+            else None
+        )
+        part = text[start:end]
+        for f in dataclasses.fields(getattr(NodeConfig(), holder.name)):
+            name = option_name(f)
+            assert "--" + name.replace("_", "-") + " " in part
+            assert "$SKYOAP_" + name.upper() in part
+
+
+def test_storage_commands_take_only_the_storage_options() -> None:
+    args = build_parser().parse_args(
+        ["query", "services", "--storage", "elasticsearch", "--es-hosts", "http://e:9200"]
+    )
+    assert config_from(args, StorageConfig) == StorageConfig(
+        kind=StorageKind.ELASTICSEARCH, es_hosts="http://e:9200"
+    )
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["query", "services", "--port", "1"])
+
+
+def test_options_change_whatever_section_holds_them() -> None:
+    config = NodeConfig().with_options(port=0, topic_partitions=8, storage=StorageKind.ELASTICSEARCH)
+    assert (config.server.port, config.topics.partitions, config.storage.kind) == (
+        0,
+        8,
+        StorageKind.ELASTICSEARCH,
+    )
+    assert config.cluster == NodeConfig().cluster
+    with pytest.raises(TypeError, match="no such option: prot"):
+        NodeConfig().with_options(prot=1)

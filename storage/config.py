@@ -1,0 +1,26 @@
+"""The storage section of the configuration: all that storage, the consumer
+client and the Spark source need to know."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from runtime.config import option
+
+
+class StorageKind(enum.Enum):
+    EMBEDDED = "embedded"
+    ELASTICSEARCH = "elasticsearch"
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    kind: StorageKind = option(StorageKind.EMBEDDED, "where L2 persists", name="storage")
+    embedded_path: str = option("skyoap-data/skyoap.db", "SQLite file of the embedded storage")
+    es_hosts: str = option("http://127.0.0.1:9200", "Elasticsearch URLs, comma separated")
+    es_index_prefix: str = option("skyoap", "prefix of every Elasticsearch index the node creates")
+    redis_url: str = option(
+        "redis://127.0.0.1:6379/0", "Redis for the global lock and sequences (elasticsearch storage)"
+    )
+    redis_key_prefix: str = option("skyoap", "prefix of every Redis key the node uses")
