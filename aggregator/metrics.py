@@ -10,6 +10,7 @@ twice.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
@@ -53,22 +54,24 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         self._pending: dict[Downsampling, dict[str, Metrics]] = {level: {} for level in Downsampling}
         self._lock = threading.Lock()
         self._persisting = threading.Lock()
-        self._received = instruments.counter(f"l2_received_total_{name}", f"items worker {name} consumed")
-        self._written = instruments.counter(f"l2_written_total_{name}", f"rows worker {name} wrote")
-        self._dropped = instruments.counter(
-            f"l2_dropped_total_{name}", f"deltas worker {name} dropped (refused by storage, or too many held)"
+        pending = instruments.gauge(
+            "skyoap_metrics_pending", "metric rows an L2 worker holds for storage", ["worker", "level"]
         )
+        for level in Downsampling:
+            pending.labels(worker=name, level=level.value).set_function(functools.partial(self._held, level))
         self._error_log = RateLimitedLog(log)
 
-    def handle_batch(self, batch: list[Metrics]) -> None:
+    def _held(self, level: Downsampling) -> int:
+        return len(self._pending[level])
+
+    def process(self, batch: list[Metrics]) -> None:
         with self._lock:
             merge_into(self._pending[Downsampling.MINUTE], batch)
-        self._received.inc(len(batch))
 
     def persist(self) -> None:
         """Adds every held delta to storage; called every persistence period
         and once more on close."""
-        with self._persisting:
+        with self._persisting, self.series.persist_seconds.time():
             with self._lock:
                 work, self._pending = self._pending, {level: {} for level in Downsampling}
             for level in (Downsampling.HOUR, Downsampling.DAY):
@@ -86,16 +89,17 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 rows = [
                     (stored.get(k), stored[k].item.combine(v) if k in stored else v) for k, v in items.items()
                 ]
-                outcome = self._dao.put(self.model, level, rows)
+                with self.series.write_seconds.time():
+                    outcome = self._dao.put(self.model, level, rows)
                 if outcome.failed:
-                    self._dropped.inc(len(outcome.failed))
+                    self.series.dropped("refused").inc(len(outcome.failed))
                     key, reason = next(iter(outcome.failed.items()))
                     self._error_log.error(
                         f"{self.name}-refused",
                         "%s: storage refused %d %s rows, e.g. %r: %s",
                         self.name, len(outcome.failed), level.value, key, reason,
                     )  # fmt: skip
-                self._written.inc(len(rows) - len(outcome.retry) - len(outcome.failed))
+                self.series.stored("write").inc(len(rows) - len(outcome.retry) - len(outcome.failed))
                 if self._publisher is not None:
                     unwritten = {*outcome.retry, *outcome.failed}
                     written = (m for _, m in rows if m.key() not in unwritten)
@@ -119,7 +123,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             if excess > 0:
                 for k in list(pending)[:excess]:
                     del pending[k]
-                self._dropped.inc(excess)
+                self.series.dropped("too_many_pending").inc(excess)
                 self._error_log.error(
                     f"{self.name}-full",
                     "%s: more than %d %s rows wait for storage; %d dropped",

@@ -49,24 +49,18 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         self._dao = dao
         self._sequences = sequences
         self.flush_every = flush_every
-        self._received = instruments.counter(f"l2_received_total_{name}", f"items worker {name} consumed")
-        self._inserted = instruments.counter(f"l2_inserted_total_{name}", f"new rows worker {name} stored")
-        self._updated = instruments.counter(f"l2_updated_total_{name}", f"rows worker {name} updated")
-        self._failed = instruments.counter(
-            f"l2_failed_total_{name}", f"items worker {name} could not persist (storage failed)"
-        )
         self._error_log = RateLimitedLog(log)
 
-    def handle_batch(self, batch: list[I]) -> None:
-        self._received.inc(len(batch))
+    def process(self, batch: list[I]) -> None:
         for start in range(0, len(batch), self.flush_every):
             pending = combine_by_key(batch[start : start + self.flush_every])
             try:
-                self.persist(pending)
+                with self.series.persist_seconds.time():
+                    self.persist(pending)
             except StorageError as e:
                 # Registration is idempotent and agents retry until they have their
                 # ids, so a batch lost to a storage outage comes back on its own.
-                self._failed.inc(len(pending))
+                self.series.dropped("storage_failed").inc(len(pending))
                 self._error_log.error(self.name, "%s: %d items not persisted: %s", self.name, len(pending), e)
 
     def persist(self, pending: dict[str, I]) -> None:
@@ -98,8 +92,11 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
                 merged = s.item.combine(pending[key])
                 if merged != s.item:
                     changes.append((s, merged))
-            conflicted = set(self._dao.update(self.model, changes)) if changes else set()
-            self._updated.inc(len(changes) - len(conflicted))
+            conflicted = set()
+            if changes:
+                with self.series.write_seconds.time():
+                    conflicted = set(self._dao.update(self.model, changes))
+            self.series.stored("update").inc(len(changes) - len(conflicted))
             self._publish([m for _, m in changes if m.key() not in conflicted])
             missing = {k: v for k, v in pending.items() if k not in stored}
             if not conflicted:
@@ -133,8 +130,9 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
             replace(item, sequence=seq, register_time=item.register_time or now)
             for item, seq in zip(missing.values(), ids, strict=True)
         ]
-        outcome = self._dao.insert(self.model, items)
-        self._inserted.inc(len(outcome.inserted))
+        with self.series.write_seconds.time():
+            outcome = self._dao.insert(self.model, items)
+        self.series.stored("insert").inc(len(outcome.inserted))
         inserted = set(outcome.inserted)
         stored = [i for i in items if i.key() in inserted]
         if self._on_stored is not None and stored:

@@ -33,16 +33,14 @@ class TopicPublisher:
         self._dao = dao
         self._partitions = partitions
         self._closing = threading.Event()
-        self._published = {
-            t: instruments.counter(f"topic_published_total_{t.value}", f"records appended to topic {t.value}")
-            for t in Topic
-        }
-        self._dropped = {
-            t: instruments.counter(
-                f"topic_dropped_total_{t.value}", f"stored records storage did not take into topic {t.value}"
-            )
-            for t in Topic
-        }
+        published = instruments.counter(
+            "skyoap_topic_published_total", "records appended to a topic", ["topic"]
+        )
+        dropped = instruments.counter(
+            "skyoap_topic_dropped_total", "stored records storage did not take into their topic", ["topic"]
+        )
+        self._published = {t: published.labels(topic=t.value) for t in Topic}
+        self._dropped = {t: dropped.labels(topic=t.value) for t in Topic}
         self._error_log = RateLimitedLog(log)
 
     def publish(self, topic: Topic, items: Iterable[StreamData], **extra: object) -> None:

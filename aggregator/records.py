@@ -44,32 +44,29 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         self.bulk_size = bulk_size
         self._publisher = publisher
         self._closing = threading.Event()
-        self._written = instruments.counter(f"records_written_total_{name}", f"records worker {name} stored")
-        self._dropped = instruments.counter(
-            f"records_dropped_total_{name}", f"records worker {name} could not store"
-        )
         self._error_log = RateLimitedLog(log)
 
-    def handle_batch(self, batch: list[Record]) -> None:
+    def process(self, batch: list[Record]) -> None:
         for start in range(0, len(batch), self.bulk_size):
             self._write(batch[start : start + self.bulk_size])
 
     def _write(self, chunk: list[Record]) -> None:
         for delay_s in (*RETRY_DELAYS_S, None):
             try:
-                refused = self._dao.insert(self.model, chunk)
+                with self.series.write_seconds.time():
+                    refused = self._dao.insert(self.model, chunk)
             except StorageError as e:
                 if e.retriable and delay_s is not None and not self._closing.wait(delay_s):
                     continue
-                self._dropped.inc(len(chunk))
+                self.series.dropped("storage_failed").inc(len(chunk))
                 self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
                 return
-            self._written.inc(len(chunk) - len(refused))
+            self.series.stored("write").inc(len(chunk) - len(refused))
             if self._publisher is not None:
                 stored = (i for i in chunk if i.key() not in refused)
                 self._publisher.publish(Topic(self.model.MODEL), stored)
             if refused:
-                self._dropped.inc(len(refused))
+                self.series.dropped("refused").inc(len(refused))
                 key, reason = next(iter(refused.items()))
                 self._error_log.error(
                     f"{self.name}-refused", "%s: storage refused %d records, e.g. %r: %s",

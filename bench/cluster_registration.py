@@ -48,8 +48,14 @@ def main() -> None:
                     register_new(addresses, [f"warm-{i}" for i in range(2000)], args.threads, 100, 0.25)
                     names = [f"name-{i}" for i in range(args.names)]
                     result = register_new(addresses, names, args.threads, 100, 0.25)
-                    inserted = "l2_inserted_total_service_inventory_l2"
-                    writes = [int(read_metrics(a.admin).get(inserted, 0)) for a in aggs]
+                    writes = [
+                        int(
+                            read_metrics(a.admin).value(
+                                "skyoap_worker_stored_total", worker="service_inventory_l2", op="insert"
+                            )
+                        )
+                        for a in aggs
+                    ]
                 finally:
                     cluster.down()
                 results[(receivers, aggregators)].append(f"{result.ids_per_s:.0f} ids/s {writes}")

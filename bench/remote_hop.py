@@ -35,7 +35,7 @@ def items_per_s(address: str, count: int) -> float:
     started = time.perf_counter()
     for item in items:
         client.push(L2, item)
-    while instruments.value(f"remote_sent_total_{address}") < count:
+    while instruments.value("skyoap_remote_sent_total", target=address) < count:
         time.sleep(0.005)
     elapsed = time.perf_counter() - started
     client.close()

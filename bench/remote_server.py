@@ -24,7 +24,7 @@ from runtime.worker import BufferedWorker, Workers
 class Discard(BufferedWorker[Inventory]):
     """Takes items like an L2 worker (its own queue, a shared pool) and drops them."""
 
-    def handle_batch(self, batch: list[Inventory]) -> None:
+    def process(self, batch: list[Inventory]) -> None:
         pass
 
 

@@ -220,7 +220,9 @@ def main() -> None:
 def until_written(admin: str, total: int, timeout_s: float = 900) -> None:
     """Waits until the node has stored ``total`` segment records."""
     deadline = time.monotonic() + timeout_s
-    while read_metrics(admin).get("records_written_total_segment_records", 0) < total:
+    while (
+        read_metrics(admin).value("skyoap_worker_stored_total", worker="segment_records", op="write") < total
+    ):
         if time.monotonic() > deadline:
             raise RuntimeError(f"the node did not store {total} segments in {timeout_s} s")
         time.sleep(0.05)

@@ -18,6 +18,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from deploy.servers import ElasticsearchServer, RedisServer, ServerError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,16 +39,25 @@ class NodeProcess:
         return f"{self.role}@{self.address}"
 
 
-def read_metrics(admin: str) -> dict[str, float]:
+class Scrape:
+    """One reading of a node's /metrics."""
+
+    def __init__(self, text: str) -> None:
+        self._values = {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    def value(self, name: str, **labels: str) -> float:
+        """The sample ``name`` with exactly ``labels``; 0 when the node has none (yet)."""
+        return self._values.get((name, frozenset(labels.items())), 0.0)
+
+
+def read_metrics(admin: str) -> Scrape:
     """The /metrics of the node whose admin endpoint is ``admin`` (host:port)."""
     with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
+        return Scrape(r.read().decode())
 
 
 @dataclass

@@ -31,15 +31,10 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
         self._merged: dict[str, Metrics] = {}
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
-        self._received = instruments.counter(f"l1_received_total_{name}", f"items worker {name} consumed")
-        self._forwarded = instruments.counter(
-            f"l1_forwarded_total_{name}", f"merged items worker {name} handed on"
-        )
 
-    def handle_batch(self, batch: list[Metrics]) -> None:
+    def process(self, batch: list[Metrics]) -> None:
         with self._lock:
             merge_into(self._merged, batch)
-        self._received.inc(len(batch))
         self.flush(due_only=True)
 
     def flush(self, due_only: bool = False) -> None:
@@ -51,5 +46,5 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
                 return
             merged, self._merged, self._flushed_at = self._merged, {}, now
         if merged:
-            self._forwarded.inc(len(merged))
+            self.series.handed_on.inc(len(merged))
             self.next_worker.accept_many(list(merged.values()))

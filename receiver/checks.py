@@ -70,10 +70,10 @@ class Refusals:
 
     def __init__(self, kind: str, instruments: Instruments) -> None:
         self.kind = kind
-        self._counters = {
-            r: instruments.counter(f"v3_refused_total_{kind}_{r.value}", f"{kind} refused: {r.value}")
-            for r in Reason
-        }
+        refused = instruments.counter(
+            "skyoap_v3_refused_total", "telemetry items refused, by kind and reason", ["kind", "reason"]
+        )
+        self._counters = {r: refused.labels(kind=kind, reason=r.value) for r in Reason}
         self._log = RateLimitedLog(log)
 
     def tally(self) -> Tally:

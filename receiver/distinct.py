@@ -31,16 +31,10 @@ class DistinctWorker(BufferedWorker[T]):
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.next_worker = next_worker
         self.flush_every = flush_every
-        self._forwarded = instruments.counter(
-            f"l1_forwarded_total_{name}", f"combined items worker {name} handed on"
-        )
-        self._received = instruments.counter(f"l1_received_total_{name}", f"items worker {name} consumed")
 
-    def handle_batch(self, batch: list[T]) -> None:
+    def process(self, batch: list[T]) -> None:
         for start in range(0, len(batch), self.flush_every):
-            chunk = batch[start : start + self.flush_every]
-            combined = combine_by_key(chunk)
-            self._received.inc(len(chunk))
-            self._forwarded.inc(len(combined))
+            combined = combine_by_key(batch[start : start + self.flush_every])
+            self.series.handed_on.inc(len(combined))
             for item in combined.values():
                 self.next_worker.accept(item)

@@ -125,7 +125,8 @@ class ProfileTaskService:
 
     def __init__(self, instruments: Instruments) -> None:
         self._ignored = instruments.counter(
-            "v3_profile_snapshots_ignored_total", "thread snapshots sent although no profiling task was given"
+            "skyoap_v3_profile_snapshots_ignored_total",
+            "thread snapshots sent although no profiling task was given",
         )
 
     def getProfileTaskCommands(
@@ -236,7 +237,9 @@ class TraceSegmentReportService:
         self._registrar = registrar
         self._sinks = sinks
         self._limits = limits
-        self._segments = instruments.counter("v3_segments_received_total", "trace segments agents reported")
+        self._segments = instruments.counter(
+            "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
+        ).labels(kind="segments")
         self._refusals = Refusals("segments", instruments)
 
     def _take_all(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
@@ -311,7 +314,9 @@ class LogReportService:
         self._names = names
         self._sinks = sinks
         self._limits = limits
-        self._logs = instruments.counter("v3_logs_received_total", "log records agents reported")
+        self._logs = instruments.counter(
+            "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
+        ).labels(kind="logs")
         self._refusals = Refusals("logs", instruments)
 
     def _record(self, pb: logging_pb2.LogData, now_ms: int) -> LogRecord:
@@ -368,7 +373,9 @@ class MeterReportService:
         self._names = names
         self._sinks = sinks
         self._limits = limits
-        self._meters = instruments.counter("v3_meters_received_total", "meter values agents reported")
+        self._meters = instruments.counter(
+            "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
+        ).labels(kind="meters")
         self._refusals = Refusals("meters", instruments)
 
     def _metric(self, pb: meter_pb2.MeterData, source: tuple[str, str], now_ms: int) -> MeterMetrics:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import Counter
 
 from model.stream import StreamData
 from proto import remote_pb2
@@ -107,21 +108,23 @@ class GrpcRemoteClient:
         self._reachable = False
         self._future: grpc.Future | None = None
         self._streaming = False
-        self._pushed = instruments.counter(f"remote_pushed_total_{address}", f"items routed to {address}")
-        self._given_back = instruments.counter(
-            f"remote_given_back_total_{address}", f"items held for {address} when it left, routed elsewhere"
+
+        def counter(name: str, help: str) -> Counter:
+            return instruments.counter(f"skyoap_remote_{name}_total", help, ["target"]).labels(target=address)
+
+        self._pushed = counter("pushed", "items routed to a target node")
+        self._given_back = counter("given_back", "items held for a target when it left, routed elsewhere")
+        self._dropped = counter("dropped", "items for a target still held when this node shut down")
+        self._sent = counter("sent", "items a target confirmed")
+        self._rejected = counter("rejected", "items a target confirmed but refused")
+        self._unconfirmed = counter(
+            "unconfirmed", "items sent in streams that failed: lost if the target died before persisting them"
         )
-        self._dropped = instruments.counter(
-            f"remote_dropped_total_{address}", f"items for {address} still held when this node shut down"
-        )
-        self._sent = instruments.counter(f"remote_sent_total_{address}", f"items {address} confirmed")
-        self._rejected = instruments.counter(
-            f"remote_rejected_total_{address}", f"items {address} confirmed but refused"
-        )
-        self._unconfirmed = instruments.counter(
-            f"remote_unconfirmed_total_{address}",
-            f"items sent to {address} in streams that failed: lost if the node died before persisting them",
-        )
+        self._stream_seconds = instruments.histogram(
+            "skyoap_remote_stream_seconds",
+            "one stream of batches to a target, from its first batch to the target's acknowledgement",
+            ["target"],
+        ).labels(target=address)
         self._thread = threading.Thread(target=self._run, name=f"remote-{address}", daemon=True)
         self._thread.start()
 
@@ -178,7 +181,8 @@ class GrpcRemoteClient:
                 self._future = self._call.future(
                     self._batches(carried), timeout=max(30.0, self._stream_max_s * 5)
                 )
-                ack = self._future.result()
+                with self._stream_seconds.time():
+                    ack = self._future.result()
                 self._sent.inc(ack.received)
                 self._rejected.inc(ack.rejected)
                 failures = 0

@@ -29,17 +29,18 @@ class RemoteSender:
         self._parked: deque[tuple[int, StreamData]] = deque()
         self._park_lock = threading.Lock()
         self._parked_total = instruments.counter(
-            "remote_parked_total", "items held because no node took L1 results at the time"
+            "skyoap_remote_parked_total", "items held because no node took L1 results at the time"
         )
         self._park_dropped = instruments.counter(
-            "remote_park_dropped_total", "items dropped because no node took L1 results and the park was full"
+            "skyoap_remote_park_dropped_total",
+            "items dropped because no node took L1 results and the park was full",
         )
         self._rerouted = instruments.counter(
-            "remote_rerouted_total", "items a departed node's client still held, sent to the new owner"
+            "skyoap_remote_rerouted_total", "items a departed node's client still held, sent to the new owner"
         )
         instruments.gauge(
-            "remote_parked", "items held until a node takes L1 results", lambda: len(self._parked)
-        )
+            "skyoap_remote_parked_items", "items held until a node takes L1 results"
+        ).set_function(lambda: len(self._parked))
         self._warn = RateLimitedLog(log)
         clients.on_change = lambda: self._in_background("flush-parked", self.flush_parked)
 

@@ -24,9 +24,12 @@ class RemoteService:
     def __init__(self, workers: Workers, types: StreamTypes, instruments: Instruments) -> None:
         self._workers = workers
         self._types = types
-        self._received = instruments.counter("remote_received_total", "items taken from other nodes")
+        self._received = instruments.counter(
+            "skyoap_remote_service_received_total", "items taken from other nodes"
+        )
         self._rejected = instruments.counter(
-            "remote_rejected_total", "messages from other nodes refused (unknown ids, undecodable bodies)"
+            "skyoap_remote_service_rejected_total",
+            "messages from other nodes refused (unknown ids, undecodable bodies)",
         )
         self._log = RateLimitedLog(log)
 

@@ -86,12 +86,14 @@ class BufferQueue(Generic[T]):
         self._closed = False
         self.on_data: Callable[[], None] = lambda: None
         self._dropped = instruments.counter(
-            f"buffer_dropped_total_{name}", f"items dropped because buffer queue {name} was full"
-        )
-        instruments.gauge(f"buffer_depth_{name}", f"items waiting in buffer queue {name}", self.depth)
-        instruments.gauge(
-            f"buffer_capacity_{name}", f"capacity of buffer queue {name}", lambda: float(self.capacity)
-        )
+            "skyoap_buffer_dropped_total", "items dropped because a buffer queue was full", ["queue"]
+        ).labels(queue=name)
+        instruments.gauge("skyoap_buffer_depth", "items waiting in a buffer queue", ["queue"]).labels(
+            queue=name
+        ).set_function(self.depth)
+        instruments.gauge("skyoap_buffer_capacity", "capacity of a buffer queue", ["queue"]).labels(
+            queue=name
+        ).set_function(lambda: self.capacity)
         self._drop_log = RateLimitedLog(log)
 
     @property
@@ -101,10 +103,6 @@ class BufferQueue(Generic[T]):
     @property
     def capacity(self) -> int:
         return self.buffer_size * len(self._channels)
-
-    @property
-    def dropped(self) -> int:
-        return self._dropped.value
 
     def depth(self) -> int:
         return sum(len(c.items) for c in self._channels)

@@ -1,87 +1,77 @@
-"""Counters and gauges a node exposes about itself (queue depths, drops, errors)."""
+"""A node's self-metrics, through ``prometheus_client``: one registry per node,
+series named ``skyoap_…`` with labels for what varies (queue, pool, worker,
+target, reason, topic, level), counters ending ``_total`` and latencies as
+histograms in seconds. The README lists every series."""
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-@dataclass
-class Counter:
-    name: str
-    help: str
-    _value: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+# Each counter would also get a ``…_created`` series with its creation time,
+# which says nothing an operator acts on and doubles what is scraped.
+prometheus_client.disable_created_metrics()
 
-    def inc(self, amount: int = 1) -> None:
-        with self._lock:
-            self._value += amount
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""From a bulk write of a few rows on loopback to a persistence round that
+waited out a slow storage."""
 
-    @property
-    def value(self) -> int:
-        return self._value
-
-
-@dataclass(frozen=True)
-class Gauge:
-    name: str
-    help: str
-    read: Callable[[], float]
-
-    @property
-    def value(self) -> float:
-        return self.read()
-
-
-def metric_name(name: str) -> str:
-    """``name`` as Prometheus allows it: letters, digits and underscores."""
-    return _NOT_ALLOWED.sub("_", name)
-
-
-_NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_]")
+F = TypeVar("F", Counter, Gauge, Histogram)
 
 
 class Instruments:
-    """The registry of one node's counters and gauges, keyed by name (made fit
-    for Prometheus: ``remote_sent_total_127.0.0.1:11800`` becomes
-    ``remote_sent_total_127_0_0_1_11800``).
-
-    Asking twice for a counter of the same name returns the same counter, so
-    components that share a name (workers of one pool) share the figure.
-    """
+    """The registry of one node's series. Asking twice for a series of the same
+    name returns the same one, so components that share a name (the workers of
+    one stage) each take their labelled child of one family."""
 
     def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
         self._lock = threading.Lock()
-        self._counters: dict[str, Counter] = {}
-        self._gauges: dict[str, Gauge] = {}
+        self._families: dict[str, Counter | Gauge | Histogram] = {}
 
-    def counter(self, name: str, help: str) -> Counter:
-        name = metric_name(name)
+    def _family(self, kind: type[F], name: str, help: str, labels: Sequence[str], **extra: Any) -> F:
+        if not name.startswith("skyoap_"):
+            raise ValueError(f"series {name!r}: every series of a node is named skyoap_…")
         with self._lock:
-            return self._counters.setdefault(name, Counter(name, help))
+            family = self._families.get(name)
+            if family is None:
+                family = kind(name, help, labels, registry=self.registry, **extra)
+                self._families[name] = family
+            if not isinstance(family, kind) or tuple(family._labelnames) != tuple(labels):
+                raise ValueError(f"series {name} is declared twice, differently")
+            return family
 
-    def gauge(self, name: str, help: str, read: Callable[[], float]) -> Gauge:
-        name = metric_name(name)
-        with self._lock:
-            gauge = Gauge(name, help, read)
-            self._gauges[name] = gauge
-            return gauge
+    def counter(self, name: str, help: str, labels: Sequence[str] = ()) -> Counter:
+        """``name`` ends with ``_total``."""
+        if not name.endswith("_total"):
+            raise ValueError(f"counter {name!r}: a counter's name ends with _total")
+        return self._family(Counter, name, help, labels)
 
-    def value(self, name: str) -> float:
-        """The current value of the counter or gauge ``name``; KeyError if there is none."""
-        name = metric_name(name)
-        if name in self._counters:
-            return self._counters[name].value
-        return self._gauges[name].value
+    def gauge(self, name: str, help: str, labels: Sequence[str] = ()) -> Gauge:
+        """Read when scraped through ``set_function`` on the family or a child."""
+        return self._family(Gauge, name, help, labels)
 
-    def render_text(self) -> str:
-        """The Prometheus text exposition of every instrument."""
-        with self._lock:
-            rows = [(c.name, c.help, "counter", float(c.value)) for c in self._counters.values()]
-            rows += [(g.name, g.help, "gauge", g.value) for g in self._gauges.values()]
-        lines = []
-        for name, help_text, kind, value in sorted(rows):
-            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value:g}"]
-        return "\n".join(lines) + "\n"
+    def histogram(self, name: str, help: str, labels: Sequence[str] = ()) -> Histogram:
+        """``name`` ends with ``_seconds``; the buckets are ``LATENCY_BUCKETS_S``."""
+        if not name.endswith("_seconds"):
+            raise ValueError(f"histogram {name!r}: a latency's name ends with _seconds")
+        return self._family(Histogram, name, help, labels, buckets=LATENCY_BUCKETS_S)
+
+    def value(self, name: str, **labels: str) -> float:
+        """The current value of one sample (``skyoap_worker_received_total``,
+        ``worker="segment_records"``): 0 for labels never counted, KeyError
+        for a series never declared."""
+        value = self.registry.get_sample_value(name, labels)
+        if value is not None:
+            return value
+        if name in self._families:
+            return 0.0  # a labelled child that was never touched
+        raise KeyError(f"no series {name}")
+
+    def exposition(self) -> bytes:
+        """The Prometheus text exposition of every series."""
+        return prometheus_client.generate_latest(self.registry)

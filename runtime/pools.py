@@ -51,10 +51,14 @@ class DrainPool:
         self._queues: list[BufferQueue[Any]] = []
         self._threads: list[threading.Thread] = []
         self._errors = instruments.counter(
-            f"drain_errors_total_{name}", f"batches whose handler raised, in pool {name}"
-        )
-        instruments.gauge(f"pool_depth_{name}", f"items waiting in the queues of pool {name}", self.depth)
-        instruments.gauge(f"pool_size_{name}", f"threads of pool {name}", lambda: float(size))
+            "skyoap_pool_errors_total", "batches whose handler raised", ["pool"]
+        ).labels(pool=name)
+        instruments.gauge("skyoap_pool_depth", "items waiting in the queues a pool drains", ["pool"]).labels(
+            pool=name
+        ).set_function(self.depth)
+        instruments.gauge("skyoap_pool_threads", "threads of a drain pool", ["pool"]).labels(
+            pool=name
+        ).set_function(lambda: size)
 
     def register(self, queue: BufferQueue[Any], handler: BatchHandler[Any]) -> None:
         with self._lock:

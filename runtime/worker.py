@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
+from prometheus_client import Counter
+
 from model.stream import StreamData
 from runtime.buffer import BufferQueue, BufferSpec
 from runtime.instruments import Instruments
@@ -66,9 +68,44 @@ def combine_by_key(items: Iterable[T]) -> dict[str, T]:
     return combined
 
 
+class WorkerSeries:
+    """The series every buffered worker has, each labelled with its name; a
+    worker uses those its stage needs."""
+
+    def __init__(self, instruments: Instruments, worker: str) -> None:
+        self.received = instruments.counter(
+            "skyoap_worker_received_total", "items a worker took from its buffer queue", ["worker"]
+        ).labels(worker=worker)
+        self.handed_on = instruments.counter(
+            "skyoap_worker_handed_on_total",
+            "combined items an L1 worker handed to the next worker",
+            ["worker"],
+        ).labels(worker=worker)
+        self._stored = instruments.counter(
+            "skyoap_worker_stored_total", "rows or records a worker stored (op: insert, update, write)",
+            ["worker", "op"],
+        )  # fmt: skip
+        self._dropped = instruments.counter(
+            "skyoap_worker_dropped_total", "items a worker could not store, by reason", ["worker", "reason"]
+        )
+        self.persist_seconds = instruments.histogram(
+            "skyoap_worker_persist_seconds", "one L2 persistence round: reads, merges and writes", ["worker"]
+        ).labels(worker=worker)
+        self.write_seconds = instruments.histogram(
+            "skyoap_storage_write_seconds", "one bulk write to storage", ["worker"]
+        ).labels(worker=worker)
+        self._worker = worker
+
+    def stored(self, op: str) -> Counter:
+        return self._stored.labels(worker=self._worker, op=op)
+
+    def dropped(self, reason: str) -> Counter:
+        return self._dropped.labels(worker=self._worker, reason=reason)
+
+
 class BufferedWorker(Worker[T]):
     """A worker whose ``accept`` only enqueues; its own buffer queue is drained in
-    batches by a shared drain pool, which calls ``consume``."""
+    batches by a shared drain pool, which calls ``handle_batch``."""
 
     def __init__(
         self,
@@ -82,6 +119,7 @@ class BufferedWorker(Worker[T]):
         self.queue: BufferQueue[T] = BufferQueue(
             name, buffer.channels, buffer.buffer_size, buffer.strategy, instruments, buffer.max_wait_s
         )
+        self.series = WorkerSeries(instruments, name)
         pool.register(self.queue, self)
 
     def accept(self, item: T) -> None:
@@ -90,5 +128,11 @@ class BufferedWorker(Worker[T]):
     def accept_many(self, items: list[T]) -> None:
         self.queue.produce_many(items)
 
+    def handle_batch(self, batch: list[T]) -> None:
+        """Called by the pool with each drained batch."""
+        self.series.received.inc(len(batch))
+        self.process(batch)
+
     @abc.abstractmethod
-    def handle_batch(self, batch: list[T]) -> None: ...
+    def process(self, batch: list[T]) -> None:
+        """Does the worker's step on one drained batch, in order."""

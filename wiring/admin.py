@@ -13,7 +13,7 @@ class AdminServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/metrics":
-                    body, status = instruments.render_text().encode(), 200
+                    body, status = instruments.exposition(), 200
                 elif self.path == "/healthz":
                     body, status = b"ok\n", 200
                 else:

@@ -124,7 +124,9 @@ class Node:
             )
             self._sender = RemoteSender(self._clients, self.instruments, cfg.cluster.remote_park_size)
             clients = self._clients
-            self.instruments.gauge("remote_targets", "nodes L1 results go to", lambda: len(clients.clients))
+            self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
+                lambda: len(clients.clients)
+            )
         cache = InventoryCache(storage.inventory, cfg.workers.cache_size, cfg.workers.miss_recheck_s)
         processor = InventoryStreamProcessor(
             cfg,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 
 from deploy.cluster import NodeProcess, read_metrics
-from runtime.instruments import metric_name
 
 
-def metric(node: NodeProcess, name: str) -> float:
-    """One figure of a node's /metrics, 0 if it has none of that name yet."""
-    return read_metrics(node.admin).get(metric_name(name), 0.0)
+def metric(node: NodeProcess, name: str, **labels: str) -> float:
+    """One sample of a node's /metrics, 0 if it has none of that name yet."""
+    return read_metrics(node.admin).value(name, **labels)
 
 
 def rendezvous_owner(key: str, addresses: list[str]) -> str:

@@ -22,7 +22,16 @@ from tests.integration.cluster_support import metric, rendezvous_owner
 from tests.integration.helpers import eventually, stored
 
 SERVICE_L2 = "l2_received_total_service_inventory_l2"
-INSTANCE_L2 = "l2_received_total_service_instance_inventory_l2"
+
+
+def inserted(node: NodeProcess, model: str) -> float:
+    """Rows of ``model`` the node's L2 inserted."""
+    return metric(node, "skyoap_worker_stored_total", worker=f"{model}_l2", op="insert")
+
+
+def instance_l2(node: NodeProcess) -> float:
+    """Instance registrations the node's L2 took."""
+    return metric(node, "skyoap_worker_received_total", worker="service_instance_inventory_l2")
 
 
 def storage_of(cluster: LocalCluster) -> StorageConfig:
@@ -64,10 +73,10 @@ def test_three_receivers_and_two_aggregators_converge_on_one_id_per_name(
         (name, next(iter(v))) for name, v in by_service.items()
     )
     # Forever-first: one aggregator, the first by address, persisted every name.
-    assert metric(aggregators[0], "l2_inserted_total_service_inventory_l2") == 50
-    assert metric(aggregators[0], "l2_inserted_total_service_instance_inventory_l2") == 200
-    assert metric(aggregators[1], "l2_inserted_total_service_inventory_l2") == 0
-    assert all(metric(r, "remote_park_dropped_total") == 0 for r in receivers)
+    assert inserted(aggregators[0], "service_inventory") == 50
+    assert inserted(aggregators[0], "service_instance_inventory") == 200
+    assert inserted(aggregators[1], "service_inventory") == 0
+    assert all(metric(r, "skyoap_remote_park_dropped_total") == 0 for r in receivers)
 
 
 def test_a_killed_aggregator_is_replaced_and_nothing_held_by_receivers_is_lost(
@@ -98,9 +107,9 @@ def test_a_killed_aggregator_is_replaced_and_nothing_held_by_receivers_is_lost(
     cluster.remove(first, kill=True)  # forever-first's writer dies under load
     # Within a refresh interval plus the membership expiry, the receivers route
     # to the survivor alone, and registrations complete through it.
-    eventually(lambda: all(metric(r, "remote_targets") == 1 for r in receivers), timeout_s=30)
+    eventually(lambda: all(metric(r, "skyoap_remote_targets") == 1 for r in receivers), timeout_s=30)
     done_at_kill = len(results)
-    eventually(lambda: metric(second, "l2_inserted_total_service_inventory_l2") >= 20, timeout_s=60)
+    eventually(lambda: inserted(second, "service_inventory") >= 20, timeout_s=60)
     eventually(lambda: len(results) >= done_at_kill + 40, timeout_s=60)
     stop.set()
     for t in threads:
@@ -119,14 +128,14 @@ def test_a_killed_aggregator_is_replaced_and_nothing_held_by_receivers_is_lost(
     # back and routed to the survivor. None vanished.
     dead = first.address
     for r in receivers:
-        pushed = metric(r, f"remote_pushed_total_{dead}")
+        pushed = metric(r, "skyoap_remote_pushed_total", target=dead)
         accounted = sum(
-            metric(r, f"remote_{what}_total_{dead}")
+            metric(r, f"skyoap_remote_{what}_total", target=dead)
             for what in ("sent", "rejected", "unconfirmed", "given_back")
         )
         assert pushed > 0
         assert accounted == pushed
-        assert metric(r, "remote_park_dropped_total") == 0
+        assert metric(r, "skyoap_remote_park_dropped_total") == 0
 
 
 def test_hash_routing_keeps_each_key_on_one_aggregator_and_moves_a_third_when_one_joins(
@@ -142,12 +151,12 @@ def test_hash_routing_keeps_each_key_on_one_aggregator_and_moves_a_third_when_on
     keys = [f"{a.ids.service_id}_{a.instance_uuid}" for a in agents]  # ServiceInstanceInventory.key()
 
     def ping_all_and_count(nodes: list[NodeProcess]) -> dict[str, float]:
-        before = {n.address: metric(n, INSTANCE_L2) for n in nodes}
+        before = {n.address: instance_l2(n) for n in nodes}
         with ThreadPoolExecutor(max_workers=30) as pool:
             assert all(pool.map(lambda a: a.ping(), agents))
         expected_total = sum(before.values()) + len(agents)
-        eventually(lambda: sum(metric(n, INSTANCE_L2) for n in nodes) >= expected_total, timeout_s=30)
-        return {n.address: metric(n, INSTANCE_L2) - before[n.address] for n in nodes}
+        eventually(lambda: sum(instance_l2(n) for n in nodes) >= expected_total, timeout_s=30)
+        return {n.address: instance_l2(n) - before[n.address] for n in nodes}
 
     two = [n.address for n in aggregators]
     expected = Counter(rendezvous_owner(k, two) for k in keys)
@@ -156,7 +165,7 @@ def test_hash_routing_keeps_each_key_on_one_aggregator_and_moves_a_third_when_on
     assert ping_all_and_count(aggregators) == dict(expected)
 
     third = cluster.add("aggregator")
-    eventually(lambda: metric(receiver, "remote_targets") == 3, timeout_s=30)
+    eventually(lambda: metric(receiver, "skyoap_remote_targets") == 3, timeout_s=30)
     three = [*two, third.address]
     moved = [k for k in keys if rendezvous_owner(k, three) != rendezvous_owner(k, two)]
     # Only keys the newcomer wins move; roughly a third.
@@ -187,7 +196,7 @@ def test_bad_remote_messages_are_counted_logged_and_the_stream_goes_on(
             iter(messages), timeout=10
         )
     assert (ack.received, ack.rejected) == (2, 3)
-    assert metric(aggregator, "remote_rejected_total") == 3
+    assert metric(aggregator, "skyoap_remote_service_rejected_total") == 3
     eventually(lambda: {s.name for s in stored(storage_of(cluster), ServiceInventory)} == {"before", "after"})
     log = Path(aggregator.log).read_text()
     assert "refused a message from ipv4:127.0.0.1:" in log

@@ -37,8 +37,10 @@ def telemetry_config(node_config: NodeConfig) -> NodeConfig:
     return fast_metrics(node_config)
 
 
-def l1_counts(node: Node, direction: str) -> int:
-    return sum(int(node.instruments.value(f"l1_{direction}_total_{m.MODEL}_l1")) for m in CALL_METRICS)
+def l1_counts(node: Node, series: str) -> int:
+    """``skyoap_worker_{series}_total`` summed over the L1 workers of call metrics."""
+    name = f"skyoap_worker_{series}_total"
+    return sum(int(node.instruments.value(name, worker=f"{m.MODEL}_l1")) for m in CALL_METRICS)
 
 
 def test_known_segments_give_exact_metrics_at_every_level(
@@ -55,7 +57,7 @@ def test_known_segments_give_exact_metrics_at_every_level(
     # L1 merged the calls before they left it: one item per key and flush,
     # not one per span and scope.
     calls = sum(len(v) for v in expected.latencies.values())
-    assert l1_counts(node, "forwarded") * 10 < calls
+    assert l1_counts(node, "handed_on") * 10 < calls
 
     # The query command shows the same figures, over its window, for people.
     out = io.StringIO()
@@ -114,7 +116,12 @@ def test_a_segment_sent_twice_is_stored_once(
     storage = open_storage(telemetry_config.storage)
     try:
         ids = lambda: sorted(r.segment_id for r in storage.records.query(SegmentRecord, 0, 999_999_999_999))  # noqa: E731
-        eventually(lambda: node.instruments.value("records_written_total_segment_records") == 4)
+        eventually(
+            lambda: (
+                node.instruments.value("skyoap_worker_stored_total", worker="segment_records", op="write")
+                == 4
+            )
+        )
         eventually(lambda: ids() == ["gw-0", "orders-0"], timeout_s=30)
     finally:
         storage.close()
@@ -296,7 +303,9 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
         def breaking() -> Iterator[tracing_pb2.SegmentObject]:
             yield good
             # Break only once the node has it: 7 + 1 segments came in the calls above.
-            eventually(lambda: node.instruments.value("v3_segments_received_total") == 9, timeout_s=10)
+            eventually(
+                lambda: node.instruments.value("skyoap_v3_received_total", kind="segments") == 9, timeout_s=10
+            )
             raise RuntimeError("the agent died")
 
         with pytest.raises(grpc.RpcError):
@@ -305,8 +314,8 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
     # cancellation or the stream's end (tests/unit/test_agent_streams.py covers
     # both); what came before the break is kept either way, as the sums show.
     for reason in bad:
-        assert node.instruments.value(f"v3_refused_total_segments_{reason}") == 1
-    assert node.instruments.value("v3_refused_total_segments_undecodable") == 1
+        assert node.instruments.value("skyoap_v3_refused_total", kind="segments", reason=reason) == 1
+    assert node.instruments.value("skyoap_v3_refused_total", kind="segments", reason="undecodable") == 1
 
     # Only the four good segments were measured.
     bucket = minute_bucket(now)
@@ -375,7 +384,7 @@ def test_bad_logs_and_meters_are_refused(
             )
         )
         assert message.startswith("2 meters refused (1 missing_name, 1 not_a_number;"), message
-    assert node.instruments.value("v3_refused_total_meters_not_a_number") == 1
+    assert node.instruments.value("skyoap_v3_refused_total", kind="meters", reason="not_a_number") == 1
     storage = open_storage(telemetry_config.storage)
     try:
         bucket = minute_bucket(now)
@@ -410,6 +419,9 @@ def test_two_receivers_and_two_aggregators_store_what_one_node_stores(
         eventually(lambda: stored_rows(node_config.storage, level) == want, timeout_s=60)  # noqa: B023
     # Both aggregators merged a share (hash by entity), and what crossed between
     # nodes is far less than the spans that were measured.
-    crossed = [sum(metric(a, f"l2_received_total_{m.MODEL}_l2") for m in CALL_METRICS) for a in aggregators]
+    crossed = [
+        sum(metric(a, "skyoap_worker_received_total", worker=f"{m.MODEL}_l2") for m in CALL_METRICS)
+        for a in aggregators
+    ]
     assert all(n > 0 for n in crossed), crossed
     assert sum(crossed) * 10 < expected.spans

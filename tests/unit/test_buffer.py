@@ -18,14 +18,13 @@ def test_if_possible_drops_and_counts_what_does_not_fit() -> None:
     q, instruments = make(BufferStrategy.IF_POSSIBLE, channels=1, size=3)
     accepted = [q.produce(i) for i in range(5)]
     assert accepted == [True, True, True, False, False]
-    assert q.dropped == 2
-    assert instruments.value("buffer_dropped_total_q") == 2
-    assert instruments.value("buffer_depth_q") == 3
+    assert instruments.value("skyoap_buffer_dropped_total", queue="q") == 2
+    assert instruments.value("skyoap_buffer_depth", queue="q") == 3
     assert q.drain(0, 10) == [0, 1, 2]
 
 
 def test_blocking_waits_for_room_then_keeps_every_item() -> None:
-    q, _ = make(BufferStrategy.BLOCKING, channels=1, size=2)
+    q, instruments = make(BufferStrategy.BLOCKING, channels=1, size=2)
     q.produce(1)
     q.produce(2)
     done = threading.Event()
@@ -41,7 +40,7 @@ def test_blocking_waits_for_room_then_keeps_every_item() -> None:
     assert done.wait(5)
     t.join()
     assert q.drain(0, 10) == [2, 3]
-    assert q.dropped == 0
+    assert instruments.value("skyoap_buffer_dropped_total", queue="q") == 0
 
 
 def test_drain_takes_batches_oldest_first_up_to_the_limit() -> None:
@@ -114,7 +113,7 @@ def test_produce_many_keeps_order_and_drops_what_does_not_fit_under_if_possible(
     q, instruments = make(BufferStrategy.IF_POSSIBLE, channels=1, size=4)
     assert q.produce_many([1, 2, 3]) == 3
     assert q.produce_many([4, 5, 6]) == 1
-    assert instruments.value("buffer_dropped_total_q") == 2
+    assert instruments.value("skyoap_buffer_dropped_total", queue="q") == 2
     assert q.drain(0, 10) == [1, 2, 3, 4]
 
 

@@ -144,6 +144,8 @@ def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     assert sorted(r.sequence for r in rows) == list(range(1, 101))
     assert {r.instance_uuid for r in rows} == {f"u{n}" for n in range(100)}
     assert all(r.heartbeat_time == 2 for r in rows)
-    received = instruments.value("l1_received_total_service_instance_inventory_l1")
+    received = instruments.value("skyoap_worker_received_total", worker="service_instance_inventory_l1")
     assert received == 300
-    assert instruments.value("l1_forwarded_total_service_instance_inventory_l1") <= received
+    assert (
+        instruments.value("skyoap_worker_handed_on_total", worker="service_instance_inventory_l1") <= received
+    )

@@ -101,4 +101,6 @@ def test_l2_adds_each_delta_once_at_every_level_when_one_level_fails() -> None:
     (day,) = dao.values(ServiceMetrics, Downsampling.DAY).values()
     assert (hour.time_bucket, hour.calls, hour.latency_sum_ms) == (2026112119, 4, 100)
     assert (day.time_bucket, day.calls, day.latency_sum_ms) == (20261121, 4, 100)
-    assert instruments.value("l2_dropped_total_service_metrics_l2") == 0
+    assert (
+        instruments.value("skyoap_worker_dropped_total", worker="service_metrics_l2", reason="refused") == 0
+    )

@@ -48,7 +48,7 @@ def test_one_pool_drains_the_queues_of_several_workers_in_order() -> None:
         q2.produce(100 + i)
     assert r1.wait_for(50) == list(range(50))
     assert r2.wait_for(50) == list(range(100, 150))
-    assert instruments.value("pool_depth_P") == 0
+    assert instruments.value("skyoap_pool_depth", pool="P") == 0
     pool.close()
 
 
@@ -83,9 +83,9 @@ def test_a_failing_batch_is_counted_and_the_pool_keeps_going() -> None:
     pool.register(q, FailsOnce())
     pool.start()
     q.produce(1)
-    while instruments.value("drain_errors_total_P") == 0:
+    while instruments.value("skyoap_pool_errors_total", pool="P") == 0:
         threading.Event().wait(0.01)
     q.produce(2)
     assert r.wait_for(1) == [2]
-    assert instruments.value("drain_errors_total_P") == 1
+    assert instruments.value("skyoap_pool_errors_total", pool="P") == 1
     pool.close()

@@ -146,13 +146,13 @@ def test_with_no_target_items_are_held_up_to_a_bound_then_sent_when_one_appears(
     worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, sender, ForeverFirst())
     for i in range(5):
         worker.accept(ServiceInventory(name=f"s{i}"))
-    assert instruments.value("remote_parked") == 3
-    assert instruments.value("remote_park_dropped_total") == 2
+    assert instruments.value("skyoap_remote_parked_items") == 3
+    assert instruments.value("skyoap_remote_park_dropped_total") == 2
     nodes.addresses = ["a:1"]
     manager.refresh()  # sends what was parked, from a thread of its own
     wait_until(lambda: len(made[0].pushed) == 3)
     assert [item.key() for _, item in made[0].pushed] == ["s0", "s1", "s2"]
-    assert instruments.value("remote_parked") == 0
+    assert instruments.value("skyoap_remote_parked_items") == 0
 
 
 def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
@@ -165,9 +165,9 @@ def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
     sender.reroute(held)
     first = manager.clients[0]
     assert isinstance(first, FakeClient)
-    wait_until(lambda: instruments.value("remote_rerouted_total") == 4)
+    wait_until(lambda: instruments.value("skyoap_remote_rerouted_total") == 4)
     assert first.pushed == held
-    assert instruments.value("remote_rerouted_total") == 4
+    assert instruments.value("skyoap_remote_rerouted_total") == 4
 
 
 def test_workers_are_found_by_id_and_ids_are_unique() -> None:

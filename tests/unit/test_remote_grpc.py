@@ -70,9 +70,9 @@ def test_items_pushed_to_a_client_reach_the_named_worker_in_order(
     wait_for(lambda: len(collect.items) == 3000)
     assert collect.items == items
     client.close(drain_s=5)
-    assert instruments.value(f"remote_sent_total_{address}") == 3000
-    assert instruments.value(f"remote_unconfirmed_total_{address}") == 0
-    assert server_instruments.value("remote_received_total") == 3000
+    assert instruments.value("skyoap_remote_sent_total", target=address) == 3000
+    assert instruments.value("skyoap_remote_unconfirmed_total", target=address) == 0
+    assert server_instruments.value("skyoap_remote_service_received_total") == 3000
 
 
 def test_bad_messages_are_counted_and_the_stream_goes_on(target: tuple[str, Collect, Instruments]) -> None:
@@ -102,7 +102,7 @@ def test_bad_messages_are_counted_and_the_stream_goes_on(target: tuple[str, Coll
         ack = call(iter(messages), timeout=10)
     assert (ack.received, ack.rejected) == (2, 5)
     assert [i.key() for i in collect.items] == ["good", "good"]
-    assert instruments.value("remote_rejected_total") == 5
+    assert instruments.value("skyoap_remote_service_rejected_total") == 5
 
 
 def test_a_client_whose_target_left_gives_back_what_it_held() -> None:
@@ -115,7 +115,7 @@ def test_a_client_whose_target_left_gives_back_what_it_held() -> None:
         client.push(wid, item)
     time.sleep(0.3)  # let it try and fail
     client.close()
-    unconfirmed = instruments.value(f"remote_unconfirmed_total_{address}")
+    unconfirmed = instruments.value("skyoap_remote_unconfirmed_total", target=address)
     assert unconfirmed == 0  # nothing was sent: it never connected
     assert given_back == items
 
@@ -132,4 +132,4 @@ def test_a_batch_whose_columns_do_not_add_up_is_refused_whole(
         ack = call(iter([good.SerializeToString(), short.SerializeToString(), b"\xff"]), timeout=10)
     assert (ack.received, ack.rejected) == (2, 2)
     assert [i.key() for i in collect.items] == ["a", "b"]
-    assert instruments.value("remote_rejected_total") == 2
+    assert instruments.value("skyoap_remote_service_rejected_total") == 2
