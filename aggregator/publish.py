@@ -18,11 +18,11 @@ from model.stream import StreamData
 from model.topics import Entry, Topic, partition_of
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
+from runtime.retry import STORAGE_WRITES
 from storage.api import StorageError, TopicDAO
 
 log = logging.getLogger(__name__)
 
-RETRY_DELAYS_S = (0.2, 1.0, 3.0)
 APPEND_SIZE = 1000
 """Most records one append carries."""
 
@@ -57,20 +57,16 @@ class TopicPublisher:
                 self._append(topic, partition, entries[start : start + APPEND_SIZE])
 
     def _append(self, topic: Topic, partition: int, entries: list[Entry]) -> None:
-        for delay_s in (*RETRY_DELAYS_S, None):
-            try:
-                self._dao.append(topic.value, partition, entries)
-            except StorageError as e:
-                if e.retriable and delay_s is not None and not self._closing.wait(delay_s):
-                    continue
-                self._dropped[topic].inc(len(entries))
-                self._error_log.error(
-                    f"{topic.value}-{partition}", "%d records not appended to %s/%d: %s",
-                    len(entries), topic.value, partition, e,
-                )  # fmt: skip
-                return
-            self._published[topic].inc(len(entries))
+        try:
+            STORAGE_WRITES.call(lambda: self._dao.append(topic.value, partition, entries), self._closing)
+        except StorageError as e:
+            self._dropped[topic].inc(len(entries))
+            self._error_log.error(
+                f"{topic.value}-{partition}", "%d records not appended to %s/%d: %s",
+                len(entries), topic.value, partition, e,
+            )  # fmt: skip
             return
+        self._published[topic].inc(len(entries))
 
     def close(self) -> None:
         """Stops waiting to retry: what storage does not take at once is dropped."""

@@ -14,14 +14,11 @@ from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.ratelimit import RateLimitedLog
+from runtime.retry import STORAGE_WRITES
 from runtime.worker import BufferedWorker
 from storage.api import RecordDAO, StorageError
 
 log = logging.getLogger(__name__)
-
-RETRY_DELAYS_S = (0.2, 1.0, 3.0)
-"""Waits before writing a batch again while storage is unavailable; the queue
-behind fills meanwhile, and agents are told to come back later."""
 
 
 class RecordPersistentWorker(BufferedWorker[Record]):
@@ -50,29 +47,30 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         for start in range(0, len(batch), self.bulk_size):
             self._write(batch[start : start + self.bulk_size])
 
+    def _insert(self, chunk: list[Record]) -> dict[str, str]:
+        with self.series.write_seconds.time():
+            return self._dao.insert(self.model, chunk)
+
     def _write(self, chunk: list[Record]) -> None:
-        for delay_s in (*RETRY_DELAYS_S, None):
-            try:
-                with self.series.write_seconds.time():
-                    refused = self._dao.insert(self.model, chunk)
-            except StorageError as e:
-                if e.retriable and delay_s is not None and not self._closing.wait(delay_s):
-                    continue
-                self.series.dropped("storage_failed").inc(len(chunk))
-                self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
-                return
-            self.series.stored("write").inc(len(chunk) - len(refused))
-            if self._publisher is not None:
-                stored = (i for i in chunk if i.key() not in refused)
-                self._publisher.publish(Topic(self.model.MODEL), stored)
-            if refused:
-                self.series.dropped("refused").inc(len(refused))
-                key, reason = next(iter(refused.items()))
-                self._error_log.error(
-                    f"{self.name}-refused", "%s: storage refused %d records, e.g. %r: %s",
-                    self.name, len(refused), key, reason,
-                )  # fmt: skip
+        # While storage is unavailable the queue behind fills, and agents are
+        # told to come back later.
+        try:
+            refused = STORAGE_WRITES.call(lambda: self._insert(chunk), self._closing)
+        except StorageError as e:
+            self.series.dropped("storage_failed").inc(len(chunk))
+            self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
             return
+        self.series.stored("write").inc(len(chunk) - len(refused))
+        if self._publisher is not None:
+            stored = (i for i in chunk if i.key() not in refused)
+            self._publisher.publish(Topic(self.model.MODEL), stored)
+        if refused:
+            self.series.dropped("refused").inc(len(refused))
+            key, reason = next(iter(refused.items()))
+            self._error_log.error(
+                f"{self.name}-refused", "%s: storage refused %d records, e.g. %r: %s",
+                self.name, len(refused), key, reason,
+            )  # fmt: skip
 
     def close(self) -> None:
         """Stops waiting to retry: what storage does not take at once is dropped."""

@@ -7,74 +7,50 @@ and whoever takes the partition next starts after it (commit 3, resume at 4).
 committed offset, ``auto_offset_reset`` decides: ``earliest`` starts at the
 oldest record retention kept, ``latest`` at the partition's end.
 
-``poll`` is pipelined (the Kafka seed): a fetch thread reads ahead into a
-buffer per partition while the caller processes the previous batch, and
-waits for new records when it has caught up. A heartbeat thread keeps the
-member alive; assignment changes it learns of are applied inside ``poll``,
-where the revoked callback runs (and auto-commit commits) before the
-partition is handed back.
+``Consumer`` is the face users call; the work is done by three parts, split
+the way aiokafka splits its consumer:
+
+- ``SubscriptionState`` (``consumer/subscription.py``): what is owned, the
+  positions, versions and read-ahead buffers, the group's grants; one lock.
+- ``Fetcher`` (``consumer/fetcher.py``): the fetch thread, which reads ahead
+  into a buffer per partition while the caller processes the previous batch
+  (the Kafka seed's pipelined ``poll``), and out-of-range resets.
+- ``Membership`` (``consumer/membership.py``): the heartbeat thread, the
+  grants, the callbacks, and commits (auto, asynchronous, before hand-back).
+
+Assignment changes a heartbeat learns of are applied inside ``poll``, where
+the revoked callback runs (and auto-commit commits) before the partition is
+handed back. An error a background thread cannot recover from is raised by
+the next ``poll``.
 """
 
 from __future__ import annotations
 
-import collections
-import logging
 import os
 import socket
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 
-from consumer.group import (
-    HEARTBEAT_INTERVAL_S,
-    SESSION_TIMEOUT_S,
-    ChannelState,
-    CommitRefused,
-    Grant,
-    Group,
-    NotAMember,
-    channel_name,
-)
-from model.topics import Bounds, Topic, TopicRecord
-from storage.api import OffsetOutOfRange, StateStore, StorageError, TopicDAO
+from consumer.fetcher import RESETS, Fetcher
+from consumer.group import HEARTBEAT_INTERVAL_S, SESSION_TIMEOUT_S, Group
+from consumer.membership import Callback, Membership
+from consumer.subscription import PartitionState, SubscriptionState, TopicPartition
+from model.topics import Topic, TopicRecord
+from storage.api import StateStore, TopicDAO
 from storage.config import StorageConfig
 
-log = logging.getLogger(__name__)
+__all__ = ["RESETS", "Callback", "Consumer", "TopicPartition"]
 
-RESETS = ("earliest", "latest", "none")
-
-
-@dataclass(frozen=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return channel_name(self.topic, self.partition)
-
-
-@dataclass(eq=False)
-class _Owned:
-    """A partition this consumer reads: where the caller is (``position``), where
-    the fetch thread is (``fetch_at``), and what it fetched ahead."""
-
-    version: int | None
-    position: int
-    fetch_at: int
-    buffer: collections.deque[TopicRecord] = field(default_factory=collections.deque)
-    committed: int | None = None
-
-
-Callback = Callable[[list[TopicPartition]], None]
+CLOSE_TIMEOUT_S = 10.0
+"""How long ``close`` waits for the background threads to stop, unless told otherwise."""
 
 
 class Consumer:
     def __init__(
         self,
-        streams: TopicDAO,
+        topics: TopicDAO,
         state: StateStore | None = None,
         group: str | None = None,
         *,
@@ -89,44 +65,54 @@ class Consumer:
         on_assigned: Callback | None = None,
         on_revoked: Callback | None = None,
     ) -> None:
-        if auto_offset_reset not in RESETS:
-            raise ValueError(
-                f"auto_offset_reset must be one of {', '.join(RESETS)}, not {auto_offset_reset!r}"
-            )
+        self.member_id = member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._subscription = SubscriptionState()
+        self._fetcher = Fetcher(
+            topics,
+            self._subscription,
+            self.member_id,
+            auto_offset_reset=auto_offset_reset,
+            fetch_size=fetch_size,
+            fetch_idle_s=fetch_idle_s,
+        )
         if group is not None and state is None:
             raise ValueError("a consumer in a group needs the shared state store")
-        self._streams = streams
+        self._topics_dao = topics
         self._state = state
-        self._group = Group(state, group, session_timeout_s) if group and state else None
-        self.member_id = member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._membership = (
+            Membership(
+                Group(state, group, session_timeout_s),
+                topics,
+                self._subscription,
+                self.member_id,
+                first_position=self._fetcher.first_position,
+                enable_auto_commit=enable_auto_commit,
+                auto_commit_interval_s=auto_commit_interval_s,
+                heartbeat_interval_s=heartbeat_interval_s,
+                on_assigned=on_assigned,
+                on_revoked=on_revoked,
+            )
+            if group and state
+            else None
+        )
+        # The options it was opened with, for reading: the parts took their copies.
         self.auto_offset_reset = auto_offset_reset
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_s = auto_commit_interval_s
         self.heartbeat_interval_s = heartbeat_interval_s
         self.fetch_size = fetch_size
         self.fetch_idle_s = fetch_idle_s
-        self._on_assigned = on_assigned
-        self._on_revoked = on_revoked
-        self._lock = threading.Condition()
-        self._owned: dict[TopicPartition, _Owned] = {}
-        self._topics: dict[str, int] = {}
-        self._subscribed = False
-        self._grants: dict[str, Grant] = {}
-        self._released: set[str] = set()
-        self._closed = threading.Event()
-        self._next_auto_commit = time.monotonic() + auto_commit_interval_s
-        self._committer: ThreadPoolExecutor | None = None
-        self._threads: list[threading.Thread] = []
+        self._chosen = False
+        self._closed = False
         self._owns_storage = False
-        self.error: Exception | None = None
 
     @classmethod
     def open(cls, config: StorageConfig, group: str | None = None, **options: object) -> Consumer:
         """A consumer of the storage ``config`` names (it closes it on close)."""
         from storage.select import open_topics
 
-        streams, state = open_topics(config)
-        consumer = cls(streams, state, group, **options)  # type: ignore[arg-type]
+        topics, state = open_topics(config)
+        consumer = cls(topics, state, group, **options)  # type: ignore[arg-type]
         consumer._owns_storage = True
         return consumer
 
@@ -134,156 +120,80 @@ class Consumer:
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Joins the group: its members share the topics' partitions evenly."""
-        if self._group is None:
+        if self._membership is None:
             raise ValueError("subscribe needs a group; a consumer without one uses assign")
-        if self._owned or self._subscribed:
-            raise ValueError("this consumer already subscribed or was assigned partitions")
-        self._topics = {t: self._partition_count(t) for t in topics}
-        self._subscribed = True
-        self._grants = self._group.join(self.member_id, self._topics, socket.gethostname())
-        self._start(self._heartbeats, "heartbeat")
-        self._start(self._fetches, "fetch")
+        self._not_chosen_yet()
+        self._membership.join({t: self._partition_count(t) for t in topics})
+        self._chosen = True
+        self._membership.start()
+        self._fetcher.start()
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Reads exactly these partitions, with no group coordination (a group,
         if given, still keeps its committed offsets)."""
-        if self._subscribed or self._owned:
-            raise ValueError("this consumer already subscribed or was assigned partitions")
+        self._not_chosen_yet()
         chosen = sorted(set(partitions))
         for tp in chosen:
             if tp.partition >= self._partition_count(tp.topic) or tp.partition < 0:
                 raise ValueError(f"topic {tp.topic} has no partition {tp.partition}")
-        with self._lock:
-            for tp in chosen:
-                self._owned[tp] = self._start_at(tp, None)
-        self._start(self._fetches, "fetch")
+        self._subscription.add({tp: self._start_state(tp) for tp in chosen})
+        self._chosen = True
+        self._fetcher.start()
+
+    def _not_chosen_yet(self) -> None:
+        # A failed subscribe or assign chose nothing: the caller may try again.
+        if self._chosen:
+            raise ValueError("this consumer already subscribed or was assigned partitions")
 
     def _partition_count(self, topic: str) -> int:
         Topic.named(topic)
-        count = len(self._streams.bounds(topic))
+        count = len(self._topics_dao.bounds(topic))
         if not count:
             raise ValueError(f"topic {topic} has no partitions yet: no node has installed it")
         return count
 
-    def _start_at(self, tp: TopicPartition, version: int | None) -> _Owned:
-        committed = self._group.committed(str(tp)) if self._group else None
-        if committed is not None:
-            position = committed + 1
-        elif self.auto_offset_reset == "none":
-            raise ValueError(f"group has no committed offset for {tp} and auto_offset_reset is 'none'")
-        else:
-            position = self._reset_position(tp)
-        return _Owned(version, position, position, committed=committed)
-
-    def _bounds(self, tp: TopicPartition) -> Bounds:
-        return self._streams.bounds(tp.topic)[tp.partition]
-
-    def _reset_position(self, tp: TopicPartition) -> int:
-        b = self._bounds(tp)
-        return b.start if self.auto_offset_reset == "earliest" else b.end
+    def _start_state(self, tp: TopicPartition) -> PartitionState:
+        if self._membership is not None:
+            return self._membership.start_state(tp, None)
+        position = self._fetcher.first_position(tp, None)
+        return PartitionState(None, position, position)
 
     def assignment(self) -> set[TopicPartition]:
-        with self._lock:
-            return set(self._owned)
+        return self._subscription.assigned()
 
     # Reading.
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[TopicRecord]:
         """Up to ``max_records`` records, in offset order within each partition;
-        waits up to ``timeout_s`` for the first one."""
-        if self.error is not None:
-            raise self.error
-        self._apply_grants()
-        self._auto_commit()
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while True:
-                batch = self._take(max_records)
-                remaining = deadline - time.monotonic()
-                if batch or remaining <= 0 or self._closed.is_set():
-                    return batch
-                self._lock.wait(min(remaining, 0.1))
-                if self._grants_changed():
-                    return []  # the caller polls again and the change is applied first
-
-    def _take(self, max_records: int) -> list[TopicRecord]:
-        out: list[TopicRecord] = []
-        for owned in self._owned.values():
-            while owned.buffer and len(out) < max_records:
-                record = owned.buffer.popleft()
-                if record.offset != owned.position:  # fetched before a seek
-                    continue
-                out.append(record)
-                owned.position = record.offset + 1
-        return out
-
-    def _fetches(self) -> None:
-        """The fetch thread: keeps each partition's buffer a fetch ahead."""
-        while not self._closed.is_set():
-            with self._lock:
-                work = [
-                    (tp, o, o.fetch_at) for tp, o in self._owned.items() if len(o.buffer) < self.fetch_size
-                ]
-            fetched = 0
-            for tp, owned, offset in work:
-                try:
-                    records = self._streams.read(tp.topic, tp.partition, offset, self.fetch_size)
-                except OffsetOutOfRange as e:
-                    self._out_of_range(tp, owned, e)
-                    continue
-                except StorageError as e:
-                    log.warning("fetching %s failed (retrying): %s", tp, e)
-                    self._closed.wait(1.0)
-                    continue
-                with self._lock:
-                    if self._owned.get(tp) is not owned or owned.fetch_at != offset:
-                        continue  # revoked or sought meanwhile
-                    owned.buffer.extend(records)
-                    if records:
-                        owned.fetch_at = records[-1].offset + 1
-                        fetched += len(records)
-                        self._lock.notify_all()
-            if not fetched:
-                self._closed.wait(self.fetch_idle_s)
-
-    def _out_of_range(self, tp: TopicPartition, owned: _Owned, e: OffsetOutOfRange) -> None:
-        if self.auto_offset_reset == "none" or e.offset > e.end:
-            self.error = e
-            self._closed.wait(1.0)
-            return
-        to = e.start if self.auto_offset_reset == "earliest" else e.end
-        log.warning("%s; %s reset to %d (%s)", e, tp, to, self.auto_offset_reset)
-        with self._lock:
-            if self._owned.get(tp) is owned:
-                owned.position = owned.fetch_at = to
-                owned.buffer.clear()
+        waits up to ``timeout_s`` for the first one. Raises what the fetcher or
+        the heartbeats failed with and the caller must act on (an offset out of
+        range that ``auto_offset_reset`` does not cover, for one)."""
+        if self._closed:
+            raise ValueError("this consumer is closed; open another to read on")
+        self._fetcher.raise_error()
+        if self._membership is not None:
+            self._membership.raise_error()
+            self._membership.apply_grants()
+            self._membership.maybe_auto_commit()
+        return self._subscription.wait_for_records(max_records, time.monotonic() + timeout_s)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        with self._lock:
-            owned = self._owned.get(tp)
-            if owned is None:
-                raise ValueError(f"{tp} is not assigned to this consumer")
-            owned.position = owned.fetch_at = offset
-            owned.buffer.clear()
+        self._subscription.seek(tp, offset)
 
     def seek_to_beginning(self, tp: TopicPartition) -> None:
-        self.seek(tp, self._bounds(tp).start)
+        self.seek(tp, self._fetcher.bounds(tp).start)
 
     def seek_to_end(self, tp: TopicPartition) -> None:
-        self.seek(tp, self._bounds(tp).end)
+        self.seek(tp, self._fetcher.bounds(tp).end)
 
     def position(self, tp: TopicPartition) -> int:
-        with self._lock:
-            owned = self._owned.get(tp)
-            if owned is None:
-                raise ValueError(f"{tp} is not assigned to this consumer")
-            return owned.position
+        return self._subscription.position(tp)
 
     def committed(self, tp: TopicPartition) -> int | None:
         """The group's last processed offset of ``tp`` (None: never committed)."""
-        if self._group is None:
+        if self._membership is None:
             raise ValueError("a consumer without a group has no committed offsets")
-        return self._group.committed(str(tp))
+        return self._membership.committed(tp)
 
     # Committing.
 
@@ -294,153 +204,29 @@ class Consumer:
         default everything ``poll`` returned). Synchronous unless
         ``asynchronous``; the future holds the outcome (CommitRefused says why
         the group refused)."""
-        if self._group is None:
+        if self._membership is None:
             raise ValueError("a consumer without a group cannot commit")
-        with self._lock:
-            if offsets is None:
-                offsets = {
-                    tp: o.position - 1 for tp, o in self._owned.items() if o.position - 1 != o.committed
-                }
-            unowned = [tp for tp in offsets if tp not in self._owned]
-            if unowned:
-                raise CommitRefused(
-                    f"cannot commit {', '.join(map(str, unowned))}: not assigned to this consumer"
-                )
-            work = {tp: (offset, self._owned[tp].version) for tp, offset in offsets.items()}
-        if not asynchronous:
-            self._commit(work)
-            done: Future[None] = Future()
-            done.set_result(None)
-            return done
-        if self._committer is None:
-            self._committer = ThreadPoolExecutor(1, thread_name_prefix="commit")
-        return self._committer.submit(self._commit, work)
+        return self._membership.commit(offsets, asynchronous)
 
-    def _commit(self, work: Mapping[TopicPartition, tuple[int, int | None]]) -> None:
-        if not work:
-            return
-        assert self._group is not None
-        # The group checks offsets against the ends: one read of bounds per topic.
-        ends = {
-            channel_name(topic, b.partition): b.end
-            for topic in {tp.topic for tp in work}
-            for b in self._streams.bounds(topic)
-        }
-        member = self.member_id if self._subscribed else None
-        self._group.commit(member, {str(tp): v for tp, v in work.items()}, ends)
-        with self._lock:
-            for tp, (offset, _) in work.items():
-                if tp in self._owned:
-                    self._owned[tp].committed = offset
+    # Stopping.
 
-    def _auto_commit(self, force: bool = False) -> None:
-        if not (self.enable_auto_commit and self._group) or (
-            not force and time.monotonic() < self._next_auto_commit
-        ):
-            return
-        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
-        try:
-            self.commit()
-        except CommitRefused as e:
-            log.warning("auto-commit refused: %s", e)
-
-    # Group membership.
-
-    def _heartbeats(self) -> None:
-        while not self._closed.wait(self.heartbeat_interval_s):
-            try:
-                self._beat()
-            except StorageError as e:
-                log.warning("heartbeat of %s failed: %s", self.member_id, e)
-
-    def _beat(self) -> None:
-        assert self._group is not None
-        with self._lock:
-            released = frozenset(self._released)
-        try:
-            grants = self._group.heartbeat(self.member_id, released)
-        except NotAMember as e:
-            log.warning("%s; joining again", e)
-            grants = self._group.join(self.member_id, self._topics, socket.gethostname())
-        with self._lock:
-            self._released -= released
-            self._grants = grants
-            self._lock.notify_all()
-
-    def _grants_changed(self) -> bool:
-        """Whether the grants ask for anything ``poll`` has not applied (lock held)."""
-        if not self._subscribed:
-            return False
-        opened = {n for n, g in self._grants.items() if g.state is ChannelState.OPEN}
-        return opened != {str(tp) for tp in self._owned}
-
-    def _apply_grants(self) -> None:
-        """Hands back what the group revoked (after the revoked callback and a
-        commit), drops what it lost, and starts on what it was given."""
-        if not self._subscribed:
-            return
-        with self._lock:
-            grants = dict(self._grants)
-            revoked = [
-                tp
-                for tp in self._owned
-                if str(tp) not in grants or grants[str(tp)].state is not ChannelState.OPEN
-            ]
-            closing = [tp for tp in revoked if str(tp) in grants]  # still ours to commit
-            given = [
-                g for n, g in grants.items()
-                if g.state is ChannelState.OPEN
-                and (TopicPartition(g.topic, g.partition) not in self._owned
-                     or self._owned[TopicPartition(g.topic, g.partition)].version != g.version)
-            ]  # fmt: skip
-        if revoked:
-            if self._on_revoked is not None:
-                self._on_revoked(sorted(revoked))
-            if closing and self.enable_auto_commit:
-                try:
-                    self.commit({tp: self.position(tp) - 1 for tp in closing if self.position(tp) > 0})
-                except CommitRefused as e:
-                    log.warning("commit before handing back %s refused: %s", closing, e)
-            with self._lock:
-                for tp in revoked:
-                    self._owned.pop(tp, None)
-                self._released |= {str(tp) for tp in closing}
-            self._beat()  # hand them back now, not at the next heartbeat
-        if given:
-            started = {
-                TopicPartition(g.topic, g.partition): self._start_at(
-                    TopicPartition(g.topic, g.partition), g.version
-                )
-                for g in given
-            }
-            with self._lock:
-                self._owned.update(started)
-            if self._on_assigned is not None:
-                self._on_assigned(sorted(started))
-
-    def _start(self, target: Callable[[], None], name: str) -> None:
-        thread = threading.Thread(target=target, name=f"consumer-{name}-{self.member_id}", daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def close(self) -> None:
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Commits what was processed (with auto-commit), leaves the group and
-        stops. Idempotent."""
-        if self._closed.is_set():
+        stops; every thread it started has stopped when it returns (one stuck
+        in storage past ``timeout_s`` is logged and left). Idempotent."""
+        if self._closed:
             return
+        self._closed = True
+        deadline = time.monotonic() + timeout_s
         try:
-            if self._owned:
-                self._auto_commit(force=True)
+            self._fetcher.close(timeout_s)
+            if self._membership is not None:
+                # Even if the fetcher used up the budget, the last commit and the leave are worth a moment.
+                self._membership.close(max(1.0, deadline - time.monotonic()))
         finally:
-            self._closed.set()
-            for t in self._threads:
-                t.join(timeout=10)
-            if self._committer is not None:
-                self._committer.shutdown(wait=True)
-            if self._group is not None and self._subscribed:
-                self._group.leave(self.member_id)
+            self._subscription.close()
             if self._owns_storage:
-                self._streams.close()
+                self._topics_dao.close()
                 if self._state is not None:
                     self._state.close()
 

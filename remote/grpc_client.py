@@ -4,7 +4,6 @@ sender thread streaming RemoteMessages over client-streaming calls."""
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections import deque
@@ -18,6 +17,7 @@ from model.stream import StreamData
 from proto import remote_pb2
 from runtime.buffer import BufferQueue, BufferStrategy
 from runtime.instruments import Instruments
+from runtime.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,8 @@ CALL_BATCHED = "/skyoap.v1.RemoteService/callBatched"
 BATCH_ITEMS = 500
 BATCH_BYTES = 512 * 1024
 """A batch stops growing past about this many bytes, far below any node's message limit."""
+RECONNECT = RetryPolicy(first_delay_s=0.1, multiplier=2.0, max_delay_s=5.0)
+"""Pauses between connection attempts; the client tries until it is closed."""
 # Failures worth trying again: the node may be restarting or briefly overloaded.
 RETRYABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -83,13 +85,13 @@ class GrpcRemoteClient:
         give_back: Callable[[list[tuple[int, StreamData]]], None],
         stream_max_items: int = 10_000,
         stream_max_s: float = 2.0,
-        backoff_s: tuple[float, float] = (0.1, 5.0),
+        reconnect: RetryPolicy = RECONNECT,
     ) -> None:
         self._address = address
         self._give_back = give_back
         self._stream_max_items = stream_max_items
         self._stream_max_s = stream_max_s
-        self._backoff_s = backoff_s
+        self._reconnect = reconnect
         self._queue: BufferQueue[tuple[int, StreamData]] = BufferQueue(
             f"remote_{address}", 1, buffer_size, BufferStrategy.BLOCKING, instruments
         )
@@ -210,8 +212,7 @@ class GrpcRemoteClient:
                 self._streaming = False
 
     def _pause(self, failures: int) -> float:
-        low, high = self._backoff_s
-        return float(min(high, low * 2 ** (failures - 1)) * random.uniform(0.5, 1.0))
+        return self._reconnect.delay_s(failures)
 
     def _connected(self) -> bool:
         """After a failure (and before the first stream), asks the node's health

@@ -47,6 +47,21 @@ def where_query(first_bucket: int, last_bucket: int, where: Mapping[str, str]) -
     return {"bool": {"filter": filters}}
 
 
+BUSY_STATUSES = frozenset({429, 502, 503, 504})
+"""Statuses of a server that may take the same request later."""
+
+
+def raise_if_busy(failures: list[dict[str, Any]], what: str) -> None:
+    """Raises StorageUnavailable when some of a bulk's items were refused only
+    because the server was busy, so that the writer's retry policy tries again."""
+    busy = [f for f in failures if f.get("status") in BUSY_STATUSES]
+    if busy:
+        first = busy[0].get("error")
+        raise StorageUnavailable(
+            f"Elasticsearch was busy while {what}: {len(busy)} items refused, e.g. {first}"
+        )
+
+
 @contextmanager
 def translated_errors(what: str) -> Iterator[None]:
     """Turns client errors into the storage error hierarchy, saying what failed."""
@@ -55,12 +70,18 @@ def translated_errors(what: str) -> Iterator[None]:
     except (elasticsearch.ConnectionError, elasticsearch.ConnectionTimeout) as e:
         raise StorageUnavailable(f"Elasticsearch is unreachable while {what}: {e}") from e
     except elasticsearch.ApiError as e:
-        err = StorageUnavailable if e.meta.status in (429, 502, 503, 504) else StorageError
+        err = StorageUnavailable if e.meta.status in BUSY_STATUSES else StorageError
         raise err(f"Elasticsearch refused {what}: {e}") from e
 
 
 class ElasticsearchClient:
-    """One client per node, shared by its DAOs (the client is thread-safe)."""
+    """One client per node, shared by its DAOs (the client is thread-safe).
+
+    Reads (``es``) are idempotent and the transport retries them. Writes
+    (``writes``, ``bulk``) are tried once: the transport's retries and the bulk
+    helper's are off for them, and a busy or unreachable server raises
+    StorageUnavailable for the writer's retry policy (``runtime/retry.py``),
+    the one layer that retries a write."""
 
     def __init__(self, hosts: str, index_prefix: str, request_timeout_s: float = 30.0) -> None:
         self.es = Elasticsearch(
@@ -70,6 +91,7 @@ class ElasticsearchClient:
             max_retries=3,
             serializer=OrjsonSerializer(),
         )
+        self.writes = self.es.options(max_retries=0, retry_on_timeout=False)
         self.prefix = index_prefix
         self._closed = False
 
@@ -103,18 +125,16 @@ class ElasticsearchClient:
 
     def bulk(self, actions: Iterable[dict[str, Any]], what: str) -> list[dict[str, Any]]:
         """Writes ``actions`` in bulk and returns the items that failed, each as
-        ``{"status": int, "_id": str, "error": ...}``. Items refused with 429 are
-        retried with exponential backoff; other failures are returned to the caller."""
+        ``{"status": int, "_id": str, "error": ...}``, busy ones (429) included:
+        the caller decides what to try again (``raise_if_busy``)."""
         failures = []
         with translated_errors(what):
             for ok, info in helpers.streaming_bulk(
-                self.es,
+                self.writes,
                 actions,
                 chunk_size=1000,
                 max_chunk_bytes=20 * 1024 * 1024,
-                max_retries=5,
-                initial_backoff=0.1,
-                max_backoff=2.0,
+                max_retries=0,
                 raise_on_error=False,
                 raise_on_exception=True,
                 yield_ok=False,

@@ -19,7 +19,7 @@ import elasticsearch
 
 from model.inventory import Inventory
 from storage.api import I, InsertOutcome, StorageError, Stored
-from storage.elasticsearch.client import ElasticsearchClient, mapping_of, translated_errors
+from storage.elasticsearch.client import ElasticsearchClient, mapping_of, raise_if_busy, translated_errors
 
 FENCE_INDEX = "sequence_fence"
 _FENCE_MAPPING = {"dynamic": "strict", "properties": {"last": {"type": "long"}}}
@@ -97,6 +97,7 @@ class ElasticsearchInventoryDAO:
     @staticmethod
     def _only_conflicts(failures: list[dict[str, Any]], index: str) -> list[dict[str, Any]]:
         other = [f for f in failures if f.get("status") != 409]
+        raise_if_busy(other, f"writing to {index}")
         if other:
             raise StorageError(f"{len(other)} writes to {index} failed, the first: {other[0].get('error')}")
         return failures
@@ -134,7 +135,8 @@ class ElasticsearchInventoryDAO:
                 return False
             try:
                 with translated_errors(f"moving the sequence fence of {model.MODEL} to {last}"):
-                    self._es.index(index=index, id=model.MODEL, document={"last": last}, **condition)
+                    fence = {"last": last}
+                    self._client.writes.index(index=index, id=model.MODEL, document=fence, **condition)
                 return True
             except StorageError as e:
                 if not isinstance(e.__cause__, elasticsearch.ConflictError):

@@ -11,6 +11,7 @@ from typing import Any
 from model.metrics import Downsampling, Metrics
 from storage.api import M, PutOutcome, Stored, check_where
 from storage.elasticsearch.client import (
+    BUSY_STATUSES,
     ElasticsearchClient,
     doc_id,
     mapping_of,
@@ -18,7 +19,7 @@ from storage.elasticsearch.client import (
     where_query,
 )
 
-RETRIABLE_STATUSES = frozenset({409, 429, 502, 503, 504})
+RETRIABLE_STATUSES = frozenset({409, *BUSY_STATUSES})
 
 
 def index_name(model: type[Metrics], level: Downsampling) -> str:

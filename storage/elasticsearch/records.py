@@ -13,6 +13,7 @@ from storage.elasticsearch.client import (
     ElasticsearchClient,
     doc_id,
     mapping_of,
+    raise_if_busy,
     translated_errors,
     where_query,
 )
@@ -56,7 +57,9 @@ class ElasticsearchRecordDAO:
             }
             for i in items
         )
-        failures = self._client.bulk(actions, f"writing {len(items)} {model.MODEL} records")
+        what = f"writing {len(items)} {model.MODEL} records"
+        failures = self._client.bulk(actions, what)
+        raise_if_busy(failures, what)  # records are written by id: writing them all again is harmless
         return {keys[f["_id"]]: str(f.get("error")) for f in failures}
 
     def indices(self, model: type[Record], first_bucket: int, last_bucket: int) -> str:

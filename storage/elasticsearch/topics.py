@@ -24,8 +24,8 @@ from typing import Any, cast
 import elasticsearch
 
 from model.topics import Bounds, Entry, Retention, TopicRecord
-from storage.api import OffsetOutOfRange, SequenceAllocator, StorageError
-from storage.elasticsearch.client import ElasticsearchClient, translated_errors
+from storage.api import OffsetOutOfRange, SequenceAllocator, StorageError, StorageUnavailable
+from storage.elasticsearch.client import BUSY_STATUSES, ElasticsearchClient, translated_errors
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class ElasticsearchTopicDAO:
             for p in range(partitions):
                 installed_before = contextlib.suppress(elasticsearch.ConflictError)
                 with translated_errors(f"creating partition {topic}/{p}"), installed_before:
-                    self._es.create(
+                    self._client.writes.create(
                         index=self._client.index(BOUNDS),
                         id=f"{topic}-{p}",
                         document={"topic": topic, "partition": p, "start": 0, "end": 0},
@@ -99,7 +99,7 @@ class ElasticsearchTopicDAO:
     def _set_bounds(self, topic: str, b: Bounds, version: tuple[int, int]) -> bool:
         with translated_errors(f"moving the bounds of {topic}/{b.partition}"):
             try:
-                self._es.index(
+                self._client.writes.index(
                     index=self._client.index(BOUNDS),
                     id=f"{topic}-{b.partition}",
                     document={"topic": topic, "partition": b.partition, "start": b.start, "end": b.end},
@@ -114,6 +114,7 @@ class ElasticsearchTopicDAO:
         if self._locks is None:
             raise StorageError("this stream storage only reads: it was opened without the global lock")
         with self._locks.lock(f"topic:{topic}:{partition}"):
+            busy: list[dict[str, Any]] = []
             for _ in range(_APPEND_ATTEMPTS):
                 b, version = self._get_bounds(topic, partition)
                 failures = self._client.bulk(
@@ -135,6 +136,7 @@ class ElasticsearchTopicDAO:
                     f"appending {len(entries)} records to {topic}/{partition}",
                 )
                 self._client.refresh(_records(topic))
+                busy = failures
                 if failures:
                     log.warning(
                         "%d of %d records not appended to %s/%d (%s); repairing the partition and writing "
@@ -146,7 +148,8 @@ class ElasticsearchTopicDAO:
                 if self._set_bounds(topic, moved, version):
                     return moved
                 self._repair(topic, partition)  # a stale writer moved them: look again
-        raise StorageError(f"could not append to {topic}/{partition} in {_APPEND_ATTEMPTS} attempts")
+        error = StorageUnavailable if any(f.get("status") in BUSY_STATUSES for f in busy) else StorageError
+        raise error(f"could not append to {topic}/{partition} in {_APPEND_ATTEMPTS} attempts")
 
     def _repair(self, topic: str, partition: int) -> None:
         """Moves the end over the records contiguous with it and deletes the
@@ -294,10 +297,10 @@ class ElasticsearchStateStore:
         with translated_errors(f"writing the shared state {name}"):
             try:
                 if version is None:
-                    self._es.create(index=self._index(), id=name, document={"value": value})
+                    self._client.writes.create(index=self._index(), id=name, document={"value": value})
                 else:
                     seq_no, term = cast(tuple[int, int], version)
-                    self._es.index(
+                    self._client.writes.index(
                         index=self._client.index(STATE),
                         id=name,
                         document={"value": value},

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import secrets
-import time
 from collections.abc import Callable, Iterator
 
 import redis
@@ -35,10 +33,6 @@ local current = tonumber(redis.call('GET', KEYS[1]) or '-1')
 if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 """
-_UNLOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class LockTimeout(StorageError):
@@ -55,36 +49,38 @@ class RedisSequenceAllocator:
     ) -> None:
         self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         self._prefix = key_prefix
-        self._lock_ttl_ms = int(lock_ttl_s * 1000)
+        self._lock_ttl_s = lock_ttl_s
         self._lock_wait_s = lock_wait_s
         self._allocate = self._redis.register_script(_ALLOCATE)
         self._raise = self._redis.register_script(_RAISE)
-        self._unlock = self._redis.register_script(_UNLOCK)
 
     def _key(self, kind: str, scope: str) -> str:
         return f"{self._prefix}:{kind}:{scope}"
 
     @contextlib.contextmanager
     def lock(self, scope: str) -> Iterator[None]:
+        """redis-py's Lock: a token only its holder can delete, and a time to
+        live so that a holder that died frees it."""
         key = self._key("lock", scope)
-        token = secrets.token_hex(16)
-        deadline = time.monotonic() + self._lock_wait_s
-        pause = 0.001
+        # Polled every 5 ms, not redis-py's 100: the lock is held for one
+        # storage round, and every registration waits on it.
+        lock = self._redis.lock(
+            key, timeout=self._lock_ttl_s, sleep=0.005, blocking_timeout=self._lock_wait_s
+        )
         try:
-            while not self._redis.set(key, token, nx=True, px=self._lock_ttl_ms):
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(f"could not take the global lock {key} in {self._lock_wait_s:g} s")
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
+            if not lock.acquire():
+                raise LockTimeout(f"could not take the global lock {key} in {self._lock_wait_s:g} s")
         except redis.RedisError as e:
             raise StorageUnavailable(f"Redis at {self._describe()} failed: {e}") from e
         try:
             yield
         finally:
             try:
-                self._unlock(keys=[key], args=[token])
-            except redis.RedisError:
-                log.warning("could not release lock %s; it expires in %d ms", key, self._lock_ttl_ms)
+                lock.release()
+            except redis.RedisError as e:  # LockNotOwnedError too: it expired, or Redis lost it
+                log.warning(
+                    "could not release lock %s (%s); it expires within %g s", key, e, self._lock_ttl_s
+                )
 
     def allocate(self, scope: str, count: int, stored_max: Callable[[], int]) -> list[int]:
         key = self._key("sequence", scope)

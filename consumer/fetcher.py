@@ -1,0 +1,157 @@
+"""The fetcher: one thread that keeps each owned partition's buffer a fetch
+ahead of the caller (the Kafka seed's pipelined ``poll``), and where a
+partition starts or restarts when its offset is gone (``auto_offset_reset``).
+
+It reports what the caller must act on through ``raise_error``, which
+``poll`` calls first (aiokafka keeps a fetch error with its partition and
+raises it to the caller the same way):
+
+- a read out of range that ``auto_offset_reset`` does not cover (``none``,
+  or a position beyond the end after a ``seek``) stays with its partition,
+  raised by every ``poll`` until a later read works or the caller seeks it;
+- anything the fetch thread did not expect stops it; its future holds the
+  error, and every ``poll`` raises it.
+
+A storage error is retried after ``retry_backoff_s``, for that partition only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+
+from consumer.subscription import PartitionState, SubscriptionState, TopicPartition
+from model.topics import Bounds
+from runtime.ratelimit import RateLimitedLog
+from storage.api import OffsetOutOfRange, StorageError, TopicDAO
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
+
+RESETS = ("earliest", "latest", "none")
+
+
+class FetchThreadStopped(RuntimeError):
+    """The fetch thread failed in a way it cannot recover from; ``__cause__`` is why."""
+
+
+class Fetcher:
+    def __init__(
+        self,
+        topics: TopicDAO,
+        subscription: SubscriptionState,
+        name: str,
+        *,
+        auto_offset_reset: str = "earliest",
+        fetch_size: int = 1000,
+        fetch_idle_s: float = 0.05,
+        retry_backoff_s: float = 1.0,
+    ) -> None:
+        if auto_offset_reset not in RESETS:
+            raise ValueError(
+                f"auto_offset_reset must be one of {', '.join(RESETS)}, not {auto_offset_reset!r}"
+            )
+        self._topics = topics
+        self._subscription = subscription
+        self.name = name
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_size = fetch_size
+        self.fetch_idle_s = fetch_idle_s
+        self.retry_backoff_s = retry_backoff_s
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.done: Future[None] = Future()
+        """The fetch thread's outcome: set when it stops, with its error if it died of one."""
+
+    # Where partitions start.
+
+    def bounds(self, tp: TopicPartition) -> Bounds:
+        return self._topics.bounds(tp.topic)[tp.partition]
+
+    def first_position(self, tp: TopicPartition, committed: int | None) -> int:
+        """Where reading ``tp`` starts: after the group's commit, or where
+        ``auto_offset_reset`` says when there is none."""
+        if committed is not None:
+            return committed + 1
+        if self.auto_offset_reset == "none":
+            raise ValueError(f"group has no committed offset for {tp} and auto_offset_reset is 'none'")
+        b = self.bounds(tp)
+        return b.start if self.auto_offset_reset == "earliest" else b.end
+
+    # The caller's side.
+
+    def raise_error(self) -> None:
+        """Raises what the caller must know of: the error that stopped the fetch
+        thread, else the first partition's read error nobody dealt with yet."""
+        if self.done.done() and (stopped := self.done.exception()) is not None:
+            raise FetchThreadStopped(
+                f"the fetch thread of consumer {self.name} stopped: {stopped!r}; "
+                "close this consumer and open another"
+            ) from stopped
+        error = self._subscription.first_error()
+        if error is not None:
+            # The same error may be raised by many polls: each gets a fresh traceback.
+            raise error.with_traceback(None)
+
+    # The thread.
+
+    def start(self) -> None:
+        if self._thread is not None or self._stopping.is_set():
+            return
+        self._thread = threading.Thread(target=self._run, name=f"consumer-fetch-{self.name}", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout_s: float) -> None:
+        """Stops the fetch thread and waits up to ``timeout_s`` for it. Idempotent."""
+        self._stopping.set()
+        if self._thread is None:
+            return
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.warning("the fetch thread of %s did not stop within %.1f s", self.name, timeout_s)
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                if not self._fetch_once():
+                    self._stopping.wait(self.fetch_idle_s)
+        except Exception as e:  # a bug: stop, and let poll say so rather than die silently
+            log.exception("the fetch thread of %s stopped", self.name)
+            self.done.set_exception(e)
+            self._subscription.interrupt()
+        else:
+            self.done.set_result(None)
+
+    def _fetch_once(self) -> int:
+        """One read of every partition whose buffer has room; the records kept."""
+        kept = 0
+        for tp, owned, offset in self._subscription.to_fetch(self.fetch_size, time.monotonic()):
+            if self._stopping.is_set():
+                break
+            try:
+                records = self._topics.read(tp.topic, tp.partition, offset, self.fetch_size)
+            except OffsetOutOfRange as e:
+                self._out_of_range(tp, owned, offset, e)
+                continue
+            except StorageError as e:
+                _limited.warning(f"fetch {self.name} {tp}", "fetching %s failed (retrying): %s", tp, e)
+                self._subscription.fetch_failed(tp, owned, offset, time.monotonic() + self.retry_backoff_s)
+                continue
+            kept += self._subscription.fetched(tp, owned, offset, records)
+        return kept
+
+    def _out_of_range(
+        self, tp: TopicPartition, owned: PartitionState, offset: int, e: OffsetOutOfRange
+    ) -> None:
+        # A position beyond the end comes from the caller's seek, not from retention: the reset
+        # policy is no answer to it, the caller's next seek is (or the records arriving).
+        if self.auto_offset_reset == "none" or e.offset > e.end:
+            retry_at = time.monotonic() + self.retry_backoff_s
+            if self._subscription.fetch_failed(tp, owned, offset, retry_at, e):
+                log.warning("%s; poll raises it until %s is sought or a read of it works", e, tp)
+            return
+        to = e.start if self.auto_offset_reset == "earliest" else e.end
+        if self._subscription.reset(tp, owned, offset, to):
+            log.warning("%s; %s reset to %d (%s)", e, tp, to, self.auto_offset_reset)

@@ -1,0 +1,61 @@
+"""The retry policy: which errors are worth trying again, how long to pause
+between tries, how many tries, and a pause that closing interrupts.
+
+One layer owns the retries of a write: the worker that asked for it, because
+it is the one that knows when the node is closing. Storage does not retry on
+its own (the Elasticsearch transport and bulk helper have theirs turned off)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether ``error`` says the same call may succeed later (storage busy or
+    unreachable); the storage errors carry a ``retriable`` flag."""
+    return bool(getattr(error, "retriable", False))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    """Tries in all, the first included."""
+    first_delay_s: float = 0.2
+    multiplier: float = 5.0
+    max_delay_s: float = 3.0
+
+    def delay_s(self, failures: int) -> float:
+        """The pause after ``failures`` failures in a row: exponential, bounded by
+        ``max_delay_s``, and jittered down to half so that writers that failed
+        together do not come back together."""
+        full = min(self.max_delay_s, self.first_delay_s * self.multiplier ** (failures - 1))
+        return full * random.uniform(0.5, 1.0)
+
+    def call(self, fn: Callable[[], T], interrupt: threading.Event | None = None) -> T:
+        """``fn()``, tried again after a pause while it raises a retriable error,
+        ``attempts`` times at most; the last error is raised. Once ``interrupt``
+        is set (its owner is closing) no pause is waited out and no try is made
+        again."""
+        interrupt = interrupt or threading.Event()
+        failures = 0
+        while True:
+            try:
+                return fn()
+            except Exception as e:
+                failures += 1
+                if not is_retriable(e) or failures >= self.attempts or interrupt.is_set():
+                    raise
+                if interrupt.wait(self.delay_s(failures)):
+                    raise
+
+
+STORAGE_WRITES = RetryPolicy()
+"""Writes of records and topic appends: four tries over about four seconds
+(0.2, 1 and 3 s at most between them) while the agents' calls are held back by
+the queue behind."""
