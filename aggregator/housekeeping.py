@@ -39,8 +39,8 @@ class HeartbeatExpiry:
     def start(self) -> None:
         self._task.start()
 
-    def close(self) -> None:
-        self._task.close()
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._task.close(timeout_s)
 
 
 class TopicRetention:
@@ -68,5 +68,5 @@ class TopicRetention:
     def start(self) -> None:
         self._task.start()
 
-    def close(self) -> None:
-        self._task.close()
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._task.close(timeout_s)

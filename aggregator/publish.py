@@ -68,6 +68,7 @@ class TopicPublisher:
             return
         self._published[topic].inc(len(entries))
 
-    def close(self) -> None:
-        """Stops waiting to retry: what storage does not take at once is dropped."""
+    def interrupt_retries(self) -> None:
+        """Stops waiting to retry (the node closes): what storage does not take
+        at once is dropped."""
         self._closing.set()

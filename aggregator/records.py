@@ -72,6 +72,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
                 self.name, len(refused), key, reason,
             )  # fmt: skip
 
-    def close(self) -> None:
-        """Stops waiting to retry: what storage does not take at once is dropped."""
+    def interrupt_retries(self) -> None:
+        """Stops waiting to retry (the node closes): what storage does not take
+        at once is dropped."""
         self._closing.set()

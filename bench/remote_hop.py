@@ -26,6 +26,7 @@ L2 = worker_id(ServiceInstanceInventory, Stage.L2)
 def items_per_s(address: str, count: int) -> float:
     instruments = Instruments()
     client = GrpcRemoteClient(address, instruments, buffer_size=50_000, give_back=lambda items: None)
+    client.start()
     # A heartbeat-sized item: what L1 sends most of.
     items = [
         ServiceInstanceInventory(name=f"inst-{i}", service_id=i % 50 + 1, instance_uuid=f"uuid-{i:08d}",
@@ -38,7 +39,7 @@ def items_per_s(address: str, count: int) -> float:
     while instruments.value("skyoap_remote_sent_total", target=address) < count:
         time.sleep(0.005)
     elapsed = time.perf_counter() - started
-    client.close()
+    client.close(5)
     return count / elapsed
 
 

@@ -17,7 +17,7 @@ from proto import remote_pb2
 from remote.service import RemoteService
 from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
-from runtime.pools import DrainPools
+from runtime.pools import DrainPool
 from runtime.worker import BufferedWorker, Workers
 
 
@@ -44,16 +44,15 @@ def main() -> None:
     args = parser.parse_args()
     instruments = Instruments()
     servicer: object = CountOnly()
-    pools = DrainPools(instruments)
     if args.mode == "service":
         workers = Workers()
-        pool = pools.get_or_create("REGISTER_L2", 2)
+        pool = DrainPool("REGISTER_L2", 2, instruments)
         for model in INVENTORY_TYPES:
             spec = BufferSpec(1, 10_000, BufferStrategy.BLOCKING)
             workers.register(
                 Discard(worker_id(model, Stage.L2), f"{model.MODEL}_l2", pool, instruments, spec)
             )
-        pools.start()
+        pool.start()
         servicer = RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments)
     server = GrpcServer("127.0.0.1", 0, workers=8, max_message_bytes=64 * 1024 * 1024)
     server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], servicer, keep_undecodable=True)

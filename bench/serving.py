@@ -15,4 +15,4 @@ def serve_until_terminated(server: GrpcServer, what: str) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     stop.wait()
-    server.stop(1)
+    server.close(1)

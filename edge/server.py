@@ -18,8 +18,9 @@ class GrpcServer:
     it; services are added next, and ``start`` opens it to calls."""
 
     def __init__(self, host: str, port: int, workers: int, max_message_bytes: int) -> None:
+        self._executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc")
         self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
+            self._executor,
             options=[
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
@@ -49,7 +50,11 @@ class GrpcServer:
         """Answers NOT_SERVING to health checks from now on, still serving calls."""
         self.health.enter_graceful_shutdown()
 
-    def stop(self, grace_s: float) -> None:
-        """Stops listening and lets calls under way finish within ``grace_s``."""
+    def close(self, timeout_s: float) -> None:
+        """Stops listening and lets calls under way finish within ``timeout_s``;
+        then joins the threads that served them."""
         self.refuse()
-        self.server.stop(grace_s).wait(grace_s + 1)
+        self.server.stop(timeout_s).wait(timeout_s + 1)
+        # A handler still running past the grace period is waiting out a bound
+        # of its own (a full queue's --l1-max-wait-s).
+        self._executor.shutdown(wait=True)

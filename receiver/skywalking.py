@@ -95,8 +95,8 @@ class NamesByService:
     def start(self) -> None:
         self._task.start()
 
-    def close(self) -> None:
-        self._task.close()
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._task.close(timeout_s)
 
 
 class ManagementService:

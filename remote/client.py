@@ -16,10 +16,15 @@ class RemoteClient(Protocol):
     def push(self, next_worker_id: int, item: StreamData) -> None:
         """Hands ``item`` to worker ``next_worker_id`` on the target node."""
 
-    def close(self, drain_s: float = 0.0) -> None:
-        """Stops the client. With ``drain_s``, first sends what it holds, for up
-        to that long (the node shuts down); without, hands it back to be routed
-        elsewhere (the target left)."""
+    def start(self) -> None: ...
+
+    def close(self, timeout_s: float) -> None:
+        """This node shuts down: sends what the client holds, for up to
+        ``timeout_s``, and stops."""
+
+    def leave(self) -> None:
+        """The target left: stops, and hands what the client holds back to be
+        routed elsewhere."""
 
 
 class SelfRemoteClient:
@@ -36,5 +41,11 @@ class SelfRemoteClient:
     def push(self, next_worker_id: int, item: StreamData) -> None:
         self._workers.get(next_worker_id).accept(item)
 
-    def close(self, drain_s: float = 0.0) -> None:
+    def start(self) -> None:
+        pass
+
+    def close(self, timeout_s: float = 0.0) -> None:
+        pass
+
+    def leave(self) -> None:
         pass

@@ -69,7 +69,7 @@ class StandaloneCluster:
     def start(self) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 0.0) -> None:
         pass
 
 
@@ -150,9 +150,9 @@ class RedisCluster:
             raise OSError(f"cannot register in the cluster at {self._describe()}: {e}") from e
         self._renewal.start()
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
         """Stops renewing and leaves the cluster at once (a killed node leaves by expiry)."""
-        self._renewal.close()
+        self._renewal.close(timeout_s)
         if self._me is not None:
             try:
                 self._redis.zrem(self._alive_key, self._me.name)

@@ -127,8 +127,12 @@ class GrpcRemoteClient:
             "one stream of batches to a target, from its first batch to the target's acknowledgement",
             ["target"],
         ).labels(target=address)
-        self._thread = threading.Thread(target=self._run, name=f"remote-{address}", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"remote-{self._address}", daemon=True)
+            self._thread.start()
 
     @property
     def address(self) -> str:
@@ -226,39 +230,48 @@ class GrpcRemoteClient:
                 log.debug("%s is not reachable: %s", self._address, e)
         return self._reachable
 
-    def close(self, drain_s: float = 0.0) -> None:
-        """Without ``drain_s`` (the target left): stops sending and gives back
-        whatever is still held. With ``drain_s`` (this node shuts down): first
-        lets the thread send it, for up to that long, and counts what is left
-        after that as dropped. Idempotent."""
-        if self._closing.is_set():
-            return
-        deadline = time.monotonic() + drain_s
+    def close(self, timeout_s: float) -> None:
+        """This node shuts down: lets the thread send what is held, for up to
+        ``timeout_s``, and counts what is left after that as dropped. Idempotent."""
+        deadline = time.monotonic() + timeout_s
         while (self._pending or self._queue.depth() or self._streaming) and time.monotonic() < deadline:
             self._wake.set()
             time.sleep(0.01)
+        leftover = self._stop()
+        if leftover:
+            self._dropped.inc(len(leftover))
+            log.warning(
+                "shutting down: %d items for %s could not be sent in %g s",
+                len(leftover),
+                self._address,
+                timeout_s,
+            )
+
+    def leave(self) -> None:
+        """The target left: stops sending and gives back whatever is still held. Idempotent."""
+        leftover = self._stop()
+        if leftover:
+            log.info(
+                "%s left: handing %d items it still held to their new owners", self._address, len(leftover)
+            )
+            self._given_back.inc(len(leftover))
+            self._give_back(leftover)
+
+    def _stop(self) -> list[tuple[int, StreamData]]:
+        """Stops the thread and the channel; returns what was never sent (nothing
+        the second time)."""
+        if self._closing.is_set():
+            return []
         self._closing.set()
         self._queue.close()  # producers blocked on a full queue get BufferClosed and route again
         self._wake.set()
         future = self._future
         if future is not None:
             future.cancel()
-        self._thread.join(10)
+        if self._thread is not None:
+            self._thread.join(10)
         with self._pending_lock:
             leftover = list(self._pending) + self._queue.drain(0, self._queue.capacity)
             self._pending.clear()
         self._channel.close()
-        if not leftover:
-            return
-        if drain_s:
-            self._dropped.inc(len(leftover))
-            log.warning(
-                "shutting down: %d items for %s could not be sent in %g s",
-                len(leftover),
-                self._address,
-                drain_s,
-            )
-            return
-        log.info("%s left: handing %d items it still held to their new owners", self._address, len(leftover))
-        self._given_back.inc(len(leftover))
-        self._give_back(leftover)
+        return leftover

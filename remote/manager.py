@@ -52,25 +52,30 @@ class RemoteClientManager:
             current = {c.address: c for c in self._clients}
             if [n.address for n in nodes] == list(current):
                 return
-            next_clients = tuple(current.get(n.address) or self._make_client(n) for n in nodes)
+            next_clients = tuple(current.get(n.address) or self._started(n) for n in nodes)
             kept = {c.address for c in next_clients}
             self._clients = next_clients
             log.info("remote targets now: %s", ", ".join(sorted(kept)) or "none")
             for address, client in current.items():
                 if address not in kept:
-                    client.close()
+                    client.leave()
         self.on_change()
+
+    def _started(self, node: RemoteNode) -> RemoteClient:
+        client = self._make_client(node)
+        client.start()
+        return client
 
     def start(self) -> None:
         self.refresh()
         self._task.start()
 
-    def close(self, drain_s: float = 5.0) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
         """Stops refreshing and closes every client, each first sending what it
-        holds for up to ``drain_s``."""
-        self._task.close()
+        holds for up to ``timeout_s``."""
+        self._task.close(timeout_s)
         with self._refresh_lock:
             clients = self._clients
         for c in clients:
-            c.close(drain_s)
+            c.close(timeout_s)
         self._clients = ()

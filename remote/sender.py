@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
 
 from model.stream import StreamData
 from remote.manager import RemoteClientManager
 from remote.selector import Selector
 from runtime.buffer import BufferClosed
 from runtime.instruments import Instruments
+from runtime.jobs import BackgroundJobs
 from runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,8 @@ class RemoteSender:
             "skyoap_remote_parked_items", "items held until a node takes L1 results"
         ).set_function(lambda: len(self._parked))
         self._warn = RateLimitedLog(log)
-        clients.on_change = lambda: self._in_background("flush-parked", self.flush_parked)
+        self._jobs = BackgroundJobs("remote-sender")
+        clients.on_change = lambda: self._jobs.submit("flushing parked items", self.flush_parked)
 
     def route_with(self, next_worker_id: int, selector: Selector) -> None:
         """Items for worker ``next_worker_id`` are routed by ``selector``."""
@@ -72,17 +73,14 @@ class RemoteSender:
                 self.send(next_worker_id, item)
             self._rerouted.inc(len(items))
 
-        self._in_background("reroute", send_all)
+        self._jobs.submit("re-routing a departed node's items", send_all)
 
-    @staticmethod
-    def _in_background(name: str, work: Callable[[], None]) -> None:
-        def run() -> None:
-            try:
-                work()
-            except Exception:
-                log.exception("remote %s failed", name)
+    def start(self) -> None:
+        self._jobs.start()
 
-        threading.Thread(target=run, name=f"remote-{name}", daemon=True).start()
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Finishes the re-routing and flushing under way, for up to ``timeout_s``."""
+        self._jobs.close(timeout_s)
 
     def _park(self, next_worker_id: int, item: StreamData) -> None:
         with self._park_lock:
@@ -97,7 +95,7 @@ class RemoteSender:
             self._parked.append((next_worker_id, item))
         self._parked_total.inc()
         if self._clients.clients:  # a node appeared while this item was on its way here
-            self._in_background("flush-parked", self.flush_parked)
+            self._jobs.submit("flushing parked items", self.flush_parked)
         self._warn.warning("no-target", "no node takes L1 results right now: holding items until one does")
 
     def flush_parked(self) -> None:

@@ -20,10 +20,12 @@ class Periodic:
         self._work = work
         self._what = what
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread.start()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -32,8 +34,10 @@ class Periodic:
             except Exception as e:
                 log.warning("%s failed (%r); trying again in %g s", self._what, e, self.interval_s)
 
-    def close(self) -> None:
-        """Stops the task, waiting for a run under way. Idempotent."""
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stops the task, waiting up to ``timeout_s`` for a run under way. Idempotent."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.warning("%s: a run still under way after %g s", self.name, timeout_s)

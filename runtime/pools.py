@@ -116,29 +116,3 @@ class DrainPool:
             t.join(max(0.0, deadline - time.monotonic()))
             if t.is_alive():
                 log.warning("drain pool %s: thread %s did not stop in time", self.name, t.name)
-
-
-class DrainPools:
-    """Pools by name, so every worker that names the same pool shares its threads."""
-
-    def __init__(self, instruments: Instruments) -> None:
-        self._instruments = instruments
-        self._pools: dict[str, DrainPool] = {}
-        self._lock = threading.Lock()
-
-    def get_or_create(self, name: str, size: int) -> DrainPool:
-        with self._lock:
-            pool = self._pools.get(name)
-            if pool is None:
-                pool = self._pools[name] = DrainPool(name, size, self._instruments)
-            return pool
-
-    def get(self, name: str) -> DrainPool:
-        return self._pools[name]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._pools
-
-    def start(self) -> None:
-        for pool in list(self._pools.values()):
-            pool.start()

@@ -27,14 +27,18 @@ class AdminServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        self._httpd = ThreadingHTTPServer((host, port), Handler)  # bound now: the port is known at once
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="admin-http", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="admin-http", daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
-        if self._thread.is_alive():  # shutdown() waits for serve_forever, which must be running
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stops serving; idempotent."""
+        thread, self._thread = self._thread, None
+        if thread is not None:  # shutdown() waits for serve_forever, which must be running
             self._httpd.shutdown()
+            thread.join(timeout_s)
         self._httpd.server_close()

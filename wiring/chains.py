@@ -6,14 +6,15 @@ has L2, a mixed node has all):
     metrics    MetricsAggregateWorker (L1) -> RemoteWorker (hash) -> MetricsPersistentWorker (L2)
     record     RecordPersistentWorker, on the node that received the record
 
-A node closes them in two steps: every processor's L1 first (which hands its
-last items on), then every L2 (which stores them).
+Each processor's L1 and L2 are components of their own (``l1``, ``l2``): the
+drain pool their workers share and the periodic task that flushes them. The
+node starts every L2 before any L1 and closes in the reverse order, so L1
+hands its last items on while L2 still takes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
 from aggregator.metrics import MetricsPersistentWorker
 from aggregator.persistent import InventoryPersistentWorker
@@ -31,7 +32,7 @@ from remote.worker import RemoteWorker
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
-from runtime.pools import DrainPools
+from runtime.pools import DrainPool
 from runtime.worker import Worker, Workers
 from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator
 from wiring.config import NodeConfig
@@ -43,32 +44,48 @@ METRICS_L2_POOL = "METRICS_L2"
 RECORD_POOL = "RECORD_PERSIST"
 
 
-class StreamProcessor(Protocol):
-    def start(self) -> None: ...
+class ChainLevel:
+    """One level (L1 or L2) of a processor's chains on this node: the pool its
+    workers share and, for metrics, the task that flushes them on a timer.
+    ``close`` stops the task, runs ``before_drain`` (stop waiting to retry),
+    lets the pool drain what is queued, then runs ``after_drain`` (hand on or
+    store what the workers hold)."""
 
-    def close_l1(self, grace_s: float) -> None:
-        """Stops taking items and hands on what L1 holds."""
+    def __init__(
+        self,
+        pool: DrainPool,
+        task: Periodic | None = None,
+        before_drain: Sequence[Callable[[], None]] = (),
+        after_drain: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        self.pool = pool
+        self._task = task
+        self._before_drain = before_drain
+        self._after_drain = after_drain
 
-    def close_l2(self, grace_s: float) -> None:
-        """Stores what L2 holds; called after every processor's ``close_l1``."""
+    def start(self) -> None:
+        self.pool.start()
+        if self._task is not None:
+            self._task.start()
+
+    def close(self, timeout_s: float) -> None:
+        if self._task is not None:
+            self._task.close(timeout_s)
+        for step in self._before_drain:
+            step()
+        self.pool.close(timeout_s)
+        for step in self._after_drain:
+            step()
 
 
 def l1_buffer(config: NodeConfig) -> BufferSpec:
-    return BufferSpec(
-        config.workers.l1_channels,
-        config.workers.l1_buffer_size,
-        config.workers.l1_strategy,
-        config.workers.l1_max_wait_s,
-    )
+    w = config.workers
+    return BufferSpec(w.l1_channels, w.l1_buffer_size, w.l1_strategy, w.l1_max_wait_s)
 
 
 def l2_buffer(config: NodeConfig) -> BufferSpec:
-    return BufferSpec(config.workers.l2_channels, config.workers.l2_buffer_size, config.workers.l2_strategy)
-
-
-def _close_pool(pools: DrainPools, name: str, grace_s: float) -> None:
-    if name in pools:
-        pools.get(name).close(grace_s)
+    w = config.workers
+    return BufferSpec(w.l2_channels, w.l2_buffer_size, w.l2_strategy)
 
 
 class InventoryStreamProcessor:
@@ -77,7 +94,6 @@ class InventoryStreamProcessor:
         config: NodeConfig,
         dao: InventoryDAO,
         sequences: SequenceAllocator,
-        pools: DrainPools,
         workers: Workers,
         sender: RemoteSender | None,
         instruments: Instruments,
@@ -88,9 +104,14 @@ class InventoryStreamProcessor:
         """``selector`` defaults to forever-first: every new name goes to one
         node, so one writer allocates each scope's sequences. ``on_stored`` hears
         of every row L2 inserts. An aggregator has no L1 and needs no ``sender``."""
+        role = config.cluster.role
         self._entries: dict[type[Inventory], Worker[Inventory]] = {}
+        l2_pool = DrainPool(L2_POOL, config.workers.l2_pool_size, instruments)
+        l1_pool = DrainPool(L1_POOL, config.workers.l1_pool_size, instruments)
+        self.l2 = ChainLevel(l2_pool) if role.is_target else None
+        self.l1 = ChainLevel(l1_pool) if role.takes_agents else None
         for model in INVENTORY_TYPES:
-            if config.cluster.role.is_target:
+            if role.is_target:
                 workers.register(
                     InventoryPersistentWorker(
                         worker_id(model, Stage.L2),
@@ -98,7 +119,7 @@ class InventoryStreamProcessor:
                         model,
                         dao,
                         sequences,
-                        pools.get_or_create(L2_POOL, config.workers.l2_pool_size),
+                        l2_pool,
                         instruments,
                         l2_buffer(config),
                         flush_every=config.workers.l2_batch_size,
@@ -106,7 +127,7 @@ class InventoryStreamProcessor:
                         publisher=publisher,
                     )
                 )
-            if not config.cluster.role.takes_agents:
+            if not role.takes_agents:
                 continue
             assert sender is not None, "a node that takes agent traffic routes L1 results"
             remote: RemoteWorker[Inventory] = RemoteWorker(
@@ -121,26 +142,16 @@ class InventoryStreamProcessor:
                 worker_id(model, Stage.L1),
                 f"{model.MODEL}_l1",
                 remote,
-                pools.get_or_create(L1_POOL, config.workers.l1_pool_size),
+                l1_pool,
                 instruments,
                 l1_buffer(config),
             )
             workers.register(l1)
             self._entries[model] = l1
-        self._pools = pools
 
     def entry(self, model: type[Inventory]) -> Worker[Inventory]:
         """The first worker of ``model``'s chain on this node."""
         return self._entries[model]
-
-    def start(self) -> None:
-        pass  # the node starts the drain pools
-
-    def close_l1(self, grace_s: float) -> None:
-        _close_pool(self._pools, L1_POOL, grace_s)
-
-    def close_l2(self, grace_s: float) -> None:
-        _close_pool(self._pools, L2_POOL, grace_s)
 
 
 class MetricsStreamProcessor:
@@ -151,32 +162,33 @@ class MetricsStreamProcessor:
         self,
         config: NodeConfig,
         dao: MetricsDAO,
-        pools: DrainPools,
         workers: Workers,
         sender: RemoteSender | None,
         instruments: Instruments,
         publisher: TopicPublisher | None = None,
     ) -> None:
-        self._pools = pools
+        role, w = config.cluster.role, config.workers
         self._entries: dict[type[Metrics], Worker[Metrics]] = {}
         self._l1: list[MetricsAggregateWorker] = []
         self._l2: list[MetricsPersistentWorker] = []
+        l2_pool = DrainPool(METRICS_L2_POOL, w.l2_pool_size, instruments)
+        l1_pool = DrainPool(METRICS_L1_POOL, w.l1_pool_size, instruments)
         for model in METRICS_TYPES:
-            if config.cluster.role.is_target:
+            if role.is_target:
                 l2 = MetricsPersistentWorker(
                     worker_id(model, Stage.L2),
                     f"{model.MODEL}_l2",
                     model,
                     dao,
-                    pools.get_or_create(METRICS_L2_POOL, config.workers.l2_pool_size),
+                    l2_pool,
                     instruments,
                     l2_buffer(config),
-                    config.workers.metrics_max_pending,
+                    w.metrics_max_pending,
                     publisher,
                 )
                 workers.register(l2)
                 self._l2.append(l2)
-            if not config.cluster.role.takes_agents:
+            if not role.takes_agents:
                 continue
             assert sender is not None, "a node that takes agent traffic routes L1 results"
             remote: RemoteWorker[Metrics] = RemoteWorker(
@@ -191,25 +203,35 @@ class MetricsStreamProcessor:
                 worker_id(model, Stage.L1),
                 f"{model.MODEL}_l1",
                 remote,
-                pools.get_or_create(METRICS_L1_POOL, config.workers.l1_pool_size),
+                l1_pool,
                 instruments,
                 l1_buffer(config),
-                config.workers.metrics_l1_flush_period_s,
+                w.metrics_l1_flush_period_s,
             )
             workers.register(l1)
             self._l1.append(l1)
             self._entries[model] = l1
-        self._flush = Periodic(
-            "metrics-l1-flush",
-            config.workers.metrics_l1_flush_period_s,
-            self._flush_l1,
-            "handing on L1 metrics",
+        self.l2 = (
+            ChainLevel(
+                l2_pool,
+                Periodic(
+                    "metrics-persist", w.metrics_persist_interval_s, self._persist_l2, "persisting metrics"
+                ),
+                after_drain=[self._persist_l2],
+            )
+            if role.is_target
+            else None
         )
-        self._persist = Periodic(
-            "metrics-persist",
-            config.workers.metrics_persist_interval_s,
-            self._persist_l2,
-            "persisting metrics",
+        self.l1 = (
+            ChainLevel(
+                l1_pool,
+                Periodic(
+                    "metrics-l1-flush", w.metrics_l1_flush_period_s, self._flush_l1, "handing on L1 metrics"
+                ),
+                after_drain=[self._flush_all_l1],
+            )
+            if role.takes_agents
+            else None
         )
 
     def entry(self, model: type[Metrics]) -> Worker[Metrics]:
@@ -219,72 +241,50 @@ class MetricsStreamProcessor:
         for w in self._l1:
             w.flush(due_only=True)
 
+    def _flush_all_l1(self) -> None:
+        for w in self._l1:
+            w.flush()
+
     def _persist_l2(self) -> None:
         for w in self._l2:
             w.persist()
 
-    def start(self) -> None:
-        if self._l1:
-            self._flush.start()
-        if self._l2:
-            self._persist.start()
-
-    def close_l1(self, grace_s: float) -> None:
-        self._flush.close()
-        _close_pool(self._pools, METRICS_L1_POOL, grace_s)
-        for w in self._l1:
-            w.flush()
-
-    def close_l2(self, grace_s: float) -> None:
-        self._persist.close()
-        _close_pool(self._pools, METRICS_L2_POOL, grace_s)
-        self._persist_l2()
-
 
 class RecordStreamProcessor:
+    """Records are stored where they were received: the level is L2, on nodes
+    that take agent traffic."""
+
     def __init__(
         self,
         config: NodeConfig,
         dao: RecordDAO,
-        pools: DrainPools,
         workers: Workers,
         instruments: Instruments,
         publisher: TopicPublisher | None = None,
     ) -> None:
-        self._pools = pools
+        w = config.workers
         self._entries: dict[type[Record], RecordPersistentWorker] = {}
+        self.l1: ChainLevel | None = None
+        self.l2: ChainLevel | None = None
         if not config.cluster.role.takes_agents:
             return
+        pool = DrainPool(RECORD_POOL, w.record_pool_size, instruments)
         for model in RECORD_TYPES:
             worker = RecordPersistentWorker(
                 worker_id(model, Stage.L2),
                 f"{model.MODEL}_records",
                 model,
                 dao,
-                pools.get_or_create(RECORD_POOL, config.workers.record_pool_size),
+                pool,
                 instruments,
-                BufferSpec(
-                    1,
-                    config.workers.record_buffer_size,
-                    config.workers.l1_strategy,
-                    config.workers.l1_max_wait_s,
-                ),
-                config.workers.record_bulk_size,
+                BufferSpec(1, w.record_buffer_size, w.l1_strategy, w.l1_max_wait_s),
+                w.record_bulk_size,
                 publisher,
             )
             workers.register(worker)
             self._entries[model] = worker
+        # Closing: what storage does not take at once is dropped, not waited for.
+        self.l2 = ChainLevel(pool, before_drain=[w.interrupt_retries for w in self._entries.values()])
 
     def entry(self, model: type[Record]) -> Worker[Record]:
         return self._entries[model]
-
-    def start(self) -> None:
-        pass
-
-    def close_l1(self, grace_s: float) -> None:
-        pass
-
-    def close_l2(self, grace_s: float) -> None:
-        for w in self._entries.values():
-            w.close()
-        _close_pool(self._pools, RECORD_POOL, grace_s)

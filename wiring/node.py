@@ -19,7 +19,7 @@ from receiver.cache import InventoryCache
 from receiver.checks import TelemetryLimits
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
-from receiver.skywalking import NamesByService, Sinks, add_skywalking_services
+from receiver.skywalking import Sinks, add_skywalking_services
 from remote.client import RemoteClient, SelfRemoteClient
 from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster
 from remote.grpc_client import GrpcRemoteClient
@@ -27,7 +27,7 @@ from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
 from remote.service import add_remote_service
 from runtime.instruments import Instruments
-from runtime.pools import DrainPools
+from runtime.lifecycle import Lifecycle
 from runtime.worker import Workers
 from storage.config import StorageKind
 from storage.select import OpenStorage, open_storage
@@ -36,7 +36,6 @@ from wiring.chains import (
     InventoryStreamProcessor,
     MetricsStreamProcessor,
     RecordStreamProcessor,
-    StreamProcessor,
 )
 from wiring.config import ClusterKind, NodeConfig
 
@@ -55,22 +54,20 @@ def check(config: NodeConfig) -> None:
 
 
 class Node:
+    """A node of one role. ``start`` builds and starts its components in order
+    (storage, admin, L2, the remote clients, L1, the agent services, the server,
+    the cluster), and ``close`` closes them in the reverse order."""
+
     def __init__(self, config: NodeConfig) -> None:
         check(config)
         self.config = config
         self.instruments = Instruments()
         self.storage: OpenStorage | None = None
         self.server: GrpcServer | None = None
-        self.pools = DrainPools(self.instruments)
         self.workers = Workers()
-        self._cluster: RedisCluster | StandaloneCluster | None = None
-        self._clients: RemoteClientManager | None = None
-        self._sender: RemoteSender | None = None
-        self._housekeeping: list[HeartbeatExpiry | TopicRetention] = []
-        self._publisher: TopicPublisher | None = None
-        self._v3_names: NamesByService | None = None
-        self._processors: list[StreamProcessor] = []
         self._admin: AdminServer | None = None
+        self._sender: RemoteSender | None = None
+        self._lifecycle = Lifecycle()
         self._closed = threading.Event()
 
     @property
@@ -102,39 +99,40 @@ class Node:
     def _start(self) -> Node:
         cfg = self.config
         role = cfg.cluster.role
+        life = self._lifecycle
         self.storage = storage = open_storage(cfg.storage)
+        life.on_close(storage.close)
         storage.inventory.install(INVENTORY_TYPES)
         storage.metrics.install(METRICS_TYPES)
         storage.records.install(RECORD_TYPES)
         storage.topics.install({t.value: cfg.topics.partitions for t in Topic})
         # A topic keeps the partition count it was created with.
         partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
-        self._publisher = publisher = TopicPublisher(storage.topics, partitions, self.instruments)
+        publisher = TopicPublisher(storage.topics, partitions, self.instruments)
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
         self.server = server = GrpcServer(
             cfg.server.host, cfg.server.port, cfg.server.grpc_workers, cfg.server.max_message_bytes
         )
         if cfg.server.admin_port >= 0:
-            self._admin = AdminServer(cfg.server.host, cfg.server.admin_port, self.instruments)
-        self._cluster = self._join_cluster()
+            self._admin = life.start(AdminServer(cfg.server.host, cfg.server.admin_port, self.instruments))
+        cluster = self._cluster()
+        clients: RemoteClientManager | None = None
+        sender: RemoteSender | None = None
         if role.takes_agents:  # only L1 results travel between nodes
-            self._clients = RemoteClientManager(
-                self._cluster, self._make_client, cfg.cluster.remote_refresh_interval_s
-            )
-            self._sender = RemoteSender(self._clients, self.instruments, cfg.cluster.remote_park_size)
-            clients = self._clients
+            manager = RemoteClientManager(cluster, self._make_client, cfg.cluster.remote_refresh_interval_s)
+            clients, sender = manager, RemoteSender(manager, self.instruments, cfg.cluster.remote_park_size)
+            self._sender = sender
             self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
-                lambda: len(clients.clients)
+                lambda: len(manager.clients)
             )
         cache = InventoryCache(storage.inventory, cfg.workers.cache_size, cfg.workers.miss_recheck_s)
-        processor = InventoryStreamProcessor(
+        inventory = InventoryStreamProcessor(
             cfg,
             storage.inventory,
             storage.sequences,
-            self.pools,
             self.workers,
-            self._sender,
+            sender,
             self.instruments,
             selector=cfg.cluster.inventory_selector,
             # A mixed node's L2 tells its own receiver of new ids at once.
@@ -142,12 +140,33 @@ class Node:
             publisher=publisher,
         )
         metrics = MetricsStreamProcessor(
-            cfg, storage.metrics, self.pools, self.workers, self._sender, self.instruments, publisher
+            cfg, storage.metrics, self.workers, sender, self.instruments, publisher
         )
-        records = RecordStreamProcessor(
-            cfg, storage.records, self.pools, self.workers, self.instruments, publisher
-        )
-        self._processors = [processor, metrics, records]
+        records = RecordStreamProcessor(cfg, storage.records, self.workers, self.instruments, publisher)
+        processors = (inventory, metrics, records)
+        for level in (p.l2 for p in processors):
+            if level is not None:
+                life.start(level)
+        # Closing, the publisher stops waiting to retry before L2 drains: as
+        # there, what storage does not take at once is dropped.
+        life.on_close(publisher.interrupt_retries)
+        if sender is not None and clients is not None:
+            life.start(sender)
+            life.start(clients)  # each client sends what it holds before it goes
+        for level in (p.l1 for p in processors):
+            if level is not None:
+                life.start(level)
+        if role.is_target:
+            add_remote_service(
+                server, self.workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), self.instruments
+            )
+            life.start(
+                HeartbeatExpiry(
+                    storage.inventory, cfg.workers.heartbeat_expiry_s, cfg.workers.housekeeping_interval_s
+                )
+            )
+            retention = Retention(cfg.topics.retention_s, cfg.topics.retention_records)
+            life.start(TopicRetention(storage.topics, retention, cfg.workers.housekeeping_interval_s))
         if role.takes_agents:
             limits = Limits(
                 cfg.limits.max_name_length,
@@ -155,42 +174,26 @@ class Node:
                 cfg.limits.max_properties_chars,
                 cfg.workers.resend_after_s,
             )
-            registrar = Registrar(cache, processor.entry, limits)
+            registrar = Registrar(cache, inventory.entry, limits)
             add_agent_services(server, registrar)
             telemetry = TelemetryLimits(
                 cfg.limits.max_name_length,
                 int(cfg.limits.telemetry_max_age_s * 1000),
                 int(cfg.limits.telemetry_max_ahead_s * 1000),
             )
-            self._v3_names = add_skywalking_services(
+            names = add_skywalking_services(
                 server, registrar, Sinks(metrics.entry, records.entry), telemetry, self.instruments
             )
-            self._v3_names.start()
-        if role.is_target:
-            add_remote_service(
-                server, self.workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), self.instruments
+            life.start(names)
+        life.start(server)
+        if isinstance(cluster, RedisCluster) and role.is_target:
+            # After leaving, an aggregator serves on until every receiver's next
+            # refresh has routed elsewhere.
+            life.on_close(
+                lambda: time.sleep(min(cfg.cluster.remote_refresh_interval_s + 0.5, life.remaining_s()))
             )
-            self._housekeeping = [
-                HeartbeatExpiry(
-                    storage.inventory, cfg.workers.heartbeat_expiry_s, cfg.workers.housekeeping_interval_s
-                ),
-                TopicRetention(
-                    storage.topics,
-                    Retention(cfg.topics.retention_s, cfg.topics.retention_records),
-                    cfg.workers.housekeeping_interval_s,
-                ),
-            ]
-            for task in self._housekeeping:
-                task.start()
-        self.pools.start()
-        for p in self._processors:
-            p.start()
-        if self._admin is not None:
-            self._admin.start()
-        server.start()
-        self._cluster.start()  # only now: other nodes may route to us from here on
-        if self._clients is not None:
-            self._clients.start()
+        life.start(cluster)  # only now: other nodes may route to us from here on
+        life.on_close(server.refuse)  # NOT_SERVING to health checks before anything else
         log.info(
             "node %s started: role=%s grpc=%s storage=%s cluster=%s%s",
             self.name,
@@ -202,7 +205,7 @@ class Node:
         )
         return self
 
-    def _join_cluster(self) -> RedisCluster | StandaloneCluster:
+    def _cluster(self) -> RedisCluster | StandaloneCluster:
         cfg = self.config
         if cfg.cluster.kind is ClusterKind.STANDALONE:
             return StandaloneCluster(self.address)
@@ -225,37 +228,15 @@ class Node:
         )
 
     def close(self, grace_s: float = 5.0) -> None:
-        """Leaves the cluster and answers NOT_SERVING to health checks; an
+        """Answers NOT_SERVING to health checks and leaves the cluster (an
         aggregator keeps serving until every receiver's next refresh has routed
-        elsewhere. Then stops taking calls, drains the chains in order (L1 into
-        L2 or other nodes, L2 into storage) and closes storage. Idempotent."""
+        elsewhere); then stops taking calls, drains the chains in order (L1 into
+        L2 or other nodes, L2 into storage) and closes storage, each step within
+        what is left of ``grace_s``. Idempotent."""
         if self._closed.is_set():
             return
         self._closed.set()
-        if self.server is not None:
-            self.server.refuse()
-        if self._cluster is not None:
-            self._cluster.close()
-            if isinstance(self._cluster, RedisCluster) and self.config.cluster.role.is_target:
-                time.sleep(self.config.cluster.remote_refresh_interval_s + 0.5)
-        if self.server is not None:
-            self.server.stop(grace_s)
-        for task in self._housekeeping:
-            task.close()
-        if self._v3_names is not None:
-            self._v3_names.close()
-        for p in self._processors:
-            p.close_l1(grace_s)
-        if self._publisher is not None:
-            self._publisher.close()  # as L2 below: what storage does not take at once is dropped
-        for p in self._processors:
-            p.close_l2(grace_s)
-        if self._clients is not None:
-            self._clients.close(grace_s)  # each client sends what it holds before it goes
-        if self._admin is not None:
-            self._admin.close()
-        if self.storage is not None:
-            self.storage.close()
+        self._lifecycle.close(grace_s)
         log.info("node %s stopped (pid %d)", self.name, os.getpid())
 
     def __enter__(self) -> Node:

@@ -4,7 +4,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from storage.api import I
+from storage.api import I, StorageUnavailable
 from storage.config import StorageConfig, StorageKind
 from storage.select import open_storage
 
@@ -22,7 +22,9 @@ def stored(config: StorageConfig, model: type[I]) -> list[I]:
 
 def eventually(check: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1) -> T:
     """Calls ``check`` until it returns a true value (or stops raising
-    AssertionError); fails with the last error after ``timeout_s``."""
+    AssertionError, or StorageUnavailable: a search can meet an index that a
+    write is creating at that moment); fails with the last error after
+    ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -30,7 +32,7 @@ def eventually(check: Callable[[], T], timeout_s: float = 30.0, interval_s: floa
             if result:
                 return result
             error: Exception = AssertionError(f"{check} stayed false")
-        except AssertionError as e:
+        except (AssertionError, StorageUnavailable) as e:
             error = e
         if time.monotonic() > deadline:
             raise error

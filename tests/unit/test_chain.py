@@ -14,7 +14,7 @@ from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
 from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
-from runtime.pools import DrainPools
+from runtime.pools import DrainPool
 from runtime.worker import Worker, Workers
 from storage.embedded.sequences import LocalSequenceAllocator
 from tests.unit.fakes import MemoryInventoryDAO
@@ -33,7 +33,7 @@ class Collect(Worker[ServiceInventory]):
 
 def distinct(next_worker: Worker[ServiceInventory]) -> DistinctWorker[ServiceInventory]:
     instruments = Instruments()
-    pool = DrainPools(instruments).get_or_create("L1", 1)
+    pool = DrainPool("L1", 1, instruments)
     return DistinctWorker(
         1, "l1", next_worker, pool, instruments, BufferSpec(1, 10_000, BufferStrategy.BLOCKING)
     )
@@ -58,7 +58,7 @@ def test_l1_hands_on_every_1000_items_and_at_the_end_of_the_batch() -> None:
 
 def persistent(dao: MemoryInventoryDAO) -> InventoryPersistentWorker[ServiceInventory]:
     instruments = Instruments()
-    pool = DrainPools(instruments).get_or_create("L2", 1)
+    pool = DrainPool("L2", 1, instruments)
     return InventoryPersistentWorker(
         2,
         "l2",
@@ -114,7 +114,6 @@ def test_l2_reads_again_when_another_writer_stored_the_name_first() -> None:
 def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     dao = MemoryInventoryDAO()
     instruments = Instruments()
-    pools = DrainPools(instruments)
     workers = Workers()
     clients = RemoteClientManager(
         StandaloneCluster("127.0.0.1:1"), lambda node: SelfRemoteClient(node.address, workers), 60
@@ -122,10 +121,10 @@ def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     clients.refresh()
     config = NodeConfig()
     sender = RemoteSender(clients, instruments, park_size=10)
-    processor = InventoryStreamProcessor(
-        config, dao, LocalSequenceAllocator(), pools, workers, sender, instruments
-    )
-    pools.start()
+    processor = InventoryStreamProcessor(config, dao, LocalSequenceAllocator(), workers, sender, instruments)
+    assert processor.l1 is not None and processor.l2 is not None
+    processor.l2.start()
+    processor.l1.start()
     entry = processor.entry(ServiceInstanceInventory)
     assert entry is workers.get(worker_id(ServiceInstanceInventory, Stage.L1))
     for round_ in range(3):
@@ -138,8 +137,8 @@ def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     deadline = time.monotonic() + 10
     while len(dao.list(ServiceInstanceInventory)) < 100 and time.monotonic() < deadline:
         time.sleep(0.01)
-    for name in ("REGISTER_L1", "REGISTER_L2"):
-        pools.get(name).close()
+    processor.l1.close(5)
+    processor.l2.close(5)
     rows = dao.list(ServiceInstanceInventory)
     assert sorted(r.sequence for r in rows) == list(range(1, 101))
     assert {r.instance_uuid for r in rows} == {f"u{n}" for n in range(100)}

@@ -33,7 +33,7 @@ def served() -> Iterator[tuple[Failing, register_pb2_grpc.RegisterStub]]:
     server.start()
     with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
         yield servicer, register_pb2_grpc.RegisterStub(channel)
-    server.stop(0)
+    server.close(0)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_a_stream_message_that_does_not_decode_ends_the_call_with_invalid_argume
             with pytest.raises(grpc.RpcError) as info:
                 call(iter([good, b"\xff\xff"]), timeout=5)
     finally:
-        server.stop(0)
+        server.close(0)
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "not a valid skyoap.v1.RemoteMessage message" in info.value.details()
     assert len(taken) == 1

@@ -4,7 +4,7 @@ import threading
 
 from runtime.buffer import BufferQueue, BufferStrategy
 from runtime.instruments import Instruments
-from runtime.pools import DrainPools
+from runtime.pools import DrainPool
 
 
 class Recorder:
@@ -24,19 +24,9 @@ class Recorder:
             return [i for b in self.batches for i in b]
 
 
-def test_pools_are_shared_by_name() -> None:
-    pools = DrainPools(Instruments())
-    a = pools.get_or_create("REGISTER_L1", 2)
-    b = pools.get_or_create("REGISTER_L1", 5)
-    c = pools.get_or_create("REGISTER_L2", 1)
-    assert a is b
-    assert a.size == 2
-    assert c is not a
-
-
 def test_one_pool_drains_the_queues_of_several_workers_in_order() -> None:
     instruments = Instruments()
-    pool = DrainPools(instruments).get_or_create("P", 1)
+    pool = DrainPool("P", 1, instruments)
     q1: BufferQueue[int] = BufferQueue("q1", 1, 100, BufferStrategy.BLOCKING, instruments)
     q2: BufferQueue[int] = BufferQueue("q2", 1, 100, BufferStrategy.BLOCKING, instruments)
     r1, r2 = Recorder(), Recorder()
@@ -54,7 +44,7 @@ def test_one_pool_drains_the_queues_of_several_workers_in_order() -> None:
 
 def test_close_drains_what_was_queued_before() -> None:
     instruments = Instruments()
-    pool = DrainPools(instruments).get_or_create("P", 2)
+    pool = DrainPool("P", 2, instruments)
     q: BufferQueue[int] = BufferQueue("q", 2, 1000, BufferStrategy.BLOCKING, instruments)
     r = Recorder()
     pool.register(q, r)
@@ -67,7 +57,7 @@ def test_close_drains_what_was_queued_before() -> None:
 
 def test_a_failing_batch_is_counted_and_the_pool_keeps_going() -> None:
     instruments = Instruments()
-    pool = DrainPools(instruments).get_or_create("P", 1)
+    pool = DrainPool("P", 1, instruments)
     q: BufferQueue[int] = BufferQueue("q", 1, 100, BufferStrategy.BLOCKING, instruments)
     r = Recorder()
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,7 +22,8 @@ class FakeClient:
     def __init__(self, address: str) -> None:
         self._address = address
         self.pushed: list[tuple[int, StreamData]] = []
-        self.closed = False
+        self.started = False
+        self.left = False
 
     @property
     def address(self) -> str:
@@ -30,8 +32,14 @@ class FakeClient:
     def push(self, next_worker_id: int, item: StreamData) -> None:
         self.pushed.append((next_worker_id, item))
 
-    def close(self, drain_s: float = 0.0) -> None:
-        self.closed = True
+    def start(self) -> None:
+        self.started = True
+
+    def close(self, timeout_s: float) -> None:
+        pass
+
+    def leave(self) -> None:
+        self.left = True
 
 
 class Nodes:
@@ -112,7 +120,8 @@ def test_refresh_builds_the_next_list_beside_the_one_in_use() -> None:
     assert [c.address for c in second] == ["n1:1", "n3:1", "n4:1", "n5:1"]
     assert second[0] is first[0] and second[1] is first[2] and second[2] is first[3]
     assert [c.address for c in made] == ["n1:1", "n2:1", "n3:1", "n4:1", "n5:1"]
-    assert [c.closed for c in made] == [False, True, False, False, False]
+    assert [c.left for c in made] == [False, True, False, False, False]
+    assert all(c.started for c in made)
     # The list a sender read before the swap is untouched by it.
     assert [c.address for c in first] == ["n1:1", "n2:1", "n3:1", "n4:1"]
     manager.refresh()
@@ -143,6 +152,7 @@ def test_with_no_target_items_are_held_up_to_a_bound_then_sent_when_one_appears(
     manager.refresh()
     instruments = Instruments()
     sender = RemoteSender(manager, instruments, park_size=3)
+    sender.start()
     worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, sender, ForeverFirst())
     for i in range(5):
         worker.accept(ServiceInventory(name=f"s{i}"))
@@ -153,6 +163,8 @@ def test_with_no_target_items_are_held_up_to_a_bound_then_sent_when_one_appears(
     wait_until(lambda: len(made[0].pushed) == 3)
     assert [item.key() for _, item in made[0].pushed] == ["s0", "s1", "s2"]
     assert instruments.value("skyoap_remote_parked_items") == 0
+    sender.close(5)
+    assert not any(t.name == "remote-sender" for t in threading.enumerate())
 
 
 def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
@@ -160,6 +172,7 @@ def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
     manager.refresh()
     instruments = Instruments()
     sender = RemoteSender(manager, instruments, park_size=10)
+    sender.start()
     sender.route_with(3, ForeverFirst())
     held: list[tuple[int, StreamData]] = [(3, ServiceInventory(name=f"s{i}")) for i in range(4)]
     sender.reroute(held)
@@ -168,6 +181,7 @@ def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
     wait_until(lambda: instruments.value("skyoap_remote_rerouted_total") == 4)
     assert first.pushed == held
     assert instruments.value("skyoap_remote_rerouted_total") == 4
+    sender.close(5)
 
 
 def test_workers_are_found_by_id_and_ids_are_unique() -> None:

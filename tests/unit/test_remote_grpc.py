@@ -55,7 +55,7 @@ def target() -> Iterator[tuple[str, Collect, Instruments]]:
     )
     server.start()
     yield f"127.0.0.1:{server.port}", collect, instruments
-    server.stop(0)
+    server.close(0)
 
 
 def test_items_pushed_to_a_client_reach_the_named_worker_in_order(
@@ -64,12 +64,13 @@ def test_items_pushed_to_a_client_reach_the_named_worker_in_order(
     address, collect, server_instruments = target
     instruments = Instruments()
     client = GrpcRemoteClient(address, instruments, buffer_size=5000, give_back=lambda items: None)
+    client.start()
     items = [ServiceInventory(name=f"s{i}", heartbeat_time=i, properties={"i": str(i)}) for i in range(3000)]
     for item in items:
         client.push(L2, item)
     wait_for(lambda: len(collect.items) == 3000)
     assert collect.items == items
-    client.close(drain_s=5)
+    client.close(5)
     assert instruments.value("skyoap_remote_sent_total", target=address) == 3000
     assert instruments.value("skyoap_remote_unconfirmed_total", target=address) == 0
     assert server_instruments.value("skyoap_remote_service_received_total") == 3000
@@ -110,11 +111,12 @@ def test_a_client_whose_target_left_gives_back_what_it_held() -> None:
     given_back: list[tuple[int, StreamData]] = []
     instruments = Instruments()
     client = GrpcRemoteClient(address, instruments, buffer_size=100, give_back=given_back.extend)
+    client.start()
     items = [(L2, ServiceInventory(name=f"s{i}")) for i in range(20)]
     for wid, item in items:
         client.push(wid, item)
     time.sleep(0.3)  # let it try and fail
-    client.close()
+    client.leave()
     unconfirmed = instruments.value("skyoap_remote_unconfirmed_total", target=address)
     assert unconfirmed == 0  # nothing was sent: it never connected
     assert given_back == items
