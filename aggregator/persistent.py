@@ -11,6 +11,7 @@ from typing import Generic
 
 from aggregator.publish import TopicPublisher
 from model.topics import Topic
+from runtime.batching import BatchPolicy
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
@@ -20,7 +21,8 @@ from storage.api import I, InventoryDAO, SequenceAllocator, StorageError
 
 log = logging.getLogger(__name__)
 
-FLUSH_EVERY = 1000
+ROUND = BatchPolicy(max_items=1000)
+"""Items one storage round (reads, lock, inserts) takes by default."""
 MAX_ATTEMPTS = 5
 
 
@@ -35,7 +37,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
-        flush_every: int = FLUSH_EVERY,
+        batch: BatchPolicy = ROUND,
         on_stored: Callable[[type[I], list[I]], None] | None = None,
         publisher: TopicPublisher | None = None,
     ) -> None:
@@ -48,12 +50,12 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         self._publisher = publisher
         self._dao = dao
         self._sequences = sequences
-        self.flush_every = flush_every
+        self.batch = batch
         self._error_log = RateLimitedLog(log)
 
     def process(self, batch: list[I]) -> None:
-        for start in range(0, len(batch), self.flush_every):
-            pending = combine_by_key(batch[start : start + self.flush_every])
+        for chunk in self.batch.chunks(batch):
+            pending = combine_by_key(chunk)
             try:
                 with self.series.persist_seconds.time():
                     self.persist(pending)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from model.stream import StreamData
 from model.topics import Entry, Topic, partition_of
+from runtime.batching import BatchPolicy
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
 from runtime.retry import STORAGE_WRITES
@@ -23,8 +24,8 @@ from storage.api import StorageError, TopicDAO
 
 log = logging.getLogger(__name__)
 
-APPEND_SIZE = 1000
-"""Most records one append carries."""
+APPEND = BatchPolicy(max_items=1000)
+"""Records one append carries at most."""
 
 
 class TopicPublisher:
@@ -53,8 +54,8 @@ class TopicPublisher:
             e = Entry(item.routing_key(), {"key": item.key(), **extra, **item.to_row()}, now_ms)
             by_partition.setdefault(partition_of(e.key, self._partitions[topic]), []).append(e)
         for partition, entries in by_partition.items():
-            for start in range(0, len(entries), APPEND_SIZE):
-                self._append(topic, partition, entries[start : start + APPEND_SIZE])
+            for chunk in APPEND.chunks(entries):
+                self._append(topic, partition, list(chunk))
 
     def _append(self, topic: Topic, partition: int, entries: list[Entry]) -> None:
         try:

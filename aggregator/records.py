@@ -10,6 +10,7 @@ import threading
 from aggregator.publish import TopicPublisher
 from model.records import Record
 from model.topics import Topic
+from runtime.batching import BatchPolicy
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
@@ -31,21 +32,21 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
-        bulk_size: int,
+        bulk: BatchPolicy,
         publisher: TopicPublisher | None = None,
     ) -> None:
         """``publisher`` appends what was stored to the model's topic."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
-        self.bulk_size = bulk_size
+        self.bulk = bulk
         self._publisher = publisher
         self._closing = threading.Event()
         self._error_log = RateLimitedLog(log)
 
     def process(self, batch: list[Record]) -> None:
-        for start in range(0, len(batch), self.bulk_size):
-            self._write(batch[start : start + self.bulk_size])
+        for chunk in self.bulk.chunks(batch):
+            self._write(list(chunk))
 
     def _insert(self, chunk: list[Record]) -> dict[str, str]:
         with self.series.write_seconds.time():

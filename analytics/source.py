@@ -49,6 +49,7 @@ from model.metrics import METRICS_TYPES, Downsampling
 from model.records import RECORD_TYPES
 from model.stream import ColumnType, StreamData
 from model.topics import Topic
+from runtime.batching import BatchPolicy
 from storage.api import OffsetOutOfRange
 from storage.config import StorageConfig, StorageKind
 
@@ -69,7 +70,8 @@ _SPARK_TYPES = {
     ColumnType.INTS: "ARRAY<LONG>",
     ColumnType.MAP: "MAP<STRING, STRING>",
 }
-READ_SIZE = 1000
+READ = BatchPolicy(max_items=1000)
+"""Records one read of a topic partition takes."""
 SLICE_LIMIT = 10_000
 """Most rows one time slice of a table read may hold."""
 
@@ -106,7 +108,7 @@ def _topic_rows(
         offset = start
         while offset < end:
             try:
-                records = topics.read(topic, partition, offset, min(READ_SIZE, end - offset))
+                records = topics.read(topic, partition, offset, min(READ.max_items, end - offset))
             except OffsetOutOfRange as e:
                 if not skip_lost or e.offset > e.end:
                     raise RuntimeError(f"{e}; set failOnDataLoss=false to skip what retention removed") from e

@@ -105,7 +105,7 @@ def _spark(args: argparse.Namespace) -> int:
     from analytics import jobs
     from analytics.source import options_of
     from analytics.spark import session
-    from deploy.inventory_table import table
+    from deploy.tables import table
 
     storage = options_of(config_from(args, StorageConfig))
     spark = session(args.master, f"skyoap {args.job}")
@@ -155,7 +155,7 @@ def python_error(report: str) -> str:
 
 def _cluster_status(args: argparse.Namespace) -> int:
     from deploy.cluster import LocalCluster
-    from deploy.inventory_table import table
+    from deploy.tables import table
     from remote.cluster import RedisCluster
 
     url, prefix = args.redis_url, args.redis_key_prefix

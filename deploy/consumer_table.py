@@ -7,7 +7,7 @@ import time
 from typing import TextIO
 
 from consumer.group import split_channel
-from deploy.inventory_table import table, utc_ms
+from deploy.tables import table, utc_ms
 from model.topics import Topic
 from storage.api import StateStore, TopicDAO
 

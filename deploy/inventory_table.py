@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Sequence
 from typing import TextIO
 
+from deploy.tables import table, utc_ms
 from model.inventory import (
     EndpointInventory,
     NetworkAddressInventory,
@@ -13,20 +12,6 @@ from model.inventory import (
     ServiceInventory,
 )
 from storage.api import InventoryDAO
-
-
-def utc_ms(ms: int) -> str:
-    if not ms:
-        return "-"
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(c) for c in headers], *([str(c) for c in r] for r in rows)]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def print_inventory(dao: InventoryDAO, out: TextIO, limit: int = 10_000) -> None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from deploy.inventory_table import table, utc_ms
+from deploy.tables import table, utc_ms
 from model.metrics import (
     SEP,
     CallMetrics,

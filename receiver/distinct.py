@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from model.stream import StreamData
+from runtime.batching import BatchPolicy
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
@@ -13,8 +14,8 @@ from runtime.worker import BufferedWorker, Worker, combine_by_key
 
 T = TypeVar("T", bound=StreamData)
 
-FLUSH_EVERY = 1000
-"""Items consumed after which the combined ones are handed on even mid-batch."""
+HAND_ON = BatchPolicy(max_items=1000)
+"""Items combined after which they are handed on, even mid-drain."""
 
 
 class DistinctWorker(BufferedWorker[T]):
@@ -26,15 +27,15 @@ class DistinctWorker(BufferedWorker[T]):
         pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
-        flush_every: int = FLUSH_EVERY,
+        batch: BatchPolicy = HAND_ON,
     ) -> None:
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.next_worker = next_worker
-        self.flush_every = flush_every
+        self.batch = batch
 
     def process(self, batch: list[T]) -> None:
-        for start in range(0, len(batch), self.flush_every):
-            combined = combine_by_key(batch[start : start + self.flush_every])
+        for chunk in self.batch.chunks(batch):
+            combined = combine_by_key(chunk)
             self.series.handed_on.inc(len(combined))
             for item in combined.values():
                 self.next_worker.accept(item)

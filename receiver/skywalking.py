@@ -36,6 +36,7 @@ from proto.skywalking import (
 from receiver.checks import Reason, Refusals, Refused, Tally, TelemetryLimits
 from receiver.registration import Registrar
 from receiver.segments import Segment, Span, SpanKind, SpanRef, check, measure, record_of
+from runtime.batching import BatchPolicy
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
 from runtime.worker import Worker
@@ -179,7 +180,7 @@ def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the agent cancelled the call"))
 
 
-CHUNK = 200
+HAND_ON = BatchPolicy(max_items=200)
 """Segments of one call handed on together."""
 
 
@@ -257,7 +258,7 @@ class TraceSegmentReportService:
                 tally.refuse(e)
                 continue
             chunk.append(segment)
-            if len(chunk) == CHUNK:
+            if len(chunk) == HAND_ON.max_items:
                 self._hand_on(chunk)
                 tally.taken += len(chunk)
                 chunk = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from receiver.cache import BoundedDict
+from runtime.bounded import BoundedDict
 
 _ONE_BYTE = [bytes((n,)) for n in range(128)]
 

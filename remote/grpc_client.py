@@ -4,6 +4,7 @@ sender thread streaming RemoteMessages over client-streaming calls."""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import deque
@@ -15,6 +16,7 @@ from prometheus_client import Counter
 
 from model.stream import StreamData
 from proto import remote_pb2
+from runtime.batching import BatchPolicy
 from runtime.buffer import BufferQueue, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.retry import RetryPolicy
@@ -23,9 +25,10 @@ log = logging.getLogger(__name__)
 
 CALL = "/skyoap.v1.RemoteService/call"
 CALL_BATCHED = "/skyoap.v1.RemoteService/callBatched"
-BATCH_ITEMS = 500
-BATCH_BYTES = 512 * 1024
-"""A batch stops growing past about this many bytes, far below any node's message limit."""
+BATCH = BatchPolicy(max_items=500, max_bytes=512 * 1024)
+"""One RemoteBatch: far below any node's message limit."""
+STREAM = BatchPolicy(max_items=10_000, max_delay_s=2.0)
+"""One stream of batches, confirmed by one RemoteAck."""
 RECONNECT = RetryPolicy(first_delay_s=0.1, multiplier=2.0, max_delay_s=5.0)
 """Pauses between connection attempts; the client tries until it is closed."""
 # Failures worth trying again: the node may be restarting or briefly overloaded.
@@ -69,8 +72,8 @@ def encode_batch(items: list[tuple[int, StreamData]]) -> remote_pb2.RemoteBatch:
 
 class GrpcRemoteClient:
     """Items pushed here wait in the client's own queue; its thread sends them
-    in batches of up to 500 (``RemoteService.callBatched``), in streams of at
-    most ``stream_max_items`` items or ``stream_max_s`` seconds,
+    in batches (``BATCH``, ``RemoteService.callBatched``), in streams of at
+    most ``stream.max_items`` items or ``stream.max_delay_s`` seconds,
     each confirmed by the target's RemoteAck. When a stream fails, what it
     carried is counted as unconfirmed (the target may or may not have taken it:
     sending it again could count it twice) and the client reconnects with
@@ -83,14 +86,14 @@ class GrpcRemoteClient:
         instruments: Instruments,
         buffer_size: int,
         give_back: Callable[[list[tuple[int, StreamData]]], None],
-        stream_max_items: int = 10_000,
-        stream_max_s: float = 2.0,
+        stream: BatchPolicy = STREAM,
         reconnect: RetryPolicy = RECONNECT,
     ) -> None:
         self._address = address
         self._give_back = give_back
-        self._stream_max_items = stream_max_items
-        self._stream_max_s = stream_max_s
+        if stream.max_delay_s is None:
+            raise ValueError("a stream of batches ends after max_delay_s: give one")
+        self._stream, self._stream_s = stream, stream.max_delay_s
         self._reconnect = reconnect
         self._queue: BufferQueue[tuple[int, StreamData]] = BufferQueue(
             f"remote_{address}", 1, buffer_size, BufferStrategy.BLOCKING, instruments
@@ -144,24 +147,25 @@ class GrpcRemoteClient:
         self._pushed.inc()
 
     def _take_batch(self) -> list[tuple[int, StreamData]]:
-        """Up to BATCH_ITEMS items, and at most about BATCH_BYTES of them; none
+        """Up to ``BATCH.max_items`` items of about ``BATCH.max_bytes`` at most; none
         once the client is closing. Runs on gRPC's request thread, hence the lock."""
         with self._pending_lock:
             if self._closing.is_set():
                 return []
             if not self._pending:
-                self._pending.extend(self._queue.drain(0, BATCH_ITEMS))
+                self._pending.extend(self._queue.drain(0, BATCH.max_items))
             batch: list[tuple[int, StreamData]] = []
             size = 0
-            while self._pending and len(batch) < BATCH_ITEMS and size < BATCH_BYTES:
+            max_bytes = BATCH.max_bytes or sys.maxsize
+            while self._pending and len(batch) < BATCH.max_items and size < max_bytes:
                 entry = self._pending.popleft()
                 batch.append(entry)
                 size += entry[1].size_hint()
             return batch
 
     def _batches(self, carried: list[int]) -> Iterator[remote_pb2.RemoteBatch]:
-        deadline = time.monotonic() + self._stream_max_s
-        while carried[0] < self._stream_max_items:
+        deadline = time.monotonic() + self._stream_s
+        while carried[0] < self._stream.max_items:
             batch = self._take_batch()
             if not batch:
                 return  # idle or closing: end the stream, get the ack
@@ -185,7 +189,7 @@ class GrpcRemoteClient:
             self._streaming = True
             try:
                 self._future = self._call.future(
-                    self._batches(carried), timeout=max(30.0, self._stream_max_s * 5)
+                    self._batches(carried), timeout=max(30.0, self._stream_s * 5)
                 )
                 with self._stream_seconds.time():
                     ack = self._future.result()

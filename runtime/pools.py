@@ -8,10 +8,14 @@ import threading
 import time
 from typing import Any, Protocol, TypeVar
 
+from runtime.batching import BatchPolicy
 from runtime.buffer import BufferQueue
 from runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
+
+DRAIN = BatchPolicy(max_items=10_000)
+"""Items one pass takes from a channel at most."""
 T = TypeVar("T")
 
 
@@ -37,12 +41,12 @@ class DrainPool:
     is only ever drained by one thread (batches of one channel stay in order).
     """
 
-    def __init__(self, name: str, size: int, instruments: Instruments, max_batch: int = 10_000) -> None:
+    def __init__(self, name: str, size: int, instruments: Instruments, drain: BatchPolicy = DRAIN) -> None:
         if size < 1:
             raise ValueError(f"drain pool {name}: size must be >= 1")
         self.name = name
         self.size = size
-        self.max_batch = max_batch
+        self.drain = drain
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -83,7 +87,7 @@ class DrainPool:
     def _drain_once(self, slot: int) -> bool:
         worked = False
         for a in self._assigned[slot]:
-            batch = a.queue.drain(a.channel, self.max_batch)
+            batch = a.queue.drain(a.channel, self.drain.max_items)
             if not batch:
                 continue
             worked = True

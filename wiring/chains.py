@@ -29,6 +29,7 @@ from receiver.distinct import DistinctWorker
 from remote.selector import SelectorKind
 from remote.sender import RemoteSender
 from remote.worker import RemoteWorker
+from runtime.batching import BatchPolicy
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
@@ -122,7 +123,7 @@ class InventoryStreamProcessor:
                         l2_pool,
                         instruments,
                         l2_buffer(config),
-                        flush_every=config.workers.l2_batch_size,
+                        batch=BatchPolicy(max_items=config.workers.l2_batch_size),
                         on_stored=on_stored,
                         publisher=publisher,
                     )
@@ -278,7 +279,7 @@ class RecordStreamProcessor:
                 pool,
                 instruments,
                 BufferSpec(1, w.record_buffer_size, w.l1_strategy, w.l1_max_wait_s),
-                w.record_bulk_size,
+                BatchPolicy(max_items=w.record_bulk_size),
                 publisher,
             )
             workers.register(worker)

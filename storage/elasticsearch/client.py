@@ -13,6 +13,7 @@ from elasticsearch import Elasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 
 from model.stream import ColumnType, StreamData
+from runtime.batching import BatchPolicy
 from storage.api import StorageError, StorageUnavailable
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,9 @@ _ES_TYPES: dict[ColumnType, dict[str, Any]] = {
     ColumnType.TEXT: {"type": "text", "index": False},
     ColumnType.MAP: {"type": "object", "enabled": False},
 }
+
+BULK = BatchPolicy(max_items=1000, max_bytes=20 * 1024 * 1024)
+"""One bulk request's size; a write of more is sent in several."""
 
 _SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "1s"}
 
@@ -132,8 +136,8 @@ class ElasticsearchClient:
             for ok, info in helpers.streaming_bulk(
                 self.writes,
                 actions,
-                chunk_size=1000,
-                max_chunk_bytes=20 * 1024 * 1024,
+                chunk_size=BULK.max_items,
+                max_chunk_bytes=BULK.max_bytes or 100 * 1024 * 1024,  # ES refuses requests over 100 MB
                 max_retries=0,
                 raise_on_error=False,
                 raise_on_exception=True,
