@@ -189,9 +189,8 @@ class Node:
         if isinstance(cluster, RedisCluster) and role.is_target:
             # After leaving, an aggregator serves on until every receiver's next
             # refresh has routed elsewhere.
-            life.on_close(
-                lambda: time.sleep(min(cfg.cluster.remote_refresh_interval_s + 0.5, life.remaining_s()))
-            )
+            reroute_s = cfg.cluster.remote_refresh_interval_s + 0.5
+            life.on_close(lambda: time.sleep(reroute_s))
         life.start(cluster)  # only now: other nodes may route to us from here on
         life.on_close(server.refuse)  # NOT_SERVING to health checks before anything else
         log.info(
@@ -232,7 +231,7 @@ class Node:
         aggregator keeps serving until every receiver's next refresh has routed
         elsewhere); then stops taking calls, drains the chains in order (L1 into
         L2 or other nodes, L2 into storage) and closes storage, each step within
-        what is left of ``grace_s``. Idempotent."""
+        up to ``grace_s``. Idempotent."""
         if self._closed.is_set():
             return
         self._closed.set()
