@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from concurrent import futures
 
 import grpc
@@ -10,6 +12,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from edge.binding import bind
+
+log = logging.getLogger(__name__)
 
 
 class GrpcServer:
@@ -27,12 +31,17 @@ class GrpcServer:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        try:
+            # Older gRPC answers 0 for an address it cannot bind, newer raises.
+            self.port = self.server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:
+            self.port = 0
         if self.port == 0:
             raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available")
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.services: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+        self._started = False
 
     def add(
         self, service: descriptor.ServiceDescriptor, servicer: object, keep_undecodable: bool = False
@@ -43,6 +52,7 @@ class GrpcServer:
     def start(self) -> None:
         reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)
         self.server.start()
+        self._started = True
         for name in ("", *self.services):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
@@ -54,7 +64,15 @@ class GrpcServer:
         """Stops listening and lets calls under way finish within ``timeout_s``;
         then joins the threads that served them."""
         self.refuse()
+        if not self._started:
+            # gRPC releases a bound port only by stopping a started server (a
+            # node whose start failed halfway must not keep it).
+            self.server.start()
         self.server.stop(timeout_s).wait(timeout_s + 1)
         # A handler still running past the grace period is waiting out a bound
-        # of its own (a full queue's --l1-max-wait-s).
-        self._executor.shutdown(wait=True)
+        # of its own (a full queue's --l1-max-wait-s); the join is bounded too.
+        joiner = threading.Thread(target=self._executor.shutdown, name="grpc-shutdown", daemon=True)
+        joiner.start()
+        joiner.join(timeout_s + 1)
+        if joiner.is_alive():
+            log.warning("gRPC handlers still running %g s after the server stopped", timeout_s + 1)

@@ -1,6 +1,6 @@
 """One lifecycle for every component that owns threads: ``start()`` starts
 them (nothing starts in ``__init__``), ``close(timeout_s)`` stops them and
-joins every one within the budget, idempotently."""
+joins every one within ``timeout_s``, idempotently."""
 
 from __future__ import annotations
 

@@ -89,11 +89,14 @@ class Node:
         return self._admin.port if self._admin else None
 
     def start(self) -> Node:
-        """Builds and starts everything; on failure, closes what was started."""
+        """Builds and starts everything; on failure, closes what was started and
+        releases the server's port."""
         try:
             return self._start()
         except BaseException:
             self.close(grace_s=0)
+            if self.server is not None:  # bound at once, but in the lifecycle only once started
+                self.server.close(0)
             raise
 
     def _start(self) -> Node:

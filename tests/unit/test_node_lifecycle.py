@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import socket
 import threading
 from pathlib import Path
+
+import pytest
 
 from agent import Agent
 from wiring.config import NodeConfig
@@ -25,3 +28,25 @@ def test_a_closed_node_leaves_no_thread_behind(tmp_path: Path) -> None:
     finally:
         node.close(5)
     assert [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()] == []
+
+
+def test_a_node_that_fails_to_start_says_why_and_releases_its_port(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        admin_port = taken.getsockname()[1]
+        config = NodeConfig().with_options(
+            host="127.0.0.1", port=0, admin_port=admin_port, embedded_path=str(tmp_path / "skyoap.db")
+        )
+        node = Node(config)
+        with pytest.raises(OSError, match="in use"):
+            node.start()
+        assert node.server is not None
+        grpc_port = node.server.port
+    # The port the failed node had bound is free again, and a taken one is refused clearly.
+    again = Node(config.with_options(port=grpc_port, admin_port=-1)).start()
+    try:
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{grpc_port}: the address is in use"):
+            Node(config.with_options(port=grpc_port, admin_port=-1)).start()
+    finally:
+        again.close(5)
