@@ -2,10 +2,23 @@
 memory, and every persistence period adds it to the stored values of its
 minute, hour and day (downsampling) in bulk.
 
-What is merged here is a delta: each delta is added to a stored value exactly
-once. A delta storage did not take (an outage, a row changed meanwhile) stays
-for the next period, per level, so that a level already written never gets it
-twice.
+What is merged here is a delta, and each delta is added to each level exactly
+once, whatever storage does:
+
+- A delta is downsampled into its hour and day once, when its round takes it;
+  from then on each level holds its own share of it.
+- Every write records the round it comes from in the row (``applied_rounds``:
+  writer -> its last round the row includes). A write whose outcome is unknown
+  (a timeout: it may still land) leaves its delta *unconfirmed*, with the round
+  of that first write. The next round reads the row again: a round of this
+  writer at or past that one means the delta is in, and it is dropped; else
+  the same delta is written again. Writes are conditional on the version read,
+  so of two writes of a delta at most one lands.
+- While a key has an unconfirmed delta, newer deltas of the key wait beside
+  it, not merged into it; so a round found in the row tells exactly which
+  delta it includes.
+- A row storage refused to change (a version conflict, a busy server) was
+  certainly not written: its delta is merged and written again.
 """
 
 from __future__ import annotations
@@ -13,6 +26,9 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
+import uuid
+from dataclasses import dataclass, field
 
 from aggregator.publish import TopicPublisher
 from model.metrics import Downsampling, Metrics, merge_into
@@ -22,12 +38,28 @@ from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.ratelimit import RateLimitedLog
 from runtime.worker import BufferedWorker
-from storage.api import MetricsDAO, StorageError
+from storage.api import MetricsDAO, MetricsWrite, PutOutcome, Stored
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
-"""Read-merge-write rounds per persistence for rows another writer changed."""
+"""Read-merge-write attempts per round for rows another writer changed."""
+ROUNDS_KEPT_MS = 86_400_000
+"""How long a row keeps another writer's round. A writer whose write stayed
+unconfirmed for longer, while others wrote the row, could add its delta twice."""
+
+
+@dataclass
+class Held:
+    """What one level holds for storage between rounds."""
+
+    waiting: dict[str, Metrics] = field(default_factory=dict)
+    """Deltas no write of which can have landed, merged by key."""
+    unconfirmed: dict[str, tuple[int, Metrics]] = field(default_factory=dict)
+    """Deltas written with an unknown outcome, each with the round of its first write."""
+
+    def __len__(self) -> int:
+        return len(self.waiting.keys() | self.unconfirmed.keys())
 
 
 class MetricsPersistentWorker(BufferedWorker[Metrics]):
@@ -51,81 +83,169 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         self._dao = dao
         self.max_pending = max_pending
         self._publisher = publisher
-        self._pending: dict[Downsampling, dict[str, Metrics]] = {level: {} for level in Downsampling}
+        self.writer = uuid.uuid4().hex[:16]
+        """This worker's name in the rows' rounds: new with every start."""
+        self._round = 0
+        self._fresh: dict[str, Metrics] = {}
+        """Minute deltas taken since the last round began."""
+        self._held = {level: Held() for level in Downsampling}
         self._lock = threading.Lock()
         self._persisting = threading.Lock()
         pending = instruments.gauge(
             "skyoap_metrics_pending", "metric rows an L2 worker holds for storage", ["worker", "level"]
         )
         for level in Downsampling:
-            pending.labels(worker=name, level=level.value).set_function(functools.partial(self._held, level))
+            pending.labels(worker=name, level=level.value).set_function(functools.partial(self._count, level))
+        self._unconfirmed = instruments.counter(
+            "skyoap_metrics_unconfirmed_total",
+            "metric rows whose write had an unknown outcome, read again at the next round",
+            ["worker"],
+        ).labels(worker=name)
         self._error_log = RateLimitedLog(log)
 
-    def _held(self, level: Downsampling) -> int:
-        return len(self._pending[level])
+    def _count(self, level: Downsampling) -> int:
+        return len(self._held[level]) + (len(self._fresh) if level is Downsampling.MINUTE else 0)
 
     def process(self, batch: list[Metrics]) -> None:
         with self._lock:
-            merge_into(self._pending[Downsampling.MINUTE], batch)
+            merge_into(self._fresh, batch)
+
+    def _next_round(self) -> int:
+        """Milliseconds since the epoch, made to rise with every round so that
+        a row's rounds can be aged out."""
+        self._round = max(self._round + 1, time.time_ns() // 1_000_000)
+        return self._round
 
     def persist(self) -> None:
         """Adds every held delta to storage; called every persistence period
         and once more on close."""
         with self._persisting, self.series.persist_seconds.time():
             with self._lock:
-                work, self._pending = self._pending, {level: {} for level in Downsampling}
-            for level in (Downsampling.HOUR, Downsampling.DAY):
-                merge_into(work[level], (m.downsampled(level) for m in work[Downsampling.MINUTE].values()))
-            for level, items in work.items():
-                left = self._store(level, items) if items else {}
-                if left:
-                    self._hold(level, left)
+                fresh, self._fresh = self._fresh, {}
+            round_no = self._next_round()
+            for level in Downsampling:
+                held = self._held[level]
+                if level is Downsampling.MINUTE:
+                    merge_into(held.waiting, fresh.values())
+                else:
+                    merge_into(held.waiting, (m.downsampled(level) for m in fresh.values()))
+                if len(held):
+                    self._store(level, held, round_no)
+                self._bound(level, held)
 
-    def _store(self, level: Downsampling, items: dict[str, Metrics]) -> dict[str, Metrics]:
-        """Adds ``items`` to their stored rows; returns those not written."""
-        try:
-            for _ in range(MAX_ATTEMPTS):
-                stored = self._dao.get_many(self.model, level, list(items))
-                rows = [
-                    (stored.get(k), stored[k].item.combine(v) if k in stored else v) for k, v in items.items()
-                ]
+    def _store(self, level: Downsampling, held: Held, round_no: int) -> None:
+        """Writes what ``held`` holds, in up to MAX_ATTEMPTS read-merge-write
+        attempts; what is left stays held for the next round."""
+        keys = list(held.unconfirmed.keys() | held.waiting.keys())
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                stored = self._dao.get_many(self.model, level, keys)
+            except Exception as e:  # whatever failed, the deltas stay held
+                self._storage_failed(level, len(keys), e)
+                return
+            writes, from_unconfirmed = self._plan(level, held, keys, stored, round_no)
+            if not writes:
+                return
+            try:
                 with self.series.write_seconds.time():
-                    outcome = self._dao.put(self.model, level, rows)
-                if outcome.failed:
-                    self.series.dropped("refused").inc(len(outcome.failed))
-                    key, reason = next(iter(outcome.failed.items()))
-                    self._error_log.error(
-                        f"{self.name}-refused",
-                        "%s: storage refused %d %s rows, e.g. %r: %s",
-                        self.name, len(outcome.failed), level.value, key, reason,
-                    )  # fmt: skip
-                self.series.stored("write").inc(len(rows) - len(outcome.retry) - len(outcome.failed))
-                if self._publisher is not None:
-                    unwritten = {*outcome.retry, *outcome.failed}
-                    written = (m for _, m in rows if m.key() not in unwritten)
-                    self._publisher.publish(Topic.METRICS, written, model=self.model.MODEL, level=level.value)
-                items = {k: items[k] for k in outcome.retry}
-                if not items:
-                    break
-        except StorageError as e:
-            self._error_log.error(
-                f"{self.name}-storage",
-                "%s: %d %s rows kept for the next period: %s",
-                self.name, len(items), level.value, e,
-            )  # fmt: skip
-        return items
+                    outcome = self._dao.put(self.model, level, writes)
+            except Exception as e:  # the writes may or may not have landed
+                for w in writes:
+                    key = w.value.key()
+                    if key not in from_unconfirmed:
+                        held.unconfirmed[key] = (round_no, held.waiting.pop(key))
+                self._unconfirmed.inc(len(writes))
+                self._storage_failed(level, len(writes), e)
+                return
+            self._settle(level, held, writes, outcome)
+            keys = outcome.retry
+            if not keys:
+                return
 
-    def _hold(self, level: Downsampling, left: dict[str, Metrics]) -> None:
-        with self._lock:
-            pending = self._pending[level]
-            merge_into(pending, left.values())
-            excess = len(pending) - self.max_pending
-            if excess > 0:
-                for k in list(pending)[:excess]:
-                    del pending[k]
-                self.series.dropped("too_many_pending").inc(excess)
-                self._error_log.error(
-                    f"{self.name}-full",
-                    "%s: more than %d %s rows wait for storage; %d dropped",
-                    self.name, self.max_pending, level.value, excess,
-                )  # fmt: skip
+    def _plan(
+        self,
+        level: Downsampling,
+        held: Held,
+        keys: list[str],
+        stored: dict[str, Stored[Metrics]],
+        round_no: int,
+    ) -> tuple[list[MetricsWrite[Metrics]], set[str]]:
+        """The writes of this attempt, and which of them carry an unconfirmed
+        delta. An unconfirmed delta the row turns out to include is done with."""
+        writes: list[MetricsWrite[Metrics]] = []
+        from_unconfirmed: set[str] = set()
+        confirmed: list[Metrics] = []
+        oldest_kept = round_no - ROUNDS_KEPT_MS
+        for key in keys:
+            row = stored.get(key)
+            rounds = row.rounds if row is not None else {}
+            unconfirmed = held.unconfirmed.get(key)
+            if row is not None and unconfirmed is not None and rounds.get(self.writer, 0) >= unconfirmed[0]:
+                del held.unconfirmed[key]
+                confirmed.append(row.item)
+                unconfirmed = None
+            if unconfirmed is not None:
+                delta = unconfirmed[1]
+                from_unconfirmed.add(key)
+            elif key in held.waiting:
+                delta = held.waiting[key]
+            else:
+                continue
+            kept = {w: r for w, r in rounds.items() if r >= oldest_kept}
+            value = row.item.combine(delta) if row is not None else delta
+            writes.append(MetricsWrite(row, value, {**kept, self.writer: round_no}))
+        self._publish(level, confirmed)
+        return writes, from_unconfirmed
+
+    def _settle(
+        self, level: Downsampling, held: Held, writes: list[MetricsWrite[Metrics]], outcome: PutOutcome
+    ) -> None:
+        """Lets go of what was written or refused for good; what storage asked
+        to retry stays held as it was."""
+        retry = set(outcome.retry)
+        written = []
+        for w in writes:
+            key = w.value.key()
+            if key in retry:
+                continue
+            if held.unconfirmed.pop(key, None) is None:
+                del held.waiting[key]
+            if key not in outcome.failed:
+                written.append(w.value)
+        self.series.stored("write").inc(len(written))
+        self._publish(level, written)
+        if outcome.failed:
+            self.series.dropped("refused").inc(len(outcome.failed))
+            key, reason = next(iter(outcome.failed.items()))
+            self._error_log.error(
+                f"{self.name}-refused",
+                "%s: storage refused %d %s rows, e.g. %r: %s",
+                self.name, len(outcome.failed), level.value, key, reason,
+            )  # fmt: skip
+
+    def _publish(self, level: Downsampling, rows: list[Metrics]) -> None:
+        if self._publisher is not None and rows:
+            self._publisher.publish(Topic.METRICS, rows, model=self.model.MODEL, level=level.value)
+
+    def _storage_failed(self, level: Downsampling, rows: int, e: Exception) -> None:
+        self._error_log.error(
+            f"{self.name}-storage",
+            "%s: %d %s rows kept for the next round: %s",
+            self.name, rows, level.value, e,
+        )  # fmt: skip
+
+    def _bound(self, level: Downsampling, held: Held) -> None:
+        """Drops the deltas of the oldest keys past ``max_pending`` keys, counted."""
+        excess = len(held) - self.max_pending
+        if excess <= 0:
+            return
+        oldest = [*held.waiting, *(k for k in held.unconfirmed if k not in held.waiting)][:excess]
+        for key in oldest:
+            held.waiting.pop(key, None)
+            held.unconfirmed.pop(key, None)
+        self.series.dropped("too_many_pending").inc(excess)
+        self._error_log.error(
+            f"{self.name}-full",
+            "%s: more than %d %s rows wait for storage; %d dropped",
+            self.name, self.max_pending, level.value, excess,
+        )  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 from dataclasses import dataclass
 
 from edge.errors import InvalidRequest
@@ -22,6 +23,8 @@ class Reason(enum.Enum):
     UNKNOWN_ENUM = "unknown_enum"
     TIME_OUT_OF_RANGE = "time_out_of_range"
     NAME_TOO_LONG = "name_too_long"
+    CONTROL_CHARACTER = "control_character"
+    """A name holding a control character (the key separator among them)."""
     MISSING_NAME = "missing_name"
     NOT_A_NUMBER = "not_a_number"
     NO_VALUE = "no_value"
@@ -29,6 +32,19 @@ class Reason(enum.Enum):
     UNDECODABLE = "undecodable"
     BROKEN_STREAM = "broken_stream"
     """The agent's stream ended with an error: what came before it is kept."""
+
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+"""What no name may hold: the entities' key separator (``model.metrics.SEP``)
+is one of them, and none has a place in a name shown to people."""
+
+
+def control_character(what: str, value: str) -> str | None:
+    """Why ``value`` cannot be a name, if it holds a control character."""
+    found = CONTROL_CHARACTERS.search(value)
+    if found is None:
+        return None
+    return f"{what} {value[:100]!r} holds the control character {found.group()!r} at {found.start()}"
 
 
 class Refused(ValueError):
@@ -53,6 +69,9 @@ class TelemetryLimits:
                 Reason.NAME_TOO_LONG,
                 f"{what} has {len(value)} characters, more than the {self.max_name_length} allowed",
             )
+        bad = control_character(what, value)
+        if bad is not None:
+            raise Refused(Reason.CONTROL_CHARACTER, bad)
         return value
 
     def time(self, what: str, ms: int, now_ms: int) -> int:

@@ -16,6 +16,7 @@ from model.inventory import (
     ServiceInventory,
 )
 from receiver.cache import InventoryCache, RecentKeys
+from receiver.checks import CONTROL_CHARACTERS, control_character
 from runtime.worker import Worker
 
 
@@ -60,6 +61,11 @@ class Registrar:
                     raise InvalidRequest(f"{what} #{i} is empty")
                 if n > longest:
                     raise InvalidRequest(f"{what} #{i} has {n} characters; at most {longest} are allowed")
+        if CONTROL_CHARACTERS.search("".join(names)):
+            for i, name in enumerate(names):
+                bad = control_character(f"{what} #{i}", name)
+                if bad is not None:
+                    raise InvalidRequest(bad)
 
     def check_services(self, what: str, service_ids: Sequence[int]) -> None:
         for i, service_id in enumerate(service_ids):

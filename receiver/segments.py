@@ -89,6 +89,7 @@ def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
         if span.layer not in SPAN_LAYERS:
             raise Refused(Reason.UNKNOWN_ENUM, f"spanLayer {span.layer} is not a known layer")
         limits.time("startTime", span.start_time, now_ms)
+        limits.time("endTime", span.end_time, now_ms)
         if span.end_time < span.start_time:
             raise Refused(
                 Reason.END_BEFORE_START,

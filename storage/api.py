@@ -49,6 +49,9 @@ class Stored(Generic[S]):
 
     item: S
     version: object
+    rounds: Mapping[str, int] = field(default_factory=dict)
+    """Metrics rows: the last persistence round of each writer that the row's
+    value includes (see ``MetricsWrite``)."""
 
 
 @dataclass
@@ -111,11 +114,29 @@ class SequenceAllocator(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class MetricsWrite(Generic[M]):
+    """A metrics row to write: ``value`` over the row ``stored`` it was merged
+    with (None: the key had no row), recording ``rounds``.
+
+    ``rounds`` maps each writer to the last of its persistence rounds the value
+    includes. A writer that does not know whether a write landed (a timeout)
+    reads the row again and finds out from its round there, so it never adds
+    a delta twice."""
+
+    stored: Stored[M] | None
+    value: M
+    rounds: Mapping[str, int]
+
+
 @dataclass
 class PutOutcome:
+    """What became of each row of a ``put`` that returned; every key not
+    listed was written."""
+
     retry: list[str] = field(default_factory=list)
-    """Keys not written because their row changed since it was read (or the
-    storage was busy): read, merge and write them again."""
+    """Keys certainly not written, because their row changed since it was read
+    (or storage was busy): read, merge and write them again."""
     failed: dict[str, str] = field(default_factory=dict)
     """Keys storage refused for good, with the reason."""
 
@@ -126,14 +147,17 @@ class MetricsDAO(Protocol):
     def install(self, models: Sequence[type[Metrics]]) -> None: ...
 
     def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
-        """The stored rows of ``keys`` (absent keys are left out), with no refresh delay."""
+        """The stored rows of ``keys`` with their rounds (absent keys are left
+        out), with no refresh delay."""
 
-    def put(
-        self, model: type[M], level: Downsampling, rows: Sequence[tuple[Stored[M] | None, M]]
-    ) -> PutOutcome:
+    def put(self, model: type[M], level: Downsampling, rows: Sequence[MetricsWrite[M]]) -> PutOutcome:
         """Writes each new value over the row it was merged with, if that row is
-        unchanged since it was read; a value merged with no row (``None``) is
-        written only if the key is still absent."""
+        unchanged since it was read; a value merged with no row is written only
+        if the key is still absent. A row's write never lands after a later
+        write of the same row did (each is conditional on the version read).
+
+        A StorageError raised here leaves every row's outcome unknown: some or
+        all may have been written (a request that timed out may still land)."""
 
     def query(
         self,

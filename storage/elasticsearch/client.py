@@ -103,9 +103,12 @@ class ElasticsearchClient:
         return f"{self.prefix}_{name}"
 
     def create_index(self, name: str, mappings: Mapping[str, Any]) -> None:
+        """Creates the index, or adds the fields it lacks to one that exists
+        (an index created by an earlier release)."""
         index = self.index(name)
         with translated_errors(f"creating index {index}"):
             if self.es.indices.exists(index=index):
+                self.es.indices.put_mapping(index=index, properties=mappings["properties"])
                 return
             try:
                 self.es.indices.create(index=index, mappings=dict(mappings), settings=_SETTINGS)

@@ -1,6 +1,7 @@
 """Inventory rows in Elasticsearch.
 
-Each model has an index with one document per key (the key is the document id),
+Each model has an index with one document per key (the key is the document id,
+or its digest where the key is too long for one),
 written with ``op_type=create`` so that Elasticsearch itself refuses a second
 row for a name. Ids are kept unique by the reservation fence: one document per
 scope in ``sequence_fence`` holding the last id handed out, moved forward with a
@@ -19,7 +20,13 @@ import elasticsearch
 
 from model.inventory import Inventory
 from storage.api import I, InsertOutcome, StorageError, Stored
-from storage.elasticsearch.client import ElasticsearchClient, mapping_of, raise_if_busy, translated_errors
+from storage.elasticsearch.client import (
+    ElasticsearchClient,
+    doc_id,
+    mapping_of,
+    raise_if_busy,
+    translated_errors,
+)
 
 FENCE_INDEX = "sequence_fence"
 _FENCE_MAPPING = {"dynamic": "strict", "properties": {"last": {"type": "long"}}}
@@ -46,10 +53,11 @@ class ElasticsearchInventoryDAO:
         return [d for d in docs if d.get("found")]
 
     def get_many(self, model: type[I], keys: Sequence[str]) -> dict[str, Stored[I]]:
-        return {
-            d["_id"]: Stored(model.from_row(d["_source"]), (d["_seq_no"], d["_primary_term"]))
-            for d in self._mget(model.MODEL, keys)
-        }
+        found: dict[str, Stored[I]] = {}
+        for d in self._mget(model.MODEL, [doc_id(k) for k in keys]):
+            item = model.from_row(d["_source"])
+            found[item.key()] = Stored(item, (d["_seq_no"], d["_primary_term"]))
+        return found
 
     def get_by_sequence(self, model: type[I], sequence: int) -> I | None:
         # A search sees what was written before the last refresh only, so a miss
@@ -85,14 +93,15 @@ class ElasticsearchInventoryDAO:
                 {
                     "_op_type": "index",
                     "_index": index,
-                    "_id": new.key(),
+                    "_id": doc_id(new.key()),
                     "_source": new.to_row(),
                     "if_seq_no": seq_no,
                     "if_primary_term": term,
                 }
             )
+        keys = {doc_id(new.key()): new.key() for _, new in rows}
         failures = self._client.bulk(actions, f"updating {len(actions)} rows of {index}")
-        return [f["_id"] for f in self._only_conflicts(failures, index)]
+        return [keys[f["_id"]] for f in self._only_conflicts(failures, index)]
 
     @staticmethod
     def _only_conflicts(failures: list[dict[str, Any]], index: str) -> list[dict[str, Any]]:
@@ -104,9 +113,13 @@ class ElasticsearchInventoryDAO:
 
     def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
         index = self._client.index(model.MODEL)
-        docs = [{"_op_type": "create", "_index": index, "_id": i.key(), "_source": i.to_row()} for i in items]
+        docs = [
+            {"_op_type": "create", "_index": index, "_id": doc_id(i.key()), "_source": i.to_row()}
+            for i in items
+        ]
+        keys = {d["_id"]: i.key() for d, i in zip(docs, items, strict=True)}
         failures = self._client.bulk(docs, f"inserting {len(docs)} rows into {index}")
-        taken = {f["_id"] for f in self._only_conflicts(failures, index)}
+        taken = {keys[f["_id"]] for f in self._only_conflicts(failures, index)}
         return InsertOutcome(
             inserted=[i.key() for i in items if i.key() not in taken],
             key_taken=[i.key() for i in items if i.key() in taken],

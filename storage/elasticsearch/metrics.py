@@ -1,6 +1,7 @@
 """Metrics rows in Elasticsearch: an index per model and downsampling level,
 one document per key, written with the version read (``if_seq_no``) so that a
-merge never overwrites a value it did not see."""
+merge never overwrites a value it did not see. Each document keeps the rounds
+its value includes in ``applied_rounds``, a field stored but not indexed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from model.metrics import Downsampling, Metrics
-from storage.api import M, PutOutcome, Stored, check_where
+from storage.api import M, MetricsWrite, PutOutcome, Stored, check_where
 from storage.elasticsearch.client import (
     BUSY_STATUSES,
     ElasticsearchClient,
@@ -20,6 +21,8 @@ from storage.elasticsearch.client import (
 )
 
 RETRIABLE_STATUSES = frozenset({409, *BUSY_STATUSES})
+"""A version conflict or a busy server: the row was certainly not written."""
+ROUNDS = "applied_rounds"
 
 
 def index_name(model: type[Metrics], level: Downsampling) -> str:
@@ -33,8 +36,10 @@ class ElasticsearchMetricsDAO:
 
     def install(self, models: Sequence[type[Metrics]]) -> None:
         for model in models:
+            mapping = mapping_of(model)
+            mapping["properties"][ROUNDS] = {"type": "object", "enabled": False}
             for level in Downsampling:
-                self._client.create_index(index_name(model, level), mapping_of(model))
+                self._client.create_index(index_name(model, level), mapping)
 
     def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
         if not keys:
@@ -45,23 +50,23 @@ class ElasticsearchMetricsDAO:
         found: dict[str, Stored[M]] = {}
         for d in docs:
             if d.get("found"):
-                item = model.from_row(d["_source"])
-                found[item.key()] = Stored(item, (d["_seq_no"], d["_primary_term"]))
+                source = d["_source"]
+                item = model.from_row(source)
+                found[item.key()] = Stored(item, (d["_seq_no"], d["_primary_term"]), source.get(ROUNDS) or {})
         return found
 
-    def put(
-        self, model: type[M], level: Downsampling, rows: Sequence[tuple[Stored[M] | None, M]]
-    ) -> PutOutcome:
+    def put(self, model: type[M], level: Downsampling, rows: Sequence[MetricsWrite[M]]) -> PutOutcome:
         index = self._client.index(index_name(model, level))
         keys: dict[str, str] = {}
         actions: list[dict[str, Any]] = []
-        for stored, new in rows:
-            key = new.key()
-            action: dict[str, Any] = {"_index": index, "_id": doc_id(key), "_source": new.to_row()}
-            if stored is None:
+        for row in rows:
+            key = row.value.key()
+            source = {**row.value.to_row(), ROUNDS: row.rounds}
+            action: dict[str, Any] = {"_index": index, "_id": doc_id(key), "_source": source}
+            if row.stored is None:
                 action["_op_type"] = "create"
             else:
-                seq_no, term = typing.cast(tuple[int, int], stored.version)
+                seq_no, term = typing.cast(tuple[int, int], row.stored.version)
                 action.update(_op_type="index", if_seq_no=seq_no, if_primary_term=term)
             keys[action["_id"]] = key
             actions.append(action)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from model.stream import Column, ColumnType, StreamData
+from storage.api import StorageError, StorageUnavailable
 
 S = TypeVar("S", bound=StreamData)
 
@@ -41,6 +42,18 @@ def column_definitions(model: type[StreamData], leave_out: tuple[str, ...] = ())
     )
 
 
+@contextlib.contextmanager
+def translated_errors() -> Iterator[None]:
+    """Turns SQLite's errors into the storage error hierarchy: a locked or
+    full database may take the same call later, other errors never will."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:
+        raise StorageUnavailable(f"SQLite could not run the statement: {e}") from e
+    except sqlite3.Error as e:
+        raise StorageError(f"SQLite refused the statement: {e}") from e
+
+
 class Database:
     def __init__(self, path: str | Path) -> None:
         if str(path) != ":memory:":
@@ -52,11 +65,11 @@ class Database:
         self._closed = False
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
-        with self._lock:
+        with self._lock, translated_errors():
             return self._db.execute(sql, args)
 
     def fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, translated_errors():
             return self._db.execute(sql, args).fetchall()
 
     def rows(
@@ -71,7 +84,7 @@ class Database:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, translated_errors():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db

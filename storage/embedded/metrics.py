@@ -1,16 +1,20 @@
 """Metrics rows in SQLite: a table per model and downsampling level, keyed like
-the inventory tables and written under the same version check."""
+the inventory tables and written under the same version check, each row with
+the rounds its value includes (``applied_rounds``, JSON)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from model.metrics import Downsampling, Metrics
 from model.stream import StreamData
-from storage.api import M, PutOutcome, Stored, check_where
+from storage.api import M, MetricsWrite, PutOutcome, Stored, check_where
 from storage.embedded.db import Database, chunks, column_definitions, sql_value
+
+ROUNDS = "applied_rounds"
 
 
 def table(model: type[Metrics], level: Downsampling) -> str:
@@ -39,45 +43,49 @@ class EmbeddedMetricsDAO:
                 name = table(model, level)
                 self._db.execute(
                     f"CREATE TABLE IF NOT EXISTS {name} (key TEXT PRIMARY KEY, version INTEGER NOT NULL, "
-                    f"{column_definitions(model)})"
+                    f"{ROUNDS} TEXT NOT NULL DEFAULT '{{}}', {column_definitions(model)})"
                 )
+                if ROUNDS not in {row[1] for row in self._db.fetch(f"PRAGMA table_info({name})")}:
+                    # A table of an earlier release.
+                    self._db.execute(f"ALTER TABLE {name} ADD COLUMN {ROUNDS} TEXT NOT NULL DEFAULT '{{}}'")
                 self._db.execute(f"CREATE INDEX IF NOT EXISTS {name}_bucket ON {name} (time_bucket)")
 
     def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
         found: dict[str, Stored[M]] = {}
         for chunk in chunks(keys):
             marks = ",".join("?" * len(chunk))
-            for item, (version,) in self._db.rows(
-                model, table(model, level), f"key IN ({marks})", chunk, ("version",)
+            for item, (version, rounds) in self._db.rows(
+                model, table(model, level), f"key IN ({marks})", chunk, ("version", ROUNDS)
             ):
-                found[item.key()] = Stored(item, version)
+                found[item.key()] = Stored(item, version, json.loads(rounds))
         return found
 
-    def put(
-        self, model: type[M], level: Downsampling, rows: Sequence[tuple[Stored[M] | None, M]]
-    ) -> PutOutcome:
+    def put(self, model: type[M], level: Downsampling, rows: Sequence[MetricsWrite[M]]) -> PutOutcome:
         name = table(model, level)
         cols = list(model.stored_columns())
         insert = (
-            f"INSERT INTO {name} (key, version, {', '.join(c.name for c in cols)}) "
-            f"VALUES (?, 1, {', '.join('?' * len(cols))})"
+            f"INSERT INTO {name} (key, version, {ROUNDS}, {', '.join(c.name for c in cols)}) "
+            f"VALUES (?, 1, ?, {', '.join('?' * len(cols))})"
         )
         update = (
-            f"UPDATE {name} SET {', '.join(f'{c.name} = ?' for c in cols)}, version = version + 1 "
-            "WHERE key = ? AND version = ?"
+            f"UPDATE {name} SET {', '.join(f'{c.name} = ?' for c in cols)}, {ROUNDS} = ?, "
+            "version = version + 1 WHERE key = ? AND version = ?"
         )
         outcome = PutOutcome()
         with self._db.transaction() as db:
-            for stored, new in rows:
-                row = new.to_row()
+            for write in rows:
+                key, row = write.value.key(), write.value.to_row()
                 values = [sql_value(c, row[c.name]) for c in cols]
-                if stored is None:
-                    try:
-                        db.execute(insert, [new.key(), *values])
-                    except sqlite3.IntegrityError:
-                        outcome.retry.append(new.key())
-                elif db.execute(update, [*values, new.key(), stored.version]).rowcount == 0:
-                    outcome.retry.append(new.key())
+                rounds = json.dumps(write.rounds, separators=(",", ":"))
+                try:
+                    if write.stored is None:
+                        db.execute(insert, [key, rounds, *values])
+                    elif db.execute(update, [*values, rounds, key, write.stored.version]).rowcount == 0:
+                        outcome.retry.append(key)
+                except sqlite3.IntegrityError:
+                    outcome.retry.append(key)  # another writer inserted the key first
+                except (OverflowError, sqlite3.DataError) as e:
+                    outcome.failed[key] = f"SQLite cannot store the value: {e}"
         return outcome
 
     def query(

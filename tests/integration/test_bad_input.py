@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from agent import Agent
-from model.inventory import INVENTORY_TYPES
+from model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInventory
 from proto import common_pb2, register_pb2, register_pb2_grpc
 from tests.integration.helpers import stored
 from wiring.config import NodeConfig
@@ -69,6 +69,11 @@ def test_bad_registrations_get_clear_statuses_and_change_nothing(node: Node, cha
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "service name #1 has 41 characters; at most 40 are allowed",
+        ),
+        (
+            lambda: stub.doServiceRegister(service("shop\x1fcart")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "service name #0 'shop\\x1fcart' holds the control character '\\x1f' at 4",
         ),
         (
             lambda: raw_call(channel, "doServiceRegister", bytes(bad_utf8)),
@@ -144,4 +149,21 @@ def test_bad_registrations_get_clear_statuses_and_change_nothing(node: Node, cha
     assert snapshot(node.config) == before
     # The node keeps serving.
     assert Agent(node.address, "billing", retry_interval_s=0.05, channel=channel).register().service_id == 2
+    agent.close()
+
+
+def test_names_too_long_for_a_storage_id_are_registered(
+    node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    """Elasticsearch ids hold 512 bytes; 200 Chinese characters take 600."""
+    node = start_node(node_config)
+    service, endpoint = "订单服务" * 50, "/下单" * 100
+    agent = Agent(node.address, service, instance_uuid="实例" * 100, retry_interval_s=0.05)
+    ids = agent.register()
+    endpoint_ids = agent.register_endpoints([endpoint])
+    assert (ids.service_id, ids.instance_id) == (1, 1)
+    assert list(endpoint_ids.values()) == [1]
+    (stored_service,) = stored(node.config.storage, ServiceInventory)
+    (stored_endpoint,) = stored(node.config.storage, EndpointInventory)
+    assert (stored_service.name, stored_endpoint.name) == (service, endpoint)
     agent.close()

@@ -26,6 +26,7 @@ from model.metrics import (
     latency_bucket,
 )
 from model.topics import Entry
+from storage.api import MetricsWrite
 from storage.select import OpenStorage
 from tests.integration.helpers import storage_options
 from wiring.config import NodeConfig
@@ -81,7 +82,9 @@ def test_slowest_endpoints_and_dependencies(
         relation(b2, "shop", "redis:6379", "client", 3, 0),
     ]
     for rows in (endpoints, relations):
-        assert not storage.metrics.put(type(rows[0]), MINUTE, [(None, m) for m in rows]).failed
+        assert not storage.metrics.put(
+            type(rows[0]), MINUTE, [MetricsWrite(None, m, {}) for m in rows]
+        ).failed
     options = storage_options(node_config.storage)
 
     assert slowest_endpoints(spark, options, minutes=60, top=2) == [

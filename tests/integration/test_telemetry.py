@@ -5,6 +5,7 @@ records, meters become metrics; bad items are refused and counted."""
 from __future__ import annotations
 
 import base64
+import collections
 import io
 import math
 import time
@@ -15,7 +16,7 @@ import pytest
 
 from deploy.cluster import LocalCluster
 from deploy.query import print_query
-from model.metrics import CALL_METRICS, Downsampling, MeterMetrics, minute_bucket
+from model.metrics import CALL_METRICS, SEP, Downsampling, MeterMetrics, minute_bucket
 from model.records import LogRecord, SegmentRecord
 from proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
 from storage.select import open_storage
@@ -269,25 +270,44 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
         )
 
     good = segment("good", span(0, -1, tracing_pb2.Entry, now, 20, False, operationName="GET:/"))
-    bad = {
-        "no_spans": segment("empty"),
-        "end_before_start": segment("backwards", span(0, -1, tracing_pb2.Entry, now, -5, False)),
-        "unknown_enum": segment("odd", span(0, -1, 7, now, 5, False)),
-        "time_out_of_range": segment(
-            "old", span(0, -1, tracing_pb2.Entry, now - 30 * 365 * 86_400_000, 5, False)
+    near_int64_end = 2**63 - 10 - now  # two such spans summed overflow a 64-bit column
+    bad = [
+        ("no_spans", segment("empty")),
+        ("end_before_start", segment("backwards", span(0, -1, tracing_pb2.Entry, now, -5, False))),
+        ("unknown_enum", segment("odd", span(0, -1, 7, now, 5, False))),
+        (
+            "time_out_of_range",
+            segment("old", span(0, -1, tracing_pb2.Entry, now - 30 * 365 * 86_400_000, 5, False)),
         ),
-        "name_too_long": segment("long", span(0, -1, tracing_pb2.Entry, now, 5, False), service="s" * 51),
-    }
+        (
+            "time_out_of_range",
+            segment("endless-1", span(0, -1, tracing_pb2.Entry, now, near_int64_end, False)),
+        ),
+        (
+            "time_out_of_range",
+            segment("endless-2", span(0, -1, tracing_pb2.Entry, now, near_int64_end, False)),
+        ),
+        ("name_too_long", segment("long", span(0, -1, tracing_pb2.Entry, now, 5, False), service="s" * 51)),
+        (
+            "control_character",
+            segment("sep", span(0, -1, tracing_pb2.Entry, now, 5, False), service=f"shop{SEP}1"),
+        ),
+        (
+            "control_character",
+            segment("nul", span(0, -1, tracing_pb2.Entry, now, 5, False, operationName="GET:/\x00")),
+        ),
+    ]
     with grpc.insecure_channel(node.address) as channel:
         call = channel.stream_unary(
             "/skywalking.v3.TraceSegmentReportService/collect",
             request_serializer=tracing_pb2.SegmentObject.SerializeToString,
             response_deserializer=common_pb2.Commands.FromString,
         )
-        message = refused(lambda: call(iter([good, *bad.values(), good]), timeout=10))
+        message = refused(lambda: call(iter([good, *(b for _, b in bad), good]), timeout=10))
         assert message.startswith(
-            "5 segments refused (1 end_before_start, 1 name_too_long, 1 no_spans, 1 time_out_of_range, "
-            "1 unknown_enum; the first: segment empty has no spans); the other 2 were taken"
+            "9 segments refused (2 control_character, 1 end_before_start, 1 name_too_long, 1 no_spans, "
+            "3 time_out_of_range, 1 unknown_enum; the first: segment empty has no spans); "
+            "the other 2 were taken"
         ), message
         # A message that does not decode is refused, and the stream goes on.
         raw = channel.stream_unary(
@@ -302,9 +322,10 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
         # A stream that breaks halfway keeps what came before the break.
         def breaking() -> Iterator[tracing_pb2.SegmentObject]:
             yield good
-            # Break only once the node has it: 7 + 1 segments came in the calls above.
+            # Break only once the node has it: 11 + 1 segments came in the calls above.
             eventually(
-                lambda: node.instruments.value("skyoap_v3_received_total", kind="segments") == 9, timeout_s=10
+                lambda: node.instruments.value("skyoap_v3_received_total", kind="segments") == 13,
+                timeout_s=10,
             )
             raise RuntimeError("the agent died")
 
@@ -313,8 +334,8 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
     # Whether the node counts the break depends on which gRPC reports first, the
     # cancellation or the stream's end (tests/unit/test_agent_streams.py covers
     # both); what came before the break is kept either way, as the sums show.
-    for reason in bad:
-        assert node.instruments.value("skyoap_v3_refused_total", kind="segments", reason=reason) == 1
+    for reason, n in collections.Counter(r for r, _ in bad).items():
+        assert node.instruments.value("skyoap_v3_refused_total", kind="segments", reason=reason) == n
     assert node.instruments.value("skyoap_v3_refused_total", kind="segments", reason="undecodable") == 1
 
     # Only the four good segments were measured.

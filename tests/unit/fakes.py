@@ -9,7 +9,7 @@ from typing import Any
 
 from model.inventory import Inventory
 from model.metrics import Downsampling, Metrics
-from storage.api import I, InsertOutcome, M, PutOutcome, StorageUnavailable, Stored
+from storage.api import I, InsertOutcome, M, MetricsWrite, PutOutcome, StorageUnavailable, Stored
 
 
 class MemoryInventoryDAO:
@@ -85,12 +85,22 @@ class MemoryInventoryDAO:
 
 
 class MemoryMetricsDAO:
-    """Metrics rows in dicts with versions, like the real storages. Levels in
-    ``down`` refuse every write as if storage were unreachable."""
+    """Metrics rows in dicts with versions and rounds, like the real storages,
+    and the ways real storages fail:
+
+    - levels in ``down`` refuse every read and write, as if unreachable;
+    - ``lands[level] = n``: the next write of that level stores its first ``n``
+      rows, then raises as a timed-out request does (``n`` = all of them: the
+      write landed, only the answer was lost);
+    - keys in ``busy`` are refused as a busy server refuses them (429).
+    """
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, Downsampling], dict[str, tuple[Any, int]]] = {}
+        self.rows: dict[tuple[str, Downsampling], dict[str, tuple[Any, int, dict[str, int]]]] = {}
         self.down: set[Downsampling] = set()
+        self.lands: dict[Downsampling, int] = {}
+        self.busy: set[str] = set()
+        self.writes = 0
 
     def install(self, models: Sequence[type[Metrics]]) -> None:
         pass
@@ -99,25 +109,33 @@ class MemoryMetricsDAO:
         if level in self.down:
             raise StorageUnavailable(f"{level.value} is down")
         table = self.rows.setdefault((model.MODEL, level), {})
-        return {k: Stored(table[k][0], table[k][1]) for k in keys if k in table}
+        return {k: Stored(table[k][0], table[k][1], dict(table[k][2])) for k in keys if k in table}
 
-    def put(
-        self, model: type[M], level: Downsampling, rows: Sequence[tuple[Stored[M] | None, M]]
-    ) -> PutOutcome:
+    def put(self, model: type[M], level: Downsampling, rows: Sequence[MetricsWrite[M]]) -> PutOutcome:
         if level in self.down:
             raise StorageUnavailable(f"{level.value} is down")
+        self.writes += 1
         table = self.rows.setdefault((model.MODEL, level), {})
         outcome = PutOutcome()
-        for stored, new in rows:
-            current = table.get(new.key())
-            if (current is None) != (stored is None) or (current and stored and current[1] != stored.version):
-                outcome.retry.append(new.key())
+        landing = self.lands.pop(level, None)
+        for n, row in enumerate(rows):
+            if landing is not None and n == landing:
+                break
+            key = row.value.key()
+            current = table.get(key)
+            stale = (current is None) != (row.stored is None) or (
+                current is not None and row.stored is not None and current[1] != row.stored.version
+            )
+            if stale or key in self.busy:
+                outcome.retry.append(key)
             else:
-                table[new.key()] = (new, (current[1] + 1) if current else 1)
+                table[key] = (row.value, (current[1] + 1) if current else 1, dict(row.rounds))
+        if landing is not None:
+            raise StorageUnavailable(f"the write of {level.value} timed out after {landing} rows landed")
         return outcome
 
     def values(self, model: type[Metrics], level: Downsampling) -> dict[str, Any]:
-        return {k: v for k, (v, _) in self.rows.get((model.MODEL, level), {}).items()}
+        return {k: v for k, (v, _, _) in self.rows.get((model.MODEL, level), {}).items()}
 
     def query(self, *args: Any, **kwargs: Any) -> list[Any]:
         raise NotImplementedError

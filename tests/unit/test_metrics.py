@@ -3,12 +3,19 @@ merge into stored minutes, hours and days when storage fails."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
 from aggregator.metrics import MetricsPersistentWorker
 from model.metrics import (
     LATENCY_BUCKETS_MS,
     Downsampling,
     EndpointMetrics,
     MeterMetrics,
+    Metrics,
     ServiceMetrics,
     latency_bucket,
     minute_bucket,
@@ -68,39 +75,157 @@ def test_remote_form_keeps_lists_maps_and_floats_exactly() -> None:
     assert MeterMetrics.from_remote(*meter.to_remote()) == meter
 
 
-def test_l2_adds_each_delta_once_at_every_level_when_one_level_fails() -> None:
-    dao = MemoryMetricsDAO()
-    instruments = Instruments()
-    pool = DrainPool("test", 1, instruments)
-    worker = MetricsPersistentWorker(
+MINUTE, HOUR, DAY = Downsampling.MINUTE, Downsampling.HOUR, Downsampling.DAY
+
+
+def l2_worker(dao: MemoryMetricsDAO, instruments: Instruments | None = None) -> MetricsPersistentWorker:
+    instruments = instruments or Instruments()
+    return MetricsPersistentWorker(
         1,
         "service_metrics_l2",
         ServiceMetrics,
         dao,
-        pool,
+        DrainPool("test", 1, instruments),
         instruments,
         BufferSpec(1, 100, BufferStrategy.BLOCKING),
         max_pending=100,
     )
-    worker.handle_batch([calls(202611211905, 10, 20), calls(202611211906, 30)])
-    dao.down = {Downsampling.HOUR}
-    worker.persist()
-    minute = dao.values(ServiceMetrics, Downsampling.MINUTE)
-    assert sorted((v.time_bucket, v.calls) for v in minute.values()) == [(202611211905, 2), (202611211906, 1)]
-    assert dao.values(ServiceMetrics, Downsampling.HOUR) == {}
-    assert [v.calls for v in dao.values(ServiceMetrics, Downsampling.DAY).values()] == [3]
 
-    dao.down = set()
-    worker.handle_batch([calls(202611211906, 40)])
+
+def take(worker: MetricsPersistentWorker, items: Sequence[Metrics]) -> None:
+    worker.handle_batch(list(items))
+
+
+def pending(instruments: Instruments, level: Downsampling) -> float:
+    return instruments.value("skyoap_metrics_pending", worker="service_metrics_l2", level=level.value)
+
+
+def stored_calls(dao: MemoryMetricsDAO, level: Downsampling) -> dict[tuple[int, str], tuple[int, int]]:
+    """(bucket, service) -> (calls, latency sum) as stored at ``level``."""
+    return {
+        (v.time_bucket, v.service): (v.calls, v.latency_sum_ms)
+        for v in dao.values(ServiceMetrics, level).values()
+    }
+
+
+def expected_calls(sent: list[ServiceMetrics], level: Downsampling) -> dict[tuple[int, str], tuple[int, int]]:
+    """What ``stored_calls`` must be once every delta in ``sent`` is added once."""
+    sums: dict[tuple[int, str], tuple[int, int]] = {}
+    for m in sent:
+        k = (level.of_minute(m.time_bucket), m.service)
+        calls_, latency = sums.get(k, (0, 0))
+        sums[k] = (calls_ + m.calls, latency + m.latency_sum_ms)
+    return sums
+
+
+def delta(bucket: int, service: str, *latencies: int) -> ServiceMetrics:
+    return replace(calls(bucket, *latencies), service=service)
+
+
+@pytest.mark.parametrize("level", list(Downsampling))
+@pytest.mark.parametrize("landed", ["all", "part", "none"])
+def test_a_write_with_an_unknown_outcome_is_added_once(level: Downsampling, landed: str) -> None:
+    """The write of one level stores all, one or none of its two rows and then
+    times out; the next rounds find out from the rows' rounds what landed."""
+    dao = MemoryMetricsDAO()
+    instruments = Instruments()
+    worker = l2_worker(dao, instruments)
+    sent = [delta(202611211905, "shop", 10), delta(202611211906, "cart", 20, 30)]
+    take(worker, sent)
+    dao.lands[level] = {"all": 2, "part": 1, "none": 0}[landed]
     worker.persist()
-    minute = dao.values(ServiceMetrics, Downsampling.MINUTE)
-    assert sorted((v.time_bucket, v.calls, v.latency_sum_ms) for v in minute.values()) == [
-        (202611211905, 2, 30), (202611211906, 2, 70),
-    ]  # fmt: skip
-    (hour,) = dao.values(ServiceMetrics, Downsampling.HOUR).values()
-    (day,) = dao.values(ServiceMetrics, Downsampling.DAY).values()
-    assert (hour.time_bucket, hour.calls, hour.latency_sum_ms) == (2026112119, 4, 100)
-    assert (day.time_bucket, day.calls, day.latency_sum_ms) == (20261121, 4, 100)
+    assert pending(instruments, level) == 2  # both rows of that level wait to be confirmed
+    more = [delta(202611211906, "shop", 40), delta(202611211906, "cart", 50)]
+    take(worker, more)
+    worker.persist()
+    worker.persist()
+    for lvl in Downsampling:
+        assert stored_calls(dao, lvl) == expected_calls(sent + more, lvl), lvl
+        assert pending(instruments, lvl) == 0
+
+
+@pytest.mark.parametrize("level", list(Downsampling))
+def test_a_level_that_is_down_gets_each_delta_once_when_it_returns(level: Downsampling) -> None:
+    dao = MemoryMetricsDAO()
+    worker = l2_worker(dao)
+    sent = [delta(202611211905, "shop", 10, 20), delta(202611211906, "shop", 30)]
+    take(worker, sent)
+    dao.down = {level}
+    worker.persist()
+    take(worker, [delta(202611211906, "shop", 40)])
+    worker.persist()  # still down: the two rounds' deltas wait, merged
+    assert stored_calls(dao, level) == {}
+    dao.down = set()
+    sent += [delta(202611211907, "shop", 50)]
+    take(worker, sent[-1:])
+    worker.persist()
+    sent.insert(2, delta(202611211906, "shop", 40))
+    for lvl in Downsampling:
+        assert stored_calls(dao, lvl) == expected_calls(sent, lvl), lvl
+
+
+def test_busy_rows_are_written_once_when_storage_takes_them() -> None:
+    dao = MemoryMetricsDAO()
+    instruments = Instruments()
+    worker = l2_worker(dao, instruments)
+    sent = [delta(202611211905, "shop", 10), delta(202611211905, "cart", 20)]
+    take(worker, sent)
+    dao.busy = {delta(2026112119, "shop").key()}  # the shop's hour row, refused as a 429 does
+    worker.persist()
+    assert stored_calls(dao, HOUR) == {(2026112119, "cart"): (1, 20)}
+    dao.busy = set()
+    worker.persist()
+    for lvl in Downsampling:
+        assert stored_calls(dao, lvl) == expected_calls(sent, lvl), lvl
     assert (
         instruments.value("skyoap_worker_dropped_total", worker="service_metrics_l2", reason="refused") == 0
     )
+
+
+def test_another_writer_between_a_timeout_and_the_next_round_keeps_the_count_exact() -> None:
+    """Writer A's minute write lands but times out; writer B (the entity's new
+    owner) adds to the same row; A then finds its round kept in the row."""
+    dao = MemoryMetricsDAO()
+    a, b = l2_worker(dao), l2_worker(dao)
+    sent = [delta(202611211905, "shop", 10)]
+    take(a, sent)
+    dao.lands[MINUTE] = 1
+    a.persist()
+    sent.append(delta(202611211905, "shop", 20, 30))
+    take(b, sent[-1:])
+    b.persist()
+    a.persist()
+    (row,) = dao.rows[(ServiceMetrics.MODEL, MINUTE)].values()
+    assert set(row[2]) == {a.writer, b.writer}
+    for lvl in Downsampling:
+        assert stored_calls(dao, lvl) == expected_calls(sent, lvl), lvl
+
+
+def test_deltas_are_added_once_through_a_long_run_of_random_faults() -> None:
+    """Fifty rounds, each level failing at random in every way storage fails;
+    after a quiet round every level holds the exact sums of what was sent."""
+    rnd = random.Random(20261122)
+    dao = MemoryMetricsDAO()
+    worker = l2_worker(dao)
+    sent: list[ServiceMetrics] = []
+    services = ["shop", "cart", "pay"]
+    for _ in range(50):
+        batch = [
+            delta(
+                202611211900 + rnd.randrange(3) * 100 + rnd.randrange(60),
+                rnd.choice(services),
+                rnd.randrange(1000),
+            )
+            for _ in range(rnd.randrange(1, 6))
+        ]
+        sent += batch
+        take(worker, batch)
+        dao.down = {lvl for lvl in Downsampling if rnd.random() < 0.2}
+        dao.lands = {lvl: rnd.randrange(4) for lvl in Downsampling if rnd.random() < 0.3}
+        dao.busy = {m.key() for m in batch if rnd.random() < 0.2}
+        worker.persist()
+    dao.down, dao.lands, dao.busy = set(), {}, set()
+    worker.persist()
+    for lvl in Downsampling:
+        assert stored_calls(dao, lvl) == expected_calls(sent, lvl), lvl
+    assert sum(c for c, _ in stored_calls(dao, DAY).values()) == len(sent)
