@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from aggregator.publish import TopicPublisher
 from model.metrics import Downsampling, Metrics, merge_into
 from model.topics import Topic
+from runtime.budget import memory_size
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
@@ -72,22 +73,24 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         pool: DrainPool,
         instruments: Instruments,
         buffer: BufferSpec,
-        max_pending: int,
+        max_held_bytes: int,
         publisher: TopicPublisher | None = None,
     ) -> None:
-        """``max_pending`` bounds the keys held per level while storage does
-        not take them; past it, the oldest deltas are dropped and counted.
-        ``publisher`` appends every row written to the metrics topic."""
+        """``max_held_bytes`` bounds the memory of the deltas held while
+        storage does not take them; past it, the oldest are dropped and
+        counted. ``publisher`` appends every row written to the metrics topic."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
-        self.max_pending = max_pending
+        self.max_held_bytes = max_held_bytes
         self._publisher = publisher
         self.writer = uuid.uuid4().hex[:16]
         """This worker's name in the rows' rounds: new with every start."""
         self._round = 0
         self._fresh: dict[str, Metrics] = {}
         """Minute deltas taken since the last round began."""
+        self._fresh_bytes = 0
+        self._held_bytes = 0
         self._held = {level: Held() for level in Downsampling}
         self._lock = threading.Lock()
         self._persisting = threading.Lock()
@@ -106,9 +109,16 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
     def _count(self, level: Downsampling) -> int:
         return len(self._held[level]) + (len(self._fresh) if level is Downsampling.MINUTE else 0)
 
+    def held_bytes(self) -> int:
+        """About what the worker holds in memory: its queue, the deltas taken
+        since the last round and those held for storage."""
+        return self.queue.bytes() + self._fresh_bytes + self._held_bytes
+
     def process(self, batch: list[Metrics]) -> None:
+        size = memory_size(batch)
         with self._lock:
             merge_into(self._fresh, batch)
+            self._fresh_bytes += size
 
     def _next_round(self) -> int:
         """Milliseconds since the epoch, made to rise with every round so that
@@ -122,6 +132,8 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         with self._persisting, self.series.persist_seconds.time():
             with self._lock:
                 fresh, self._fresh = self._fresh, {}
+                self._held_bytes += self._fresh_bytes
+                self._fresh_bytes = 0
             round_no = self._next_round()
             for level in Downsampling:
                 held = self._held[level]
@@ -131,7 +143,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                     merge_into(held.waiting, (m.downsampled(level) for m in fresh.values()))
                 if len(held):
                     self._store(level, held, round_no)
-                self._bound(level, held)
+            self._bound()
 
     def _store(self, level: Downsampling, held: Held, round_no: int) -> None:
         """Writes what ``held`` holds, in up to MAX_ATTEMPTS read-merge-write
@@ -234,18 +246,31 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             self.name, rows, level.value, e,
         )  # fmt: skip
 
-    def _bound(self, level: Downsampling, held: Held) -> None:
-        """Drops the deltas of the oldest keys past ``max_pending`` keys, counted."""
-        excess = len(held) - self.max_pending
-        if excess <= 0:
-            return
-        oldest = [*held.waiting, *(k for k in held.unconfirmed if k not in held.waiting)][:excess]
-        for key in oldest:
-            held.waiting.pop(key, None)
-            held.unconfirmed.pop(key, None)
-        self.series.dropped("too_many_pending").inc(excess)
-        self._error_log.error(
-            f"{self.name}-full",
-            "%s: more than %d %s rows wait for storage; %d dropped",
-            self.name, self.max_pending, level.value, excess,
-        )  # fmt: skip
+    def _bound(self) -> None:
+        """Measures what is held, and drops the deltas of the oldest keys past
+        ``max_held_bytes``, counted and logged. The memory budget stops
+        admitting work long before: this is the last line."""
+        sizes: dict[Downsampling, dict[str, int]] = {}
+        for level, held in self._held.items():
+            sizes[level] = {k: memory_size([delta]) for k, (_, delta) in held.unconfirmed.items()}
+            sizes[level].update((k, memory_size([delta])) for k, delta in held.waiting.items())
+        total = sum(sum(s.values()) for s in sizes.values())
+        excess = total - self.max_held_bytes
+        dropped = 0
+        for level, held in self._held.items():
+            for key, size in sizes[level].items():
+                if excess <= 0:
+                    break
+                held.waiting.pop(key, None)
+                held.unconfirmed.pop(key, None)
+                excess -= size
+                total -= size
+                dropped += 1
+        self._held_bytes = total
+        if dropped:
+            self.series.dropped("memory_full").inc(dropped)
+            self._error_log.error(
+                f"{self.name}-full",
+                "%s: the metrics held for storage passed %d bytes; the oldest %d rows dropped",
+                self.name, self.max_held_bytes, dropped,
+            )  # fmt: skip

@@ -1,6 +1,11 @@
-"""The record persistent worker: writes records in bulk from a bounded queue.
+"""The record persistent worker: writes records in bulk from its queue.
 Records are never merged, so they skip the remote hop: the node that received
-a segment or a log line stores it."""
+a segment or a log line stores it.
+
+A bulk storage does not take is tried again until it does (records are
+stored by key, so a bulk that landed before its answer was lost is stored
+once); meanwhile the queue grows and the node's memory budget holds agents
+back. Only closing stops the tries."""
 
 from __future__ import annotations
 
@@ -11,11 +16,12 @@ from aggregator.publish import TopicPublisher
 from model.records import Record
 from model.topics import Topic
 from runtime.batching import BatchPolicy
+from runtime.budget import memory_size
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.ratelimit import RateLimitedLog
-from runtime.retry import STORAGE_WRITES
+from runtime.retry import UNTIL_STORED
 from runtime.worker import BufferedWorker
 from storage.api import RecordDAO, StorageError
 
@@ -42,23 +48,31 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         self.bulk = bulk
         self._publisher = publisher
         self._closing = threading.Event()
+        self._in_hand = 0
         self._error_log = RateLimitedLog(log)
 
+    def held_bytes(self) -> int:
+        """What the worker holds in memory: its queue and the bulk in hand."""
+        return self.queue.bytes() + self._in_hand
+
     def process(self, batch: list[Record]) -> None:
-        for chunk in self.bulk.chunks(batch):
-            self._write(list(chunk))
+        self._in_hand = memory_size(batch)
+        try:
+            for chunk in self.bulk.chunks(batch):
+                self._write(list(chunk))
+        finally:
+            self._in_hand = 0
 
     def _insert(self, chunk: list[Record]) -> dict[str, str]:
         with self.series.write_seconds.time():
             return self._dao.insert(self.model, chunk)
 
     def _write(self, chunk: list[Record]) -> None:
-        # While storage is unavailable the queue behind fills, and agents are
-        # told to come back later.
         try:
-            refused = STORAGE_WRITES.call(lambda: self._insert(chunk), self._closing)
+            refused = UNTIL_STORED.call(lambda: self._insert(chunk), self._closing)
         except StorageError as e:
-            self.series.dropped("storage_failed").inc(len(chunk))
+            reason = "closing" if self._closing.is_set() else "storage_failed"
+            self.series.dropped(reason).inc(len(chunk))
             self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
             return
         self.series.stored("write").inc(len(chunk) - len(refused))
@@ -75,5 +89,5 @@ class RecordPersistentWorker(BufferedWorker[Record]):
 
     def interrupt_retries(self) -> None:
         """Stops waiting to retry (the node closes): what storage does not take
-        at once is dropped."""
+        at once is dropped, and counted as dropped while ``closing``."""
         self._closing.set()

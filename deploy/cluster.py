@@ -53,6 +53,11 @@ class Scrape:
         """The sample ``name`` with exactly ``labels``; 0 when the node has none (yet)."""
         return self._values.get((name, frozenset(labels.items())), 0.0)
 
+    def total(self, name: str, **labels: str) -> float:
+        """The sum of the samples ``name`` whose labels include ``labels``."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in self._values.items() if n == name and want <= ls)
+
 
 def read_metrics(admin: str) -> Scrape:
     """The /metrics of the node whose admin endpoint is ``admin`` (host:port)."""

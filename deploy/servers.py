@@ -137,24 +137,31 @@ class _Process:
 class ElasticsearchServer(_Process):
     """A single-node Elasticsearch with security off, listening on 127.0.0.1."""
 
-    def __init__(self, port: int | None = None, heap_mb: int = 512) -> None:
+    def __init__(
+        self, port: int | None = None, heap_mb: int = 512, settings: dict[str, object] | None = None
+    ) -> None:
+        """``settings`` are added to the node's (``thread_pool.write.queue_size``, ...)."""
         super().__init__("elasticsearch", Path(tempfile.mkdtemp(prefix="skyoap-es-")))
         self.port = port or free_port()
         self.heap_mb = heap_mb
+        self.settings = settings or {}
+        self._transport_port = free_port()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 120.0) -> ElasticsearchServer:
+        """Starts the server on its data directory, made empty the first time."""
         home = elasticsearch_home()
         conf = self.workdir / "config"
-        shutil.copytree(home / "config", conf)
-        for sub in ("data", "logs", "tmp"):
-            (self.workdir / sub).mkdir()
-        if os.geteuid() == 0:
-            for p in (self.workdir, *self.workdir.rglob("*")):
-                os.chown(p, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+        if not conf.exists():
+            shutil.copytree(home / "config", conf)
+            for sub in ("data", "logs", "tmp"):
+                (self.workdir / sub).mkdir()
+            if os.geteuid() == 0:
+                for p in (self.workdir, *self.workdir.rglob("*")):
+                    os.chown(p, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
         env = {
             **os.environ,
             "ES_JAVA_HOME": str(java_home()),
@@ -164,7 +171,7 @@ class ElasticsearchServer(_Process):
         }
         settings = {
             "http.port": self.port,
-            "transport.port": free_port(),
+            "transport.port": self._transport_port,
             "network.host": "127.0.0.1",
             "discovery.type": "single-node",
             "xpack.security.enabled": "false",
@@ -173,6 +180,7 @@ class ElasticsearchServer(_Process):
             # Shared machines often have little free disk; never go read-only for it.
             "cluster.routing.allocation.disk.threshold_enabled": "false",
             "action.destructive_requires_name": "false",
+            **self.settings,
         }
         argv = [str(home / "bin" / "elasticsearch")] + [f"-E{k}={v}" for k, v in settings.items()]
         self._spawn(argv, env, as_nobody=True)
@@ -188,6 +196,14 @@ class ElasticsearchServer(_Process):
                 return True
         except OSError:
             return False
+
+    def restart(self, sig: int = signal.SIGKILL, timeout_s: float = 120.0) -> ElasticsearchServer:
+        """Stops the process with ``sig`` and starts it again on the same data
+        and port, as after a crash (SIGKILL) or an operator's restart (SIGTERM)."""
+        self.kill(sig)
+        assert self.proc is not None
+        self.proc.wait(60)
+        return self.start(timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         super().stop(timeout_s)

@@ -17,7 +17,8 @@ import grpc
 from google.protobuf import descriptor, message, message_factory
 
 from edge.errors import InvalidRequest, UnknownReference
-from runtime.buffer import BufferClosed, BufferFull
+from runtime.budget import Overloaded
+from runtime.buffer import BufferClosed
 from runtime.ratelimit import RateLimitedLog
 from storage.api import StorageError
 
@@ -59,7 +60,7 @@ def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
     if isinstance(error, UnknownReference):
         context.abort(grpc.StatusCode.NOT_FOUND, str(error))
-    if isinstance(error, BufferFull):
+    if isinstance(error, Overloaded):
         _internal_log.warning("overloaded", "a call was shed: %s", error)
         context.abort(
             grpc.StatusCode.RESOURCE_EXHAUSTED, f"the node is overloaded ({error}); try again later"

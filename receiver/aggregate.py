@@ -8,6 +8,7 @@ import threading
 import time
 
 from model.metrics import Metrics, merge_into
+from runtime.budget import memory_size
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
@@ -29,12 +30,20 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
         self.next_worker = next_worker
         self.flush_period_s = flush_period_s
         self._merged: dict[str, Metrics] = {}
+        self._merged_bytes = 0
+        """At most what the merged values take: merging only shrinks them."""
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
 
+    def held_bytes(self) -> int:
+        """What the worker holds in memory: its queue and the values it merges."""
+        return self.queue.bytes() + self._merged_bytes
+
     def process(self, batch: list[Metrics]) -> None:
+        size = memory_size(batch)
         with self._lock:
             merge_into(self._merged, batch)
+            self._merged_bytes += size
         self.flush(due_only=True)
 
     def flush(self, due_only: bool = False) -> None:
@@ -45,6 +54,7 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
             if due_only and now - self._flushed_at < self.flush_period_s:
                 return
             merged, self._merged, self._flushed_at = self._merged, {}, now
+            self._merged_bytes = 0
         if merged:
             self.series.handed_on.inc(len(merged))
             self.next_worker.accept_many(list(merged.values()))

@@ -12,9 +12,9 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import descriptor
@@ -22,8 +22,8 @@ from google.protobuf import descriptor
 from edge.binding import Undecodable
 from edge.server import GrpcServer
 from model.metrics import MeterMetrics, Metrics, minute_bucket
-from model.records import LogRecord, Record, SegmentRecord
-from model.stream import Text
+from model.records import LogRecord, Record
+from model.stream import StreamData, Text
 from proto.skywalking import (
     common_pb2,
     configuration_pb2,
@@ -37,9 +37,11 @@ from receiver.checks import Reason, Refusals, Refused, Tally, TelemetryLimits
 from receiver.registration import Registrar
 from receiver.segments import Segment, Span, SpanKind, SpanRef, check, measure, record_of
 from runtime.batching import BatchPolicy
+from runtime.budget import MemoryBudget, Overloaded, memory_size
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
 from runtime.worker import Worker
+from storage.api import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +67,37 @@ class NamesByService:
             self._wait((service, "instance", instance), properties)
 
     def seen(self, service: str, instance: str) -> None:
-        """``instance`` of ``service`` reported telemetry: registered if new."""
-        if not self._registrar.seen(service, instance):
+        """``instance`` of ``service`` reported telemetry: registered if new.
+        Telemetry already taken must not fail for its names: a name storage or
+        the queues cannot take now waits here as well."""
+        try:
+            registered = self._registrar.seen(service, instance)
+        except (StorageError, Overloaded) as e:
+            log.debug("registering %s/%s later: %s", service, instance, e)
+            registered = False
+        if not registered:
             self._wait((service, "seen", instance), {})
 
     def endpoints(self, service: str, names: Iterable[str]) -> None:
         names = sorted(set(names))
-        if names and not self._registrar.endpoints_by_name(service, names):
+        try:
+            registered = not names or self._registrar.endpoints_by_name(service, names)
+        except (StorageError, Overloaded) as e:
+            log.debug("registering endpoints of %s later: %s", service, e)
+            registered = False
+        if not registered:
             for name in names:
                 self._wait((service, "endpoint", name), {})
+
+    def addresses(self, addresses: Sequence[str]) -> None:
+        """Peers telemetry named, registered in calls of at most the batch limit."""
+        for chunk in BatchPolicy(max_items=self._registrar.limits.max_batch_items).chunks(addresses):
+            try:
+                self._registrar.addresses(list(chunk))
+            except (StorageError, Overloaded) as e:
+                log.debug("registering %d peer addresses later: %s", len(chunk), e)
+                for address in chunk:
+                    self._wait(("", "address", address), {})
 
     def _wait(self, key: tuple[str, str, str], properties: dict[str, str]) -> None:
         with self._lock:
@@ -90,6 +114,8 @@ class NamesByService:
                 self.instance(service, name, properties)
             elif kind == "seen":
                 self.seen(service, name)
+            elif kind == "address":
+                self.addresses([name])
             else:
                 self.endpoints(service, [name])
 
@@ -154,10 +180,43 @@ class ConfigurationDiscoveryService:
 @dataclass(frozen=True)
 class Sinks:
     """Where the telemetry services hand what they take: the first worker of
-    each metrics and record chain on this node."""
+    each metrics and record chain on this node, behind the node's memory
+    budget."""
 
     metrics: Callable[[type[Metrics]], Worker[Metrics]]
     records: Callable[[type[Record]], Worker[Record]]
+    budget: MemoryBudget
+    wait_s: float
+    """How long a call waits for room before it is refused."""
+
+    def take(self, records: Sequence[Record], metrics: Sequence[Metrics]) -> None:
+        """Hands on everything one call carries, or nothing: raises Overloaded
+        (RESOURCE_EXHAUSTED for the agent, which sends the call again) when
+        the budget has no room for all of it within ``wait_s``."""
+        with self.budget.admission(memory_size(records) + memory_size(metrics), self.wait_s):
+            for r_model, r_items in _by_type(records).items():
+                self.records(r_model).accept_many(r_items)
+            for m_model, m_items in _by_type(metrics).items():
+                self.metrics(m_model).accept_many(m_items)
+
+    def check_size(self, nbytes: int) -> None:
+        """Refuses a call that alone would fill the budget, while it is still
+        coming in (before holding all of it)."""
+        if nbytes > self.budget.limit_bytes:
+            raise Overloaded(
+                f"the call carries more than {self.budget.limit_bytes} bytes, the node's whole memory "
+                "budget; send less per call"
+            )
+
+
+S = TypeVar("S", bound=StreamData)
+
+
+def _by_type(items: Sequence[S]) -> dict[type[S], list[S]]:
+    grouped: dict[type[S], list[S]] = {}
+    for item in items:
+        grouped.setdefault(type(item), []).append(item)
+    return grouped
 
 
 def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext) -> Iterator[Any]:
@@ -178,10 +237,6 @@ def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext
         return
     if not context.is_active():
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the agent cancelled the call"))
-
-
-HAND_ON = BatchPolicy(max_items=200)
-"""Segments of one call handed on together."""
 
 
 def _now_ms() -> int:
@@ -244,11 +299,12 @@ class TraceSegmentReportService:
         self._refusals = Refusals("segments", instruments)
 
     def _take_all(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
-        """Takes the segments of one call, handing them on in chunks: the names
-        of a chunk are registered once, its records and metrics queued in one
-        step per type."""
+        """Takes the good segments of one call, all at once: their records and
+        metrics are queued together (or the call is refused whole), then the
+        names in them are registered."""
         now_ms = _now_ms()
-        chunk: list[Segment] = []
+        taken: list[Segment] = []
+        size = 0
         for pb in segments:
             self._segments.inc()
             segment = segment_of(pb)
@@ -257,22 +313,21 @@ class TraceSegmentReportService:
             except Refused as e:
                 tally.refuse(e)
                 continue
-            chunk.append(segment)
-            if len(chunk) == HAND_ON.max_items:
-                self._hand_on(chunk)
-                tally.taken += len(chunk)
-                chunk = []
-        if chunk:
-            self._hand_on(chunk)
-            tally.taken += len(chunk)
+            taken.append(segment)
+            size += 2 * len(segment.data)
+            self._sinks.check_size(size)
+        if taken:
+            self._sinks.take([record_of(s) for s in taken], measure(taken))
+            tally.taken += len(taken)
+            self._register_names(taken)
         tally.check()
         return NO_COMMANDS
 
-    def _hand_on(self, chunk: list[Segment]) -> None:
+    def _register_names(self, segments: list[Segment]) -> None:
         instances: set[tuple[str, str]] = set()
         endpoints: dict[str, set[str]] = {}
         peers: set[str] = set()
-        for segment in chunk:
+        for segment in segments:
             instances.add((segment.service, segment.instance))
             for span in segment.spans:
                 if span.kind == SpanKind.ENTRY and span.operation:
@@ -285,13 +340,7 @@ class TraceSegmentReportService:
         for service, names in endpoints.items():
             self._names.endpoints(service, names)
         if peers:
-            self._registrar.addresses(sorted(peers))
-        self._sinks.records(SegmentRecord).accept_many([record_of(s) for s in chunk])
-        by_model: dict[type[Metrics], list[Metrics]] = {}
-        for value in measure(chunk):
-            by_model.setdefault(type(value), []).append(value)
-        for model, values in by_model.items():
-            self._sinks.metrics(model).accept_many(values)
+            self._names.addresses(sorted(peers))
 
     def collect(
         self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
@@ -346,7 +395,8 @@ class LogReportService:
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
         now_ms = _now_ms()
-        records = self._sinks.records(LogRecord)
+        records: list[LogRecord] = []
+        size = 0
         for pb in _taking(requests, tally, context):
             self._logs.inc()
             try:
@@ -354,12 +404,17 @@ class LogReportService:
             except Refused as e:
                 tally.refuse(e)
                 continue
+            records.append(record)
+            size += record.size_hint()
+            self._sinks.check_size(size)
+        if records:
+            self._sinks.take(records, ())
+            tally.taken += len(records)
+        for record in records:
             if record.instance:
                 self._names.seen(record.service, record.instance)
             if record.endpoint:
                 self._names.endpoints(record.service, [record.endpoint])
-            records.accept(record)
-            tally.taken += 1
         tally.check()
         return NO_COMMANDS
 
@@ -404,10 +459,10 @@ class MeterReportService:
         total = float(sum(b.count for b in value.values))
         return MeterMetrics(**common, value_sum=total, last_value=total, buckets=buckets)
 
-    def _take(self, meters: Iterable[meter_pb2.MeterData], tally: Tally) -> None:
+    def _take(self, meters: Iterable[meter_pb2.MeterData], tally: Tally, taken: list[MeterMetrics]) -> None:
+        """Checks ``meters``, adding the good ones to ``taken``."""
         now_ms = _now_ms()
         source: tuple[str, str] | None = None
-        sink = self._sinks.metrics(MeterMetrics)
         for pb in meters:
             self._meters.inc()
             try:
@@ -416,32 +471,40 @@ class MeterReportService:
                         self._limits.name("service", pb.service),
                         self._limits.name("serviceInstance", pb.serviceInstance),
                     )
-                    self._names.seen(*source)
                 if source is None:
                     raise Refused(Reason.MISSING_NAME, "the first meter of a stream names no service")
                 metric = self._metric(pb, source, now_ms)
             except Refused as e:
                 tally.refuse(e)
                 continue
-            sink.accept(metric)
-            tally.taken += 1
+            taken.append(metric)
+        self._sinks.check_size(memory_size(taken))
+
+    def _hand_on(self, taken: list[MeterMetrics], tally: Tally) -> common_pb2.Commands:
+        if taken:
+            self._sinks.take((), taken)
+            tally.taken += len(taken)
+        for service, instance in sorted({(m.service, m.instance) for m in taken}):
+            self._names.seen(service, instance)
+        tally.check()
+        return NO_COMMANDS
 
     def collect(
         self, requests: Iterator[meter_pb2.MeterData], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
-        self._take(_taking(requests, tally, context), tally)
-        tally.check()
-        return NO_COMMANDS
+        taken: list[MeterMetrics] = []
+        self._take(_taking(requests, tally, context), tally, taken)
+        return self._hand_on(taken, tally)
 
     def collectBatch(
         self, requests: Iterator[meter_pb2.MeterDataCollection], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
+        taken: list[MeterMetrics] = []
         for batch in _taking(requests, tally, context):
-            self._take(batch.meterData, tally)
-        tally.check()
-        return NO_COMMANDS
+            self._take(batch.meterData, tally, taken)
+        return self._hand_on(taken, tally)
 
 
 def add_skywalking_services(

@@ -6,13 +6,17 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import sys
 import threading
 import time
+import typing
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from model.stream import StreamData
+from runtime.budget import ITEM_OVERHEAD_BYTES, Overloaded
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
 
@@ -27,6 +31,9 @@ class BufferStrategy(enum.Enum):
     """Wait for room: the producer slows down to the drain pool's pace."""
     IF_POSSIBLE = "if_possible"
     """Drop the item at once and count it: the producer never waits."""
+    ADMITTED = "admitted"
+    """Never full: the node's memory budget admitted the work before it came
+    here (``runtime/budget.py``), and the queue's bytes count against it."""
 
 
 @dataclass(frozen=True)
@@ -43,19 +50,21 @@ class BufferClosed(RuntimeError):
     """Raised by ``produce`` on a queue that is closing."""
 
 
-class BufferFull(RuntimeError):
+class BufferFull(Overloaded):
     """Raised by ``produce`` under BLOCKING when the queue stayed full for its
     ``max_wait_s``: the caller should shed the work (tell its client to come
     back later) rather than hold a thread any longer."""
 
 
 class _Channel(Generic[T]):
-    __slots__ = ("capacity", "items", "not_full")
+    __slots__ = ("bytes", "capacity", "items", "not_full")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.items: deque[T] = deque()
         self.not_full = threading.Condition(threading.Lock())
+        self.bytes = 0
+        """ADMITTED queues: the memory size of the items."""
 
 
 class BufferQueue(Generic[T]):
@@ -81,7 +90,9 @@ class BufferQueue(Generic[T]):
         self.strategy = strategy
         self.buffer_size = buffer_size
         self.max_wait_s = max_wait_s
-        self._channels = [_Channel[T](buffer_size) for _ in range(channels)]
+        self._admitted = strategy is BufferStrategy.ADMITTED
+        room = sys.maxsize if self._admitted else buffer_size
+        self._channels = [_Channel[T](room) for _ in range(channels)]
         self._next_channel = itertools.count()
         self._closed = False
         self.on_data: Callable[[], None] = lambda: None
@@ -106,6 +117,15 @@ class BufferQueue(Generic[T]):
 
     def depth(self) -> int:
         return sum(len(c.items) for c in self._channels)
+
+    def bytes(self) -> int:
+        """ADMITTED queues: the memory size of what waits (0 for the others)."""
+        return sum(c.bytes for c in self._channels)
+
+    def _size(self, items: Sequence[T]) -> int:
+        if not self._admitted:
+            return 0
+        return sum(typing.cast(StreamData, i).size_hint() for i in items) + ITEM_OVERHEAD_BYTES * len(items)
 
     def _wait_for_room(self, channel: _Channel[T], deadline: float | None) -> None:
         if deadline is not None and time.monotonic() >= deadline:
@@ -140,6 +160,7 @@ class BufferQueue(Generic[T]):
             if self._closed:
                 raise BufferClosed(f"buffer queue {self.name} is closed")
             channel.items.append(item)
+            channel.bytes += self._size((item,))
         self.on_data()
         return True
 
@@ -166,7 +187,9 @@ class BufferQueue(Generic[T]):
                         return done
                     self._wait_for_room(channel, deadline)
                     continue
-                channel.items.extend(items[done : done + room])
+                taken = items[done : done + room]
+                channel.items.extend(taken)
+                channel.bytes += self._size(taken)
                 done = min(len(items), done + room)
                 self.on_data()
         return done
@@ -177,6 +200,7 @@ class BufferQueue(Generic[T]):
         with ch.not_full:
             n = min(max_items, len(ch.items))
             batch = [ch.items.popleft() for _ in range(n)]
+            ch.bytes -= self._size(batch)
             if n:
                 ch.not_full.notify_all()
         return batch

@@ -24,8 +24,8 @@ def is_retriable(error: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 4
-    """Tries in all, the first included."""
+    attempts: int | None = 4
+    """Tries in all, the first included; None: until it succeeds or is interrupted."""
     first_delay_s: float = 0.2
     multiplier: float = 5.0
     max_delay_s: float = 3.0
@@ -49,13 +49,16 @@ class RetryPolicy:
                 return fn()
             except Exception as e:
                 failures += 1
-                if not is_retriable(e) or failures >= self.attempts or interrupt.is_set():
+                out_of_tries = self.attempts is not None and failures >= self.attempts
+                if not is_retriable(e) or out_of_tries or interrupt.is_set():
                     raise
                 if interrupt.wait(self.delay_s(failures)):
                     raise
 
 
 STORAGE_WRITES = RetryPolicy()
-"""Writes of records and topic appends: four tries over about four seconds
-(0.2, 1 and 3 s at most between them) while the agents' calls are held back by
-the queue behind."""
+"""Topic appends: four tries over about four seconds (0.2, 1 and 3 s at most
+between them)."""
+UNTIL_STORED = RetryPolicy(attempts=None, max_delay_s=5.0)
+"""Writes of records: tried until storage takes them (at most 5 s apart) or
+the node closes; the memory budget holds agents back meanwhile."""

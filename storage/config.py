@@ -20,6 +20,9 @@ class StorageConfig:
     embedded_path: str = option("skyoap-data/skyoap.db", "SQLite file of the embedded storage")
     es_hosts: str = option("http://127.0.0.1:9200", "Elasticsearch URLs, comma separated")
     es_index_prefix: str = option("skyoap", "prefix of every Elasticsearch index the node creates")
+    es_request_timeout_s: float = option(
+        30.0, "how long one Elasticsearch request may take; a write that times out is confirmed later"
+    )
     redis_url: str = option(
         "redis://127.0.0.1:6379/0", "Redis for the global lock and sequences (elasticsearch storage)"
     )

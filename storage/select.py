@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator, StateStore, TopicDAO
@@ -18,6 +18,9 @@ class OpenStorage:
     topics: TopicDAO
     state: StateStore
     sequences: SequenceAllocator
+    inventory_within: Callable[[float], InventoryDAO]
+    """The inventory, read with one try of at most the given seconds (what an
+    agent's call waits on); closing it closes nothing."""
 
     def close(self) -> None:
         """Closes the allocator and the DAOs (which share one connection)."""
@@ -35,7 +38,7 @@ def open_storage(config: StorageConfig) -> OpenStorage:
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
         from storage.redis.sequences import RedisSequenceAllocator
 
-        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix)
+        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix, config.es_request_timeout_s)
         allocator = RedisSequenceAllocator(config.redis_url, config.redis_key_prefix)
         return OpenStorage(
             ElasticsearchInventoryDAO(client),
@@ -44,6 +47,7 @@ def open_storage(config: StorageConfig) -> OpenStorage:
             ElasticsearchTopicDAO(client, allocator),
             ElasticsearchStateStore(client),
             allocator,
+            lambda timeout_s: ElasticsearchInventoryDAO(client.within(timeout_s)),
         )
     from storage.embedded.db import Database
     from storage.embedded.inventory import EmbeddedInventoryDAO
@@ -53,13 +57,15 @@ def open_storage(config: StorageConfig) -> OpenStorage:
     from storage.embedded.topics import EmbeddedStateStore, EmbeddedTopicDAO
 
     db = Database(config.embedded_path)
+    inventory = EmbeddedInventoryDAO(db)
     return OpenStorage(
-        EmbeddedInventoryDAO(db),
+        inventory,
         EmbeddedMetricsDAO(db),
         EmbeddedRecordDAO(db),
         EmbeddedTopicDAO(db),
         EmbeddedStateStore(db),
         LocalSequenceAllocator(),
+        lambda timeout_s: inventory,  # a local file: reads wait only for the writes under way
     )
 
 
@@ -70,7 +76,7 @@ def open_topics(config: StorageConfig) -> tuple[TopicDAO, StateStore]:
         from storage.elasticsearch.client import ElasticsearchClient
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
 
-        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix)
+        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix, config.es_request_timeout_s)
         return ElasticsearchTopicDAO(client), ElasticsearchStateStore(client)
     from storage.embedded.db import Database
     from storage.embedded.topics import EmbeddedStateStore, EmbeddedTopicDAO

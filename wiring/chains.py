@@ -30,7 +30,8 @@ from remote.selector import SelectorKind
 from remote.sender import RemoteSender
 from remote.worker import RemoteWorker
 from runtime.batching import BatchPolicy
-from runtime.buffer import BufferSpec
+from runtime.budget import MemoryBudget
+from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
 from runtime.pools import DrainPool
@@ -80,8 +81,16 @@ class ChainLevel:
 
 
 def l1_buffer(config: NodeConfig) -> BufferSpec:
+    """The L1 queues of registration: a full one holds an agent's call up to
+    its deadline (agents register again and again until they have ids)."""
     w = config.workers
-    return BufferSpec(w.l1_channels, w.l1_buffer_size, w.l1_strategy, w.l1_max_wait_s)
+    return BufferSpec(w.l1_channels, w.l1_buffer_size, w.l1_strategy, config.limits.call_deadline_s)
+
+
+def admitted_buffer(config: NodeConfig, channels: int) -> BufferSpec:
+    """The queues of telemetry: the node's memory budget admits a call whole
+    before anything of it is queued, so they take every item."""
+    return BufferSpec(channels, config.workers.l1_buffer_size, BufferStrategy.ADMITTED)
 
 
 def l2_buffer(config: NodeConfig) -> BufferSpec:
@@ -166,6 +175,7 @@ class MetricsStreamProcessor:
         workers: Workers,
         sender: RemoteSender | None,
         instruments: Instruments,
+        budget: MemoryBudget,
         publisher: TopicPublisher | None = None,
     ) -> None:
         role, w = config.cluster.role, config.workers
@@ -184,9 +194,10 @@ class MetricsStreamProcessor:
                     l2_pool,
                     instruments,
                     l2_buffer(config),
-                    w.metrics_max_pending,
+                    budget.limit_bytes,
                     publisher,
                 )
+                budget.hold(l2.held_bytes)
                 workers.register(l2)
                 self._l2.append(l2)
             if not role.takes_agents:
@@ -206,9 +217,10 @@ class MetricsStreamProcessor:
                 remote,
                 l1_pool,
                 instruments,
-                l1_buffer(config),
+                admitted_buffer(config, w.l1_channels),
                 w.metrics_l1_flush_period_s,
             )
+            budget.hold(l1.held_bytes)
             workers.register(l1)
             self._l1.append(l1)
             self._entries[model] = l1
@@ -261,6 +273,7 @@ class RecordStreamProcessor:
         dao: RecordDAO,
         workers: Workers,
         instruments: Instruments,
+        budget: MemoryBudget,
         publisher: TopicPublisher | None = None,
     ) -> None:
         w = config.workers
@@ -278,13 +291,14 @@ class RecordStreamProcessor:
                 dao,
                 pool,
                 instruments,
-                BufferSpec(1, w.record_buffer_size, w.l1_strategy, w.l1_max_wait_s),
+                admitted_buffer(config, 1),
                 BatchPolicy(max_items=w.record_bulk_size),
                 publisher,
             )
+            budget.hold(worker.held_bytes)
             workers.register(worker)
             self._entries[model] = worker
-        # Closing: what storage does not take at once is dropped, not waited for.
+        # Closing: what storage does not take at once is dropped (and counted), not waited for.
         self.l2 = ChainLevel(pool, before_drain=[w.interrupt_retries for w in self._entries.values()])
 
     def entry(self, model: type[Record]) -> Worker[Record]:

@@ -68,9 +68,6 @@ class WorkersConfig:
     l1_strategy: BufferStrategy = option(
         BufferStrategy.BLOCKING, "what a full L1 queue does: blocking or if_possible (drop)"
     )
-    l1_max_wait_s: float = option(
-        5.0, "how long an agent call waits for room in a full L1 queue before it is told to come back later"
-    )
     l1_pool_size: int = option(2, "threads of the REGISTER_L1 drain pool shared by every L1 worker")
     l2_channels: int = option(1, "channels of each L2 (persistent) worker's buffer queue")
     l2_buffer_size: int = option(10_000, "items per channel of each L2 buffer queue")
@@ -85,10 +82,6 @@ class WorkersConfig:
     metrics_persist_interval_s: float = option(
         3.0, "how often an aggregator adds what it merged to the stored metrics, in bulk"
     )
-    metrics_max_pending: int = option(
-        500_000, "metric rows per level an aggregator holds while storage does not take them"
-    )
-    record_buffer_size: int = option(50_000, "segments or log lines waiting to be stored, per record type")
     record_bulk_size: int = option(2000, "most records one bulk write carries")
     record_pool_size: int = option(1, "threads of the RECORD_PERSIST drain pool")
     heartbeat_expiry_s: float = option(
@@ -108,7 +101,19 @@ class WorkersConfig:
 
 @dataclass(frozen=True)
 class LimitsConfig:
-    """What one agent call may carry; more is refused with a status that says why."""
+    """What one agent call may carry and how long it may take; more is refused
+    with a status that says why."""
+
+    call_deadline_s: float = option(
+        5.0,
+        "how long an agent call may wait for room or for storage before it is answered "
+        "RESOURCE_EXHAUSTED or UNAVAILABLE (and a batch from another node for room in L2)",
+    )
+    memory_limit_mb: int = option(
+        256,
+        "megabytes of accepted telemetry a node holds while it is combined, sent on or stored; "
+        "calls that do not fit wait, then are refused whole",
+    )
 
     max_name_length: int = option(500, "longest name (in characters) a registration may carry")
     max_properties_chars: int = option(16_384, "most characters of tags and properties one name may carry")

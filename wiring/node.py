@@ -26,6 +26,7 @@ from remote.grpc_client import GrpcRemoteClient
 from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
 from remote.service import add_remote_service
+from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
 from runtime.lifecycle import Lifecycle
 from runtime.worker import Workers
@@ -62,6 +63,7 @@ class Node:
         check(config)
         self.config = config
         self.instruments = Instruments()
+        self.budget = MemoryBudget(config.limits.memory_limit_mb * 1024 * 1024, self.instruments)
         self.storage: OpenStorage | None = None
         self.server: GrpcServer | None = None
         self.workers = Workers()
@@ -129,7 +131,9 @@ class Node:
             self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
                 lambda: len(manager.clients)
             )
-        cache = InventoryCache(storage.inventory, cfg.workers.cache_size, cfg.workers.miss_recheck_s)
+        # What an agent's call reads, it reads within the call's deadline.
+        edge_reads = storage.inventory_within(cfg.limits.call_deadline_s)
+        cache = InventoryCache(edge_reads, cfg.workers.cache_size, cfg.workers.miss_recheck_s)
         inventory = InventoryStreamProcessor(
             cfg,
             storage.inventory,
@@ -143,9 +147,11 @@ class Node:
             publisher=publisher,
         )
         metrics = MetricsStreamProcessor(
-            cfg, storage.metrics, self.workers, sender, self.instruments, publisher
+            cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, publisher
         )
-        records = RecordStreamProcessor(cfg, storage.records, self.workers, self.instruments, publisher)
+        records = RecordStreamProcessor(
+            cfg, storage.records, self.workers, self.instruments, self.budget, publisher
+        )
         processors = (inventory, metrics, records)
         for level in (p.l2 for p in processors):
             if level is not None:
@@ -184,9 +190,8 @@ class Node:
                 int(cfg.limits.telemetry_max_age_s * 1000),
                 int(cfg.limits.telemetry_max_ahead_s * 1000),
             )
-            names = add_skywalking_services(
-                server, registrar, Sinks(metrics.entry, records.entry), telemetry, self.instruments
-            )
+            sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
+            names = add_skywalking_services(server, registrar, sinks, telemetry, self.instruments)
             life.start(names)
         life.start(server)
         if isinstance(cluster, RedisCluster) and role.is_target:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping
@@ -98,6 +99,15 @@ class ElasticsearchClient:
         self.writes = self.es.options(max_retries=0, retry_on_timeout=False)
         self.prefix = index_prefix
         self._closed = False
+
+    def within(self, timeout_s: float) -> ElasticsearchClient:
+        """The same connections, read with one try of at most ``timeout_s``:
+        for the reads an agent's call waits on, which must answer within the
+        call's deadline. Closing it closes nothing."""
+        view = copy.copy(self)
+        view.es = self.es.options(request_timeout=timeout_s, max_retries=0, retry_on_timeout=False)
+        view._closed = True
+        return view
 
     def index(self, name: str) -> str:
         return f"{self.prefix}_{name}"

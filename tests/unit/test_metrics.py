@@ -20,6 +20,7 @@ from model.metrics import (
     latency_bucket,
     minute_bucket,
 )
+from runtime.budget import memory_size
 from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
@@ -88,7 +89,7 @@ def l2_worker(dao: MemoryMetricsDAO, instruments: Instruments | None = None) -> 
         DrainPool("test", 1, instruments),
         instruments,
         BufferSpec(1, 100, BufferStrategy.BLOCKING),
-        max_pending=100,
+        max_held_bytes=10**9,
     )
 
 
@@ -229,3 +230,31 @@ def test_deltas_are_added_once_through_a_long_run_of_random_faults() -> None:
     for lvl in Downsampling:
         assert stored_calls(dao, lvl) == expected_calls(sent, lvl), lvl
     assert sum(c for c, _ in stored_calls(dao, DAY).values()) == len(sent)
+
+
+def test_past_its_memory_bound_l2_drops_the_oldest_deltas_and_counts_them() -> None:
+    dao = MemoryMetricsDAO()
+    instruments = Instruments()
+    one = delta(202611211905, "shop", 10)
+    per_row = memory_size([one])
+    worker = MetricsPersistentWorker(
+        1, "service_metrics_l2", ServiceMetrics, dao, DrainPool("test", 1, instruments), instruments,
+        BufferSpec(1, 100, BufferStrategy.BLOCKING), max_held_bytes=4 * per_row,
+    )  # fmt: skip
+    dao.down = set(Downsampling)
+    take(worker, [delta(202611211905, "shop", 10), delta(202611211906, "shop", 20)])
+    worker.persist()  # 2 minutes, 1 hour, 1 day held: 4 rows fit
+    assert (
+        instruments.value("skyoap_worker_dropped_total", worker="service_metrics_l2", reason="memory_full")
+        == 0
+    )
+    take(worker, [delta(202611211907, "shop", 30)])
+    worker.persist()  # a third minute: one row too many, the oldest minute goes
+    assert (
+        instruments.value("skyoap_worker_dropped_total", worker="service_metrics_l2", reason="memory_full")
+        == 1
+    )
+    dao.down = set()
+    worker.persist()
+    assert stored_calls(dao, MINUTE) == {(202611211906, "shop"): (1, 20), (202611211907, "shop"): (1, 30)}
+    assert stored_calls(dao, HOUR) == {(2026112119, "shop"): (3, 60)}

@@ -1,0 +1,220 @@
+"""What the fault tests share: an agent load that keeps a ledger of what the
+node accepted and refused, the exact metrics that ledger implies, what
+storage holds, and the line each test prints for ``docs/reliability.md``."""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from elasticsearch import Elasticsearch
+
+from deploy.cluster import NodeProcess, read_metrics
+from model.metrics import Downsampling, EndpointMetrics, ServiceMetrics
+from proto.skywalking import common_pb2, tracing_pb2
+from storage.config import StorageConfig, StorageKind
+from storage.select import open_storage
+
+SERVICES = ("shop", "cart", "pay")
+FIGURES = Path(__file__).resolve().parent / "figures.jsonl"
+"""Each run appends its figures here (not committed): the source of the table."""
+
+Sums = dict[tuple[str, int, str], tuple[int, int]]
+"""(model, bucket, entity) -> (calls, latency sum)."""
+
+
+@dataclass
+class Ledger:
+    """What the agents sent and what became of it, segment by segment."""
+
+    sent: int = 0
+    accepted: list[tuple[str, str, int, int]] = field(default_factory=list)
+    """(service, endpoint, start ms, latency ms) of each segment taken."""
+    refused: collections.Counter[str] = field(default_factory=collections.Counter)
+    """Segments of calls answered with each status other than OK."""
+    slowest_answer_s: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def expected(self, level: Downsampling) -> Sums:
+        sums: dict[tuple[str, int, str], list[int]] = {}
+        for service, endpoint, start, latency in self.accepted:
+            bucket = level.bucket_of(start)
+            for key in (("service", bucket, service), ("endpoint", bucket, f"{service}/{endpoint}")):
+                acc = sums.setdefault(key, [0, 0])
+                acc[0] += 1
+                acc[1] += latency
+        return {k: (c, lat) for k, (c, lat) in sums.items()}
+
+
+def segment(n: int, now_ms: int) -> tuple[tracing_pb2.SegmentObject, tuple[str, str, int, int]]:
+    service, endpoint, latency = SERVICES[n % 3], f"/op{n % 5}", n % 97 + 1
+    start = now_ms - 200
+    pb = tracing_pb2.SegmentObject(
+        traceId=f"t-{n}", traceSegmentId=f"s-{n}", service=service, serviceInstance=f"{service}-1",
+        spans=[tracing_pb2.SpanObject(
+            spanId=0, parentSpanId=-1, spanType=tracing_pb2.Entry, startTime=start, endTime=start + latency,
+            operationName=endpoint,
+        )],
+    )  # fmt: skip
+    return pb, (service, endpoint, start, latency)
+
+
+class AgentLoad:
+    """``threads`` agents, each sending ``calls_per_s`` calls of
+    ``segments_per_call`` segments to ``address`` until stopped. A call is
+    either taken whole or refused whole (the node promises it), so the ledger
+    books it whole either way."""
+
+    def __init__(
+        self,
+        address: str,
+        calls_per_s: float,
+        segments_per_call: int,
+        threads: int = 1,
+        client_timeout_s: float = 30.0,
+    ) -> None:
+        self.ledger = Ledger()
+        self._address = address
+        self._pause_s = 1.0 / calls_per_s
+        self._per_call = segments_per_call
+        self._timeout_s = client_timeout_s
+        self._stop = threading.Event()
+        self._next = iter(range(10**9))
+        self._next_lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def __enter__(self) -> AgentLoad:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(self._timeout_s + 10)
+
+    def _numbers(self) -> list[int]:
+        with self._next_lock:
+            return [next(self._next) for _ in range(self._per_call)]
+
+    def _run(self) -> None:
+        with grpc.insecure_channel(self._address) as channel:
+            collect = channel.stream_unary(
+                "/skywalking.v3.TraceSegmentReportService/collect",
+                request_serializer=tracing_pb2.SegmentObject.SerializeToString,
+                response_deserializer=common_pb2.Commands.FromString,
+            )
+            while not self._stop.is_set():
+                began = time.monotonic()
+                now_ms = int(time.time() * 1000)
+                made = [segment(n, now_ms) for n in self._numbers()]
+                status = "OK"
+                try:
+                    collect(iter([pb for pb, _ in made]), timeout=self._timeout_s)
+                except grpc.RpcError as e:
+                    status = e.code().name
+                took = time.monotonic() - began
+                with self.ledger.lock:
+                    self.ledger.sent += len(made)
+                    self.ledger.slowest_answer_s = max(self.ledger.slowest_answer_s, took)
+                    if status == "OK":
+                        self.ledger.accepted += [facts for _, facts in made]
+                    else:
+                        self.ledger.refused[status] += len(made)
+                self._stop.wait(max(0.0, self._pause_s - took))
+
+
+def storage_config(es_url: str, redis_url: str, prefix: str) -> StorageConfig:
+    return StorageConfig(
+        kind=StorageKind.ELASTICSEARCH, es_hosts=es_url, es_index_prefix=prefix,
+        redis_url=redis_url, redis_key_prefix=prefix,
+    )  # fmt: skip
+
+
+def stored_sums(config: StorageConfig, level: Downsampling) -> Sums:
+    storage = open_storage(config)
+    try:
+        sums: Sums = {}
+        for s in storage.metrics.query(ServiceMetrics, level, 0, 10**12, limit=10_000):
+            sums[("service", s.time_bucket, s.service)] = (s.calls, s.latency_sum_ms)
+        for e in storage.metrics.query(EndpointMetrics, level, 0, 10**12, limit=10_000):
+            sums[("endpoint", e.time_bucket, f"{e.service}/{e.endpoint}")] = (e.calls, e.latency_sum_ms)
+        return sums
+    finally:
+        storage.close()
+
+
+def stored_segments(es_url: str, prefix: str) -> int:
+    with Elasticsearch(es_url) as es:
+        es.indices.refresh(index=f"{prefix}_segment-*")
+        return int(es.count(index=f"{prefix}_segment-*")["count"])
+
+
+def wait_until_idle(node: NodeProcess, timeout_s: float = 120.0) -> None:
+    """Until the node holds nothing for storage, twice in a row."""
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while quiet < 2:
+        scrape = read_metrics(node.admin)
+        busy = (
+            scrape.value("skyoap_memory_held_bytes")
+            + scrape.total("skyoap_metrics_pending")
+            + scrape.total("skyoap_buffer_depth")
+        )
+        quiet = quiet + 1 if busy == 0 else 0
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the node still holds work after {timeout_s:g} s")
+        time.sleep(1.0)
+
+
+@dataclass
+class Outcome:
+    fault: str
+    load: str
+    sent: int
+    accepted: int
+    refused: dict[str, int]
+    stored: int
+    lost: int
+    double_counted: int
+    slowest_answer_s: float
+
+    def line(self) -> str:
+        refused = ", ".join(f"{n} {code}" for code, n in sorted(self.refused.items())) or "0"
+        return (
+            f"| {self.fault} | {self.load} | {self.sent} | {self.accepted} | {refused} | {self.stored} "
+            f"| {self.lost} | {self.double_counted} | {self.slowest_answer_s:.1f} s |"
+        )
+
+
+def settle(
+    fault: str, load: str, ledger: Ledger, config: StorageConfig, node: NodeProcess
+) -> tuple[Outcome, list[tuple[Downsampling, Sums, Sums]]]:
+    """Waits until the node stored everything; returns the figures (printed,
+    and kept in ``FIGURES``) and each level's expected and stored sums."""
+    wait_until_idle(node)
+    segments = stored_segments(config.es_hosts, config.es_index_prefix)
+    levels = [(level, ledger.expected(level), stored_sums(config, level)) for level in Downsampling]
+    lost = double = 0
+    for _, want, got in levels:
+        for key in want.keys() | got.keys():
+            diff = got.get(key, (0, 0))[0] - want.get(key, (0, 0))[0]
+            double += max(0, diff)
+            lost += max(0, -diff)
+    accepted = len(ledger.accepted)
+    outcome = Outcome(
+        fault, load, ledger.sent, accepted, dict(ledger.refused), segments,
+        lost + max(0, accepted - segments), double + max(0, segments - accepted), ledger.slowest_answer_s,
+    )  # fmt: skip
+    print(outcome.line())
+    with FIGURES.open("a") as f:
+        f.write(json.dumps(outcome.__dict__) + "\n")
+    return outcome, levels

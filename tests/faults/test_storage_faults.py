@@ -1,0 +1,171 @@
+"""Storage faults under agent load, on real processes: an Elasticsearch of the
+module's own (so that freezing or killing it disturbs no other test), the
+session's Redis, and a mixed ``skyoap node`` process. Each test prints its
+figures and asserts that every segment taken is stored once and that each
+level's metrics are exactly those of the segments taken."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from elasticsearch import Elasticsearch
+
+from deploy.cluster import LocalCluster, NodeProcess
+from deploy.servers import ElasticsearchServer, RedisServer
+from model.metrics import Downsampling
+from proto.skywalking import common_pb2, management_pb2
+from tests.conftest import FAST_CLUSTER
+from tests.faults.support import AgentLoad, Ledger, Outcome, Sums, settle, storage_config
+
+pytestmark = pytest.mark.faults
+
+NODE = [
+    "--metrics-persist-interval-s", "1",
+    "--metrics-l1-flush-period-s", "0.2",
+    "--es-request-timeout-s", "2",
+    "--call-deadline-s", "3",
+    "--memory-limit-mb", "64",
+]  # fmt: skip
+"""Timeouts short enough that a fault passes every one of them in seconds."""
+ANSWERED = {"OK", "UNAVAILABLE", "RESOURCE_EXHAUSTED"}
+
+
+@pytest.fixture(scope="module")
+def es() -> Iterator[ElasticsearchServer]:
+    server = ElasticsearchServer().start()
+    yield server
+    server.stop()
+
+
+MixedNode = Callable[[ElasticsearchServer], tuple[LocalCluster, NodeProcess]]
+
+
+@pytest.fixture
+def mixed_node(redis_server: RedisServer, tmp_path: Path) -> Iterator[MixedNode]:
+    made: list[LocalCluster] = []
+
+    def start(es: ElasticsearchServer) -> tuple[LocalCluster, NodeProcess]:
+        cluster = LocalCluster.create(tmp_path / "cluster", redis_server.url, es.url, [*FAST_CLUSTER, *NODE])
+        made.append(cluster)
+        return cluster, cluster.add("mixed")
+
+    yield start
+    for cluster in made:
+        cluster.down()
+
+
+def assert_exact(outcome: Outcome, levels: list[tuple[Downsampling, Sums, Sums]], ledger: Ledger) -> None:
+    assert set(ledger.refused) <= ANSWERED - {"OK"}, ledger.refused
+    assert outcome.accepted > 0
+    for level, want, got in levels:
+        assert got == want, level
+    assert (outcome.lost, outcome.double_counted) == (0, 0)
+
+
+def keep_alive_answers(address: str, calls: int) -> list[str]:
+    """What new instances' keepAlive calls get (they read storage for ids)."""
+    codes = []
+    with grpc.insecure_channel(address) as channel:
+        keep_alive = channel.unary_unary(
+            "/skywalking.v3.ManagementService/keepAlive",
+            request_serializer=management_pb2.InstancePingPkg.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        for n in range(calls):
+            try:
+                keep_alive(
+                    management_pb2.InstancePingPkg(service=f"new-{n}", serviceInstance="i"), timeout=20
+                )
+                codes.append("OK")
+            except grpc.RpcError as e:
+                codes.append(e.code().name)
+    return codes
+
+
+def test_elasticsearch_frozen_past_every_timeout_then_thawed(
+    es: ElasticsearchServer, mixed_node: MixedNode
+) -> None:
+    cluster, node = mixed_node(es)
+    config = storage_config(es.url, cluster.state.redis_url, cluster.state.prefix)
+    with AgentLoad(node.address, calls_per_s=10, segments_per_call=5, threads=2) as load:
+        time.sleep(4)
+        es.kill(signal.SIGSTOP)
+        try:
+            during = keep_alive_answers(node.address, 3)
+            time.sleep(12)  # six request timeouts, twelve persistence rounds
+        finally:
+            es.kill(signal.SIGCONT)
+        time.sleep(4)
+    outcome, levels = settle(
+        "Elasticsearch frozen (SIGSTOP) 15 s", "2 agents x 50 segments/s", load.ledger, config, node
+    )
+    assert_exact(outcome, levels, load.ledger)
+    assert set(during) <= ANSWERED, during  # none ran into the client's 20 s timeout
+
+
+def test_elasticsearch_killed_and_restarted_on_its_data(
+    es: ElasticsearchServer, mixed_node: MixedNode
+) -> None:
+    cluster, node = mixed_node(es)
+    config = storage_config(es.url, cluster.state.redis_url, cluster.state.prefix)
+    with AgentLoad(node.address, calls_per_s=10, segments_per_call=5, threads=2) as load:
+        time.sleep(4)
+        es.restart(signal.SIGKILL)
+        time.sleep(4)
+    outcome, levels = settle(
+        "Elasticsearch killed (SIGKILL), restarted on its data",
+        "2 agents x 50 segments/s",
+        load.ledger,
+        config,
+        node,
+    )
+    assert_exact(outcome, levels, load.ledger)
+
+
+def bulk_noise(url: str, stop: threading.Event) -> None:
+    """Bulk writes of its own, to keep a one-thread write pool busy."""
+    with Elasticsearch(url) as client:
+        doc = {"index": {"_index": "noise"}}
+        body = [x for n in range(200) for x in (doc, {"n": n})]
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # rejections are the point
+                client.bulk(operations=body)
+
+
+def rejected_writes(url: str) -> int:
+    with Elasticsearch(url) as client:
+        nodes = client.nodes.stats(metric="thread_pool")["nodes"]
+        return sum(n["thread_pool"]["write"]["rejected"] for n in nodes.values())
+
+
+def test_elasticsearch_answering_429(mixed_node: MixedNode) -> None:
+    busy = ElasticsearchServer(
+        settings={"thread_pool.write.size": 1, "thread_pool.write.queue_size": 1}
+    ).start()
+    try:
+        cluster, node = mixed_node(busy)
+        config = storage_config(busy.url, cluster.state.redis_url, cluster.state.prefix)
+        stop = threading.Event()
+        noise = [threading.Thread(target=bulk_noise, args=(busy.url, stop), daemon=True) for _ in range(4)]
+        with AgentLoad(node.address, calls_per_s=20, segments_per_call=10, threads=2) as load:
+            for t in noise:
+                t.start()
+            time.sleep(15)
+            stop.set()
+        for t in noise:
+            t.join(30)
+        assert rejected_writes(busy.url) > 0  # Elasticsearch did answer 429s
+        outcome, levels = settle(
+            "Elasticsearch answering 429 (write pool of 1, queue of 1)", "2 agents x 200 segments/s",
+            load.ledger, config, node,
+        )  # fmt: skip
+        assert_exact(outcome, levels, load.ledger)
+    finally:
+        busy.stop()

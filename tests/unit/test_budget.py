@@ -1,0 +1,83 @@
+"""The memory budget: a call is admitted whole or refused whole, and what is
+admitted is counted until it leaves the node's memory."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from model.metrics import ServiceMetrics
+from model.records import LogRecord
+from model.stream import Text
+from receiver.skywalking import Sinks
+from runtime.budget import ITEM_OVERHEAD_BYTES, MemoryBudget, Overloaded, memory_size
+from runtime.buffer import BufferQueue, BufferStrategy
+from runtime.instruments import Instruments
+from runtime.worker import Worker
+
+
+def log_line(n: int, body: str = "x" * 100) -> LogRecord:
+    return LogRecord(
+        time_bucket=202611221900, log_id=f"log-{n}", timestamp=1, service="shop", instance="shop-1",
+        endpoint="", trace_id="", segment_id="", span_id=0, content_type="text", content=Text(body), tags={},
+    )  # fmt: skip
+
+
+class Collect(Worker[LogRecord]):
+    def __init__(self) -> None:
+        super().__init__(1, "collect")
+        self.items: list[LogRecord] = []
+
+    def accept(self, item: LogRecord) -> None:
+        self.items.append(item)
+
+
+def test_an_admitted_queue_takes_every_item_and_counts_its_bytes() -> None:
+    queue: BufferQueue[LogRecord] = BufferQueue("q", 2, 1, BufferStrategy.ADMITTED, Instruments())
+    lines = [log_line(n) for n in range(5)]
+    assert queue.produce_many(lines) == 5  # far past its 2 x 1 items: room was admitted upstream
+    assert queue.bytes() == memory_size(lines)
+    assert memory_size(lines[:1]) == lines[0].size_hint() + ITEM_OVERHEAD_BYTES
+    assert queue.drain(0, 3) == lines[:3]
+    assert queue.bytes() == memory_size(lines[3:])
+    assert BufferQueue("b", 1, 1, BufferStrategy.BLOCKING, Instruments()).bytes() == 0
+
+
+def test_a_call_is_taken_whole_or_refused_whole() -> None:
+    instruments = Instruments()
+    lines = [log_line(n) for n in range(10)]
+    budget = MemoryBudget(memory_size(lines) * 2, instruments)
+    held = [0]
+    budget.hold(lambda: held[0])
+    sink = Collect()
+    sinks = Sinks(lambda m: sink, lambda m: sink, budget, wait_s=0.05)  # type: ignore[arg-type, return-value]
+
+    sinks.take(lines, ())
+    assert len(sink.items) == 10
+    held[0] = memory_size(lines) + 1  # what was taken is still held: one more call does not fit
+    with pytest.raises(Overloaded, match=r"the node holds \d+ bytes of telemetry for storage"):
+        sinks.take(lines, ())
+    assert len(sink.items) == 10  # nothing of the refused call was handed on
+    assert instruments.value("skyoap_memory_shed_total") == 1
+    assert instruments.value("skyoap_memory_held_bytes") == held[0]
+
+    # A call waiting for room is taken as soon as the room is there.
+    threading.Timer(0.1, lambda: held.__setitem__(0, 0)).start()
+    Sinks(sinks.metrics, sinks.records, budget, wait_s=5.0).take(lines, ())
+    assert len(sink.items) == 20
+
+
+def test_a_call_larger_than_the_whole_budget_is_refused_at_once() -> None:
+    budget = MemoryBudget(1000, Instruments())
+    sinks = Sinks(lambda m: Collect(), lambda m: Collect(), budget, wait_s=60.0)  # type: ignore[arg-type, return-value]
+    with pytest.raises(Overloaded, match="more than the node's whole memory budget"):
+        sinks.take([log_line(1, "y" * 2000)], ())
+    with pytest.raises(Overloaded, match="send less per call"):
+        sinks.check_size(1001)
+    sinks.check_size(1000)
+
+
+def test_metrics_are_sized_by_their_strings_and_numbers() -> None:
+    m = ServiceMetrics(time_bucket=202611221900, service="shop", calls=1, histogram=(1, 2, 3))
+    assert memory_size([m, m]) == 2 * (m.size_hint() + ITEM_OVERHEAD_BYTES)
