@@ -186,12 +186,14 @@ class Outcome:
     lost: int
     double_counted: int
     slowest_answer_s: float
+    unconfirmed: int
+    """Metric rows written with an unknown outcome (confirmed later from the rows)."""
 
     def line(self) -> str:
         refused = ", ".join(f"{n} {code}" for code, n in sorted(self.refused.items())) or "0"
         return (
             f"| {self.fault} | {self.load} | {self.sent} | {self.accepted} | {refused} | {self.stored} "
-            f"| {self.lost} | {self.double_counted} | {self.slowest_answer_s:.1f} s |"
+            f"| {self.lost} | {self.double_counted} | {self.unconfirmed} | {self.slowest_answer_s:.1f} s |"
         )
 
 
@@ -201,6 +203,7 @@ def settle(
     """Waits until the node stored everything; returns the figures (printed,
     and kept in ``FIGURES``) and each level's expected and stored sums."""
     wait_until_idle(node)
+    unconfirmed = int(read_metrics(node.admin).total("skyoap_metrics_unconfirmed_total"))
     segments = stored_segments(config.es_hosts, config.es_index_prefix)
     levels = [(level, ledger.expected(level), stored_sums(config, level)) for level in Downsampling]
     lost = double = 0
@@ -213,6 +216,7 @@ def settle(
     outcome = Outcome(
         fault, load, ledger.sent, accepted, dict(ledger.refused), segments,
         lost + max(0, accepted - segments), double + max(0, segments - accepted), ledger.slowest_answer_s,
+        unconfirmed,
     )  # fmt: skip
     print(outcome.line())
     with FIGURES.open("a") as f:

@@ -22,6 +22,7 @@ from deploy.servers import ElasticsearchServer, RedisServer
 from model.metrics import Downsampling
 from proto.skywalking import common_pb2, management_pb2
 from tests.conftest import FAST_CLUSTER
+from tests.faults.proxy import AnswerLosingProxy
 from tests.faults.support import AgentLoad, Ledger, Outcome, Sums, settle, storage_config
 
 pytestmark = pytest.mark.faults
@@ -44,15 +45,18 @@ def es() -> Iterator[ElasticsearchServer]:
     server.stop()
 
 
-MixedNode = Callable[[ElasticsearchServer], tuple[LocalCluster, NodeProcess]]
+MixedNode = Callable[..., tuple[LocalCluster, NodeProcess]]
 
 
 @pytest.fixture
 def mixed_node(redis_server: RedisServer, tmp_path: Path) -> Iterator[MixedNode]:
+    """Starts a mixed node on an Elasticsearch (reached at ``es_hosts`` if given)."""
     made: list[LocalCluster] = []
 
-    def start(es: ElasticsearchServer) -> tuple[LocalCluster, NodeProcess]:
-        cluster = LocalCluster.create(tmp_path / "cluster", redis_server.url, es.url, [*FAST_CLUSTER, *NODE])
+    def start(es: ElasticsearchServer, es_hosts: str | None = None) -> tuple[LocalCluster, NodeProcess]:
+        cluster = LocalCluster.create(
+            tmp_path / "cluster", redis_server.url, es_hosts or es.url, [*FAST_CLUSTER, *NODE]
+        )
         made.append(cluster)
         return cluster, cluster.add("mixed")
 
@@ -108,6 +112,32 @@ def test_elasticsearch_frozen_past_every_timeout_then_thawed(
     )
     assert_exact(outcome, levels, load.ledger)
     assert set(during) <= ANSWERED, during  # none ran into the client's 20 s timeout
+
+
+def test_writes_that_land_while_their_answers_are_lost(
+    es: ElasticsearchServer, mixed_node: MixedNode
+) -> None:
+    """Between the node and Elasticsearch, the answers are lost for 20 s: the
+    writes sent meanwhile land, and the node times out on each of them. It
+    must find out from the rows which landed, not write them again."""
+    proxy = AnswerLosingProxy(es.port)
+    try:
+        cluster, node = mixed_node(es, es_hosts=proxy.url)
+        config = storage_config(es.url, cluster.state.redis_url, cluster.state.prefix)
+        with AgentLoad(node.address, calls_per_s=10, segments_per_call=5, threads=2) as load:
+            time.sleep(4)
+            proxy.losing.set()
+            time.sleep(20)  # the answers of many writes: every bulk waits out its 2 s timeout
+            proxy.losing.clear()
+            time.sleep(4)
+        outcome, levels = settle(
+            "answers to bulk writes lost for 20 s (they land; the node times out)",
+            "2 agents x 50 segments/s", load.ledger, config, node,
+        )  # fmt: skip
+        assert_exact(outcome, levels, load.ledger)
+        assert outcome.unconfirmed > 0  # the node did not know whether its writes had landed
+    finally:
+        proxy.close()
 
 
 def test_elasticsearch_killed_and_restarted_on_its_data(
