@@ -51,14 +51,18 @@ class Ledger:
         return {k: (c, lat) for k, (c, lat) in sums.items()}
 
 
-def segment(n: int, now_ms: int) -> tuple[tracing_pb2.SegmentObject, tuple[str, str, int, int]]:
+def segment(
+    n: int, now_ms: int, payload_bytes: int = 0
+) -> tuple[tracing_pb2.SegmentObject, tuple[str, str, int, int]]:
+    """Segment ``n``: one entry span, with a tag of ``payload_bytes`` bytes."""
     service, endpoint, latency = SERVICES[n % 3], f"/op{n % 5}", n % 97 + 1
     start = now_ms - 200
+    tags = [common_pb2.KeyStringValuePair(key="payload", value="p" * payload_bytes)] if payload_bytes else []
     pb = tracing_pb2.SegmentObject(
         traceId=f"t-{n}", traceSegmentId=f"s-{n}", service=service, serviceInstance=f"{service}-1",
         spans=[tracing_pb2.SpanObject(
             spanId=0, parentSpanId=-1, spanType=tracing_pb2.Entry, startTime=start, endTime=start + latency,
-            operationName=endpoint,
+            operationName=endpoint, tags=tags,
         )],
     )  # fmt: skip
     return pb, (service, endpoint, start, latency)
@@ -77,12 +81,14 @@ class AgentLoad:
         segments_per_call: int,
         threads: int = 1,
         client_timeout_s: float = 30.0,
+        payload_bytes: int = 0,
     ) -> None:
         self.ledger = Ledger()
         self._address = address
         self._pause_s = 1.0 / calls_per_s
         self._per_call = segments_per_call
         self._timeout_s = client_timeout_s
+        self._payload_bytes = payload_bytes
         self._stop = threading.Event()
         self._next = iter(range(10**9))
         self._next_lock = threading.Lock()
@@ -115,7 +121,7 @@ class AgentLoad:
             while not self._stop.is_set():
                 began = time.monotonic()
                 now_ms = int(time.time() * 1000)
-                made = [segment(n, now_ms) for n in self._numbers()]
+                made = [segment(n, now_ms, self._payload_bytes) for n in self._numbers()]
                 status = "OK"
                 try:
                     collect(iter([pb for pb, _ in made]), timeout=self._timeout_s)

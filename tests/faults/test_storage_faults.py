@@ -199,3 +199,50 @@ def test_elasticsearch_answering_429(mixed_node: MixedNode) -> None:
         assert_exact(outcome, levels, load.ledger)
     finally:
         busy.stop()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_overload_is_shed_whole_within_the_deadline_and_memory_stays_bounded(
+    es: ElasticsearchServer, mixed_node: MixedNode
+) -> None:
+    """Six agents send 2 KB segments as fast as they are answered while
+    Elasticsearch is frozen for 20 s: the node holds at most its 8 MB budget,
+    sheds the rest whole with RESOURCE_EXHAUSTED, answers every call, and
+    stores every segment it took once it can."""
+    cluster, node = mixed_node(es)
+    config = storage_config(es.url, cluster.state.redis_url, cluster.state.prefix)
+    cluster.remove(node)
+    node = cluster.add("mixed", "--memory-limit-mb", "8")
+    load = AgentLoad(
+        node.address,
+        calls_per_s=1000,
+        segments_per_call=50,
+        threads=6,
+        client_timeout_s=20,
+        payload_bytes=2000,
+    )
+    with load:
+        time.sleep(5)
+        baseline = peak = rss_mb(node.pid)
+        es.kill(signal.SIGSTOP)
+        try:
+            for _ in range(100):  # 20 s
+                peak = max(peak, rss_mb(node.pid))
+                time.sleep(0.2)
+        finally:
+            es.kill(signal.SIGCONT)
+        time.sleep(3)
+    outcome, levels = settle(
+        "overload while Elasticsearch is frozen 20 s (8 MB budget)", "6 agents, 50 segments of 2 KB a call",
+        load.ledger, config, node,
+    )  # fmt: skip
+    print(f"RSS {baseline:.0f} MB before the freeze, {peak:.0f} MB at most during it")
+    assert_exact(outcome, levels, load.ledger)
+    assert load.ledger.refused["RESOURCE_EXHAUSTED"] > 0
+    assert peak - baseline < 4 * 8
