@@ -75,6 +75,10 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             self.series.dropped(reason).inc(len(chunk))
             self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
             return
+        except Exception:
+            self.series.dropped("error").inc(len(chunk))
+            log.exception("%s: %d records not stored", self.name, len(chunk))
+            return
         self.series.stored("write").inc(len(chunk) - len(refused))
         if self._publisher is not None:
             stored = (i for i in chunk if i.key() not in refused)

@@ -67,37 +67,33 @@ class NamesByService:
             self._wait((service, "instance", instance), properties)
 
     def seen(self, service: str, instance: str) -> None:
-        """``instance`` of ``service`` reported telemetry: registered if new.
-        Telemetry already taken must not fail for its names: a name storage or
-        the queues cannot take now waits here as well."""
-        try:
-            registered = self._registrar.seen(service, instance)
-        except (StorageError, Overloaded) as e:
-            log.debug("registering %s/%s later: %s", service, instance, e)
-            registered = False
-        if not registered:
+        """``instance`` of ``service`` reported telemetry: registered if new."""
+        if not self._try(lambda: self._registrar.seen(service, instance)):
             self._wait((service, "seen", instance), {})
 
     def endpoints(self, service: str, names: Iterable[str]) -> None:
         names = sorted(set(names))
-        try:
-            registered = not names or self._registrar.endpoints_by_name(service, names)
-        except (StorageError, Overloaded) as e:
-            log.debug("registering endpoints of %s later: %s", service, e)
-            registered = False
-        if not registered:
+        if names and not self._try(lambda: self._registrar.endpoints_by_name(service, names)):
             for name in names:
                 self._wait((service, "endpoint", name), {})
 
     def addresses(self, addresses: Sequence[str]) -> None:
         """Peers telemetry named, registered in calls of at most the batch limit."""
         for chunk in BatchPolicy(max_items=self._registrar.limits.max_batch_items).chunks(addresses):
-            try:
-                self._registrar.addresses(list(chunk))
-            except (StorageError, Overloaded) as e:
-                log.debug("registering %d peer addresses later: %s", len(chunk), e)
+            if not self._try(lambda: self._registrar.addresses(list(chunk)) is not None):  # noqa: B023
                 for address in chunk:
                     self._wait(("", "address", address), {})
+
+    @staticmethod
+    def _try(register: Callable[[], bool]) -> bool:
+        """``register()``, or False when storage or the queues cannot take the
+        names now: telemetry already taken must not fail for its names, they
+        wait here instead."""
+        try:
+            return register()
+        except (StorageError, Overloaded) as e:
+            log.debug("names wait to be registered: %s", e)
+            return False
 
     def _wait(self, key: tuple[str, str, str], properties: dict[str, str]) -> None:
         with self._lock:
@@ -198,15 +194,6 @@ class Sinks:
                 self.records(r_model).accept_many(r_items)
             for m_model, m_items in _by_type(metrics).items():
                 self.metrics(m_model).accept_many(m_items)
-
-    def check_size(self, nbytes: int) -> None:
-        """Refuses a call that alone would fill the budget, while it is still
-        coming in (before holding all of it)."""
-        if nbytes > self.budget.limit_bytes:
-            raise Overloaded(
-                f"the call carries more than {self.budget.limit_bytes} bytes, the node's whole memory "
-                "budget; send less per call"
-            )
 
 
 S = TypeVar("S", bound=StreamData)
@@ -315,7 +302,7 @@ class TraceSegmentReportService:
                 continue
             taken.append(segment)
             size += 2 * len(segment.data)
-            self._sinks.check_size(size)
+            self._sinks.budget.check_size(size)
         if taken:
             self._sinks.take([record_of(s) for s in taken], measure(taken))
             tally.taken += len(taken)
@@ -406,7 +393,7 @@ class LogReportService:
                 continue
             records.append(record)
             size += record.size_hint()
-            self._sinks.check_size(size)
+            self._sinks.budget.check_size(size)
         if records:
             self._sinks.take(records, ())
             tally.taken += len(records)
@@ -478,7 +465,7 @@ class MeterReportService:
                 tally.refuse(e)
                 continue
             taken.append(metric)
-        self._sinks.check_size(memory_size(taken))
+        self._sinks.budget.check_size(memory_size(taken))
 
     def _hand_on(self, taken: list[MeterMetrics], tally: Tally) -> common_pb2.Commands:
         if taken:

@@ -57,18 +57,23 @@ class MemoryBudget:
     def held(self) -> int:
         return sum(h() for h in self._holders)
 
+    def check_size(self, nbytes: int) -> None:
+        """Refuses work that alone would pass the whole budget (a call can be
+        refused this way while it is still coming in, before all of it is held)."""
+        if nbytes > self.limit_bytes:
+            self._shed.inc()
+            raise Overloaded(
+                f"the call carries more than the node's whole memory budget ({self.limit_bytes} bytes); "
+                "send less per call"
+            )
+
     @contextlib.contextmanager
     def admission(self, nbytes: int, wait_s: float) -> Iterator[None]:
         """Waits up to ``wait_s`` until ``nbytes`` more fit, then lets the
         caller put its items into their queues, one caller at a time (putting
         never waits past admission, so the budget is never overrun by callers
         admitted together). Raises Overloaded when no room came in time."""
-        if nbytes > self.limit_bytes:
-            self._shed.inc()
-            raise Overloaded(
-                f"the call carries about {nbytes} bytes, more than the node's whole memory budget "
-                f"({self.limit_bytes} bytes); send less per call"
-            )
+        self.check_size(nbytes)
         deadline = time.monotonic() + wait_s
         while True:
             with self._lock:

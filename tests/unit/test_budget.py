@@ -74,8 +74,8 @@ def test_a_call_larger_than_the_whole_budget_is_refused_at_once() -> None:
     with pytest.raises(Overloaded, match="more than the node's whole memory budget"):
         sinks.take([log_line(1, "y" * 2000)], ())
     with pytest.raises(Overloaded, match="send less per call"):
-        sinks.check_size(1001)
-    sinks.check_size(1000)
+        budget.check_size(1001)
+    budget.check_size(1000)
 
 
 def test_metrics_are_sized_by_their_strings_and_numbers() -> None:
