@@ -7,20 +7,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RemoteBatch(_message.Message):
-    __slots__ = ("nextWorkerIds", "streamDataIds", "stringCounts", "longCounts", "strings", "longs")
+    __slots__ = ("nextWorkerIds", "streamDataIds", "stringCounts", "longCounts", "strings", "longs", "senderId", "sequence")
     NEXTWORKERIDS_FIELD_NUMBER: _ClassVar[int]
     STREAMDATAIDS_FIELD_NUMBER: _ClassVar[int]
     STRINGCOUNTS_FIELD_NUMBER: _ClassVar[int]
     LONGCOUNTS_FIELD_NUMBER: _ClassVar[int]
     STRINGS_FIELD_NUMBER: _ClassVar[int]
     LONGS_FIELD_NUMBER: _ClassVar[int]
+    SENDERID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     nextWorkerIds: _containers.RepeatedScalarFieldContainer[int]
     streamDataIds: _containers.RepeatedScalarFieldContainer[int]
     stringCounts: _containers.RepeatedScalarFieldContainer[int]
     longCounts: _containers.RepeatedScalarFieldContainer[int]
     strings: _containers.RepeatedScalarFieldContainer[str]
     longs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, nextWorkerIds: _Optional[_Iterable[int]] = ..., streamDataIds: _Optional[_Iterable[int]] = ..., stringCounts: _Optional[_Iterable[int]] = ..., longCounts: _Optional[_Iterable[int]] = ..., strings: _Optional[_Iterable[str]] = ..., longs: _Optional[_Iterable[int]] = ...) -> None: ...
+    senderId: str
+    sequence: int
+    def __init__(self, nextWorkerIds: _Optional[_Iterable[int]] = ..., streamDataIds: _Optional[_Iterable[int]] = ..., stringCounts: _Optional[_Iterable[int]] = ..., longCounts: _Optional[_Iterable[int]] = ..., strings: _Optional[_Iterable[str]] = ..., longs: _Optional[_Iterable[int]] = ..., senderId: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class RemoteMessage(_message.Message):
     __slots__ = ("nextWorkerId", "streamDataId", "remoteData")

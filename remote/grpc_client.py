@@ -3,10 +3,12 @@ sender thread streaming RemoteMessages over client-streaming calls."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -47,8 +49,11 @@ def encode(next_worker_id: int, item: StreamData) -> remote_pb2.RemoteMessage:
     )
 
 
-def encode_batch(items: list[tuple[int, StreamData]]) -> remote_pb2.RemoteBatch:
-    """Items in the columns of a RemoteBatch (``RemoteService.callBatched``)."""
+def encode_batch(
+    items: list[tuple[int, StreamData]], sender_id: str = "", sequence: int = 0
+) -> remote_pb2.RemoteBatch:
+    """Items in the columns of a RemoteBatch (``RemoteService.callBatched``),
+    numbered ``sequence`` by the client ``sender_id``."""
     workers, streams, string_counts, long_counts = [], [], [], []
     strings: list[str] = []
     longs: list[int] = []
@@ -67,18 +72,31 @@ def encode_batch(items: list[tuple[int, StreamData]]) -> remote_pb2.RemoteBatch:
         longCounts=long_counts,
         strings=strings,
         longs=longs,
+        senderId=sender_id,
+        sequence=sequence,
     )
+
+
+Batch = tuple[int, list[tuple[int, StreamData]]]
+"""A batch's number and its items."""
+LEAVE_S = 10.0
+"""How long a client whose target left tries to have its last batches confirmed."""
 
 
 class GrpcRemoteClient:
     """Items pushed here wait in the client's own queue; its thread sends them
-    in batches (``BATCH``, ``RemoteService.callBatched``), in streams of at
-    most ``stream.max_items`` items or ``stream.max_delay_s`` seconds,
-    each confirmed by the target's RemoteAck. When a stream fails, what it
-    carried is counted as unconfirmed (the target may or may not have taken it:
-    sending it again could count it twice) and the client reconnects with
-    jittered exponential backoff. ``close`` hands everything still held to
-    ``give_back``, so that the new owner gets it."""
+    in numbered batches (``BATCH``, ``RemoteService.callBatched``), in streams
+    of at most ``stream.max_items`` items or ``stream.max_delay_s`` seconds,
+    each confirmed by the target's RemoteAck.
+
+    When a stream fails, its batches are sent again first, with their numbers,
+    once the client has reconnected (jittered exponential backoff): the target
+    drops those it took already, so nothing is counted twice. When the target
+    leaves, the client lets the stream under way finish and sends again what
+    a failed one carried, for up to ``LEAVE_S``; what was never sent goes to
+    ``give_back`` for the new owner, and batches still unconfirmed are counted
+    (``skyoap_remote_unconfirmed_total``), not sent elsewhere: the target may
+    have taken them."""
 
     def __init__(
         self,
@@ -101,8 +119,15 @@ class GrpcRemoteClient:
         self._wake = threading.Event()
         self._queue.on_data = self._wake.set
         self._pending: deque[tuple[int, StreamData]] = deque()  # taken from the queue, not yet sent
+        self._resend: deque[Batch] = deque()
+        """Batches of failed streams, to send again first."""
+        self._unacked: list[Batch] = []
+        """Batches of the stream under way."""
+        self._sender_id = uuid.uuid4().hex
+        self._numbers = itertools.count(1)
         self._pending_lock = threading.Lock()
         self._closing = threading.Event()
+        self._leaving = threading.Event()
         self._channel = grpc.insecure_channel(address)
         self._call = self._channel.stream_unary(
             CALL_BATCHED,
@@ -123,8 +148,11 @@ class GrpcRemoteClient:
         self._sent = counter("sent", "items a target confirmed")
         self._rejected = counter("rejected", "items a target confirmed but refused")
         self._unconfirmed = counter(
-            "unconfirmed", "items sent in streams that failed: lost if the target died before persisting them"
+            "unconfirmed",
+            "items of failed streams the target never confirmed before it left or this node closed: "
+            "lost unless the target had taken them",
         )
+        self._resent = counter("resent", "items of failed streams sent again (the target drops what it took)")
         self._stream_seconds = instruments.histogram(
             "skyoap_remote_stream_seconds",
             "one stream of batches to a target, from its first batch to the target's acknowledgement",
@@ -146,38 +174,55 @@ class GrpcRemoteClient:
         self._queue.produce((next_worker_id, item))
         self._pushed.inc()
 
-    def _take_batch(self) -> list[tuple[int, StreamData]]:
-        """Up to ``BATCH.max_items`` items of about ``BATCH.max_bytes`` at most; none
-        once the client is closing. Runs on gRPC's request thread, hence the lock."""
+    def _take_batch(self) -> Batch | None:
+        """The next batch: one of a failed stream, else a new one of up to
+        ``BATCH.max_items`` items of about ``BATCH.max_bytes`` at most; None
+        when there is none or the client is closing (a leaving client only
+        sends again). Runs on gRPC's request thread, hence the lock."""
         with self._pending_lock:
             if self._closing.is_set():
-                return []
-            if not self._pending:
-                self._pending.extend(self._queue.drain(0, BATCH.max_items))
-            batch: list[tuple[int, StreamData]] = []
-            size = 0
-            max_bytes = BATCH.max_bytes or sys.maxsize
-            while self._pending and len(batch) < BATCH.max_items and size < max_bytes:
-                entry = self._pending.popleft()
-                batch.append(entry)
-                size += entry[1].size_hint()
+                return None
+            if self._resend:
+                batch = self._resend.popleft()
+            elif self._leaving.is_set():
+                return None
+            else:
+                if not self._pending:
+                    self._pending.extend(self._queue.drain(0, BATCH.max_items))
+                items: list[tuple[int, StreamData]] = []
+                size = 0
+                max_bytes = BATCH.max_bytes or sys.maxsize
+                while self._pending and len(items) < BATCH.max_items and size < max_bytes:
+                    entry = self._pending.popleft()
+                    items.append(entry)
+                    size += entry[1].size_hint()
+                if not items:
+                    return None
+                batch = (next(self._numbers), items)
+            self._unacked.append(batch)
             return batch
 
     def _batches(self, carried: list[int]) -> Iterator[remote_pb2.RemoteBatch]:
         deadline = time.monotonic() + self._stream_s
         while carried[0] < self._stream.max_items:
             batch = self._take_batch()
-            if not batch:
+            if batch is None:
                 return  # idle or closing: end the stream, get the ack
-            carried[0] += len(batch)
-            yield encode_batch(batch)
+            number, items = batch
+            carried[0] += len(items)
+            yield encode_batch(items, self._sender_id, number)
             if time.monotonic() >= deadline:
                 return
+
+    def _has_work(self) -> bool:
+        if self._leaving.is_set():
+            return bool(self._resend)
+        return bool(self._resend or self._pending or self._queue.depth())
 
     def _run(self) -> None:
         failures = 0
         while not self._closing.is_set():
-            if not self._pending and not self._queue.depth():
+            if not self._has_work():
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
@@ -193,27 +238,31 @@ class GrpcRemoteClient:
                 )
                 with self._stream_seconds.time():
                     ack = self._future.result()
+                with self._pending_lock:
+                    self._unacked.clear()
                 self._sent.inc(ack.received)
                 self._rejected.inc(ack.rejected)
                 failures = 0
             except grpc.FutureCancelledError:
-                self._unconfirmed.inc(carried[0])  # close() gave up on the stream
-                break
+                break  # close() gave up on the stream; _stop() counts what it carried
             except grpc.RpcError as e:
-                self._unconfirmed.inc(carried[0])
+                with self._pending_lock:
+                    self._resend.extendleft(reversed(self._unacked))
+                    self._unacked.clear()
                 self._reachable = False
                 if self._closing.is_set():
                     break
                 failures += 1
                 code = e.code() if isinstance(e, grpc.Call) else None
                 pause = self._pause(failures)
+                self._resent.inc(carried[0])
                 log.warning(
-                    "stream to %s failed (%s, %d items unconfirmed)%s; reconnecting in %.2f s",
+                    "stream to %s failed (%s); sending its %d items again in %.2f s%s",
                     self._address,
                     code,
                     carried[0],
-                    "" if code in RETRYABLE else " and may not recover",
                     pause,
+                    "" if code in RETRYABLE else " (the failure may not pass)",
                 )
                 self._closing.wait(pause)
             finally:
@@ -225,7 +274,10 @@ class GrpcRemoteClient:
     def _connected(self) -> bool:
         """After a failure (and before the first stream), asks the node's health
         service first, so that no stream takes items from the queue towards a
-        node that cannot be reached."""
+        node that cannot be reached. A target that left answers NOT_SERVING
+        while it still takes streams: a leaving client just tries."""
+        if self._leaving.is_set():
+            return True
         if not self._reachable:
             try:
                 answer = self._health(health_pb2.HealthCheckRequest(), timeout=1.0)
@@ -238,34 +290,52 @@ class GrpcRemoteClient:
         """This node shuts down: lets the thread send what is held, for up to
         ``timeout_s``, and counts what is left after that as dropped. Idempotent."""
         deadline = time.monotonic() + timeout_s
-        while (self._pending or self._queue.depth() or self._streaming) and time.monotonic() < deadline:
+        while (self._has_work() or self._streaming) and time.monotonic() < deadline:
             self._wake.set()
             time.sleep(0.01)
-        leftover = self._stop()
-        if leftover:
-            self._dropped.inc(len(leftover))
+        never_sent, unconfirmed = self._stop()
+        if never_sent or unconfirmed:
+            self._dropped.inc(len(never_sent))
+            self._unconfirmed.inc(len(unconfirmed))
             log.warning(
-                "shutting down: %d items for %s could not be sent in %g s",
-                len(leftover),
+                "shutting down: %d items for %s could not be sent in %g s, %d more not confirmed",
+                len(never_sent),
                 self._address,
                 timeout_s,
+                len(unconfirmed),
             )
 
     def leave(self) -> None:
-        """The target left: stops sending and gives back whatever is still held. Idempotent."""
-        leftover = self._stop()
-        if leftover:
-            log.info(
-                "%s left: handing %d items it still held to their new owners", self._address, len(leftover)
+        """The target left: lets the stream under way finish and sends again
+        what failed streams carried, for up to ``LEAVE_S``; then stops and
+        gives back what was never sent. Idempotent."""
+        self._leaving.set()
+        self._wake.set()
+        deadline = time.monotonic() + LEAVE_S
+        while (
+            (self._streaming or self._resend) and time.monotonic() < deadline and not self._closing.is_set()
+        ):
+            time.sleep(0.01)
+        never_sent, unconfirmed = self._stop()
+        if unconfirmed:
+            self._unconfirmed.inc(len(unconfirmed))
+            log.warning(
+                "%s left before confirming %d items; they are not sent elsewhere (it may have taken them)",
+                self._address,
+                len(unconfirmed),
             )
-            self._given_back.inc(len(leftover))
-            self._give_back(leftover)
+        if never_sent:
+            log.info(
+                "%s left: handing %d items it never got to their new owners", self._address, len(never_sent)
+            )
+            self._given_back.inc(len(never_sent))
+            self._give_back(never_sent)
 
-    def _stop(self) -> list[tuple[int, StreamData]]:
-        """Stops the thread and the channel; returns what was never sent (nothing
-        the second time)."""
+    def _stop(self) -> tuple[list[tuple[int, StreamData]], list[tuple[int, StreamData]]]:
+        """Stops the thread and the channel; returns the items never sent and
+        those sent but not confirmed (nothing the second time)."""
         if self._closing.is_set():
-            return []
+            return [], []
         self._closing.set()
         self._queue.close()  # producers blocked on a full queue get BufferClosed and route again
         self._wake.set()
@@ -275,7 +345,10 @@ class GrpcRemoteClient:
         if self._thread is not None:
             self._thread.join(10)
         with self._pending_lock:
-            leftover = list(self._pending) + self._queue.drain(0, self._queue.capacity)
+            never_sent = list(self._pending) + self._queue.drain(0, self._queue.capacity)
+            unconfirmed = [item for _, items in (*self._resend, *self._unacked) for item in items]
             self._pending.clear()
+            self._resend.clear()
+            self._unacked.clear()
         self._channel.close()
-        return leftover
+        return never_sent, unconfirmed

@@ -1,10 +1,17 @@
 """The RemoteService: takes L1 results from other nodes and hands each to the
 worker it names. Worker and stream ids mean the same on every node (see
-``model/stream.py``)."""
+``model/stream.py``).
+
+A batch is taken whole, once: it waits a bounded time for room in the node's
+memory budget and is refused (RESOURCE_EXHAUSTED, ending the stream) when none
+comes, and a batch sent again after a stream failed is recognised by its
+sender and number and dropped, since its items were taken the first time."""
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 
 import grpc
@@ -13,6 +20,7 @@ from edge.binding import Undecodable
 from edge.server import GrpcServer
 from model.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
 from proto import remote_pb2
+from runtime.budget import MemoryBudget, memory_size
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
 from runtime.worker import UnknownWorker, Workers
@@ -20,10 +28,55 @@ from runtime.worker import UnknownWorker, Workers
 log = logging.getLogger(__name__)
 
 
+class TakenBatches:
+    """The numbers of the batches taken from each sender: the last
+    ``per_sender`` of the last ``senders`` senders seen. A sender numbers its
+    batches in order and sends again only those of its last stream, so this
+    remembers far more than a resend can reach back."""
+
+    def __init__(self, senders: int = 1000, per_sender: int = 10_000) -> None:
+        self._senders = senders
+        self._per_sender = per_sender
+        self._taken: OrderedDict[str, OrderedDict[int, None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def seen(self, sender: str, sequence: int) -> bool:
+        with self._lock:
+            numbers = self._taken.get(sender)
+            return numbers is not None and sequence in numbers
+
+    def add(self, sender: str, sequence: int) -> None:
+        with self._lock:
+            numbers = self._taken.get(sender)
+            if numbers is None:
+                numbers = self._taken[sender] = OrderedDict()
+                if len(self._taken) > self._senders:
+                    self._taken.popitem(last=False)
+            self._taken.move_to_end(sender)
+            numbers[sequence] = None
+            if len(numbers) > self._per_sender:
+                numbers.popitem(last=False)
+
+
 class RemoteService:
-    def __init__(self, workers: Workers, types: StreamTypes, instruments: Instruments) -> None:
+    def __init__(
+        self,
+        workers: Workers,
+        types: StreamTypes,
+        instruments: Instruments,
+        budget: MemoryBudget | None = None,
+        wait_s: float = 5.0,
+    ) -> None:
+        """A batch waits up to ``wait_s`` for room in ``budget``."""
         self._workers = workers
         self._types = types
+        self._budget = budget
+        self._wait_s = wait_s
+        self._taken = TakenBatches()
+        self._duplicates = instruments.counter(
+            "skyoap_remote_service_duplicate_batches_total",
+            "batches sent again after a failed stream that this node had taken already, dropped",
+        )
         self._received = instruments.counter(
             "skyoap_remote_service_received_total", "items taken from other nodes"
         )
@@ -89,6 +142,9 @@ class RemoteService:
             and min(string_counts + long_counts, default=0) >= 0
         ):
             return [f"a batch of {n} items whose columns do not add up"]
+        if batch.senderId and self._taken.seen(batch.senderId, batch.sequence):
+            self._duplicates.inc()
+            return [None] * n  # taken the first time: confirmed, not taken again
         reasons: list[str | None] = []
         by_worker: dict[int, list[StreamData]] = {}
         sp = lp = 0
@@ -101,9 +157,19 @@ class RemoteService:
                 by_worker.setdefault(workers[i], []).append(item)
                 reasons.append(None)
             sp, lp = se, le
+        if self._budget is None:
+            self._hand_over(by_worker)
+        else:
+            size = sum(memory_size(items) for items in by_worker.values())
+            with self._budget.admission(size, self._wait_s):
+                self._hand_over(by_worker)
+        if batch.senderId:
+            self._taken.add(batch.senderId, batch.sequence)
+        return reasons
+
+    def _hand_over(self, by_worker: dict[int, list[StreamData]]) -> None:
         for worker_id, items in by_worker.items():  # one hand-over per worker and batch
             self._workers.get(worker_id).accept_many(items)
-        return reasons
 
     def _decode(
         self, next_worker_id: int, stream_data_id: int, strings: Sequence[str], longs: Sequence[int]
@@ -122,11 +188,16 @@ class RemoteService:
 
 
 def add_remote_service(
-    server: GrpcServer, workers: Workers, types: StreamTypes, instruments: Instruments
+    server: GrpcServer,
+    workers: Workers,
+    types: StreamTypes,
+    instruments: Instruments,
+    budget: MemoryBudget,
+    wait_s: float,
 ) -> None:
     """Serves the RemoteService on ``server``: L1 results from other nodes."""
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-        RemoteService(workers, types, instruments),
+        RemoteService(workers, types, instruments, budget, wait_s),
         keep_undecodable=True,  # one bad message from a peer must not end its stream
     )

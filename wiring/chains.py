@@ -94,8 +94,10 @@ def admitted_buffer(config: NodeConfig, channels: int) -> BufferSpec:
 
 
 def l2_buffer(config: NodeConfig) -> BufferSpec:
+    """The L2 queues of registration: a full one holds a batch from another
+    node up to the deadline, then refuses it (the sender sends it again)."""
     w = config.workers
-    return BufferSpec(w.l2_channels, w.l2_buffer_size, w.l2_strategy)
+    return BufferSpec(w.l2_channels, w.l2_buffer_size, w.l2_strategy, config.limits.call_deadline_s)
 
 
 class InventoryStreamProcessor:
@@ -193,7 +195,7 @@ class MetricsStreamProcessor:
                     dao,
                     l2_pool,
                     instruments,
-                    l2_buffer(config),
+                    admitted_buffer(config, w.l2_channels),
                     budget.limit_bytes,
                     publisher,
                 )

@@ -64,15 +64,21 @@ class WorkersConfig:
     """Buffer queues, the drain pools that empty them, and the workers' periods."""
 
     l1_channels: int = option(2, "channels of each L1 (distinct) worker's buffer queue")
-    l1_buffer_size: int = option(10_000, "items per channel of each L1 buffer queue")
+    l1_buffer_size: int = option(
+        10_000,
+        "items per channel of each registration L1 queue (telemetry's are bounded by the memory budget)",
+    )
     l1_strategy: BufferStrategy = option(
-        BufferStrategy.BLOCKING, "what a full L1 queue does: blocking or if_possible (drop)"
+        BufferStrategy.BLOCKING, "what a full registration L1 queue does: blocking or if_possible (drop)"
     )
     l1_pool_size: int = option(2, "threads of the REGISTER_L1 drain pool shared by every L1 worker")
     l2_channels: int = option(1, "channels of each L2 (persistent) worker's buffer queue")
-    l2_buffer_size: int = option(10_000, "items per channel of each L2 buffer queue")
+    l2_buffer_size: int = option(
+        10_000,
+        "items per channel of each registration L2 queue (telemetry's are bounded by the memory budget)",
+    )
     l2_strategy: BufferStrategy = option(
-        BufferStrategy.BLOCKING, "what a full L2 queue does: blocking or if_possible (drop)"
+        BufferStrategy.BLOCKING, "what a full registration L2 queue does: blocking or if_possible (drop)"
     )
     l2_pool_size: int = option(2, "threads of the REGISTER_L2 drain pool shared by every L2 worker")
     l2_batch_size: int = option(5000, "most items one L2 storage round (reads, lock, inserts) takes")

@@ -167,7 +167,12 @@ class Node:
                 life.start(level)
         if role.is_target:
             add_remote_service(
-                server, self.workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), self.instruments
+                server,
+                self.workers,
+                StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)),
+                self.instruments,
+                self.budget,
+                cfg.limits.call_deadline_s,
             )
             life.start(
                 HeartbeatExpiry(

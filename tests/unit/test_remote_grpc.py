@@ -17,6 +17,7 @@ from model.stream import Stage, StreamData, StreamTypes, worker_id
 from proto import remote_pb2
 from remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, encode_batch
 from remote.service import RemoteService
+from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
 from runtime.worker import Worker, Workers
 
@@ -135,3 +136,57 @@ def test_a_batch_whose_columns_do_not_add_up_is_refused_whole(
     assert (ack.received, ack.rejected) == (2, 2)
     assert [i.key() for i in collect.items] == ["a", "b"]
     assert instruments.value("skyoap_remote_service_rejected_total") == 2
+
+
+def test_a_batch_sent_again_is_taken_once(target: tuple[str, Collect, Instruments]) -> None:
+    address, collect, instruments = target
+    first = encode_batch([(L2, ServiceInventory(name="a"))], sender_id="receiver-1", sequence=7)
+    other_sender = encode_batch([(L2, ServiceInventory(name="a"))], sender_id="receiver-2", sequence=7)
+    with grpc.insecure_channel(address) as channel:
+        call = channel.stream_unary(CALL_BATCHED, response_deserializer=remote_pb2.RemoteAck.FromString)
+        acks = [
+            call(iter([b.SerializeToString() for b in stream]), timeout=10)
+            for stream in ([first], [first, other_sender])
+        ]
+    assert [(a.received, a.rejected) for a in acks] == [(1, 0), (2, 0)]  # the resent batch is confirmed
+    assert [i.key() for i in collect.items] == ["a", "a"]  # once from each sender
+    assert instruments.value("skyoap_remote_service_duplicate_batches_total") == 1
+
+
+def test_a_stream_refused_halfway_is_sent_again_and_every_item_is_taken_once() -> None:
+    """The target takes the first batch of a stream, then has no room for the
+    second (RESOURCE_EXHAUSTED): the client sends the stream's batches again
+    until there is room, and the target drops the one it took."""
+    workers = Workers()
+    collect = Collect(L2)
+    workers.register(collect)
+    server_instruments = Instruments()
+    budget = MemoryBudget(10**9, server_instruments)
+    room = threading.Event()
+    budget.hold(lambda: 0 if room.is_set() or len(collect.items) < 500 else 10**9)
+    server = GrpcServer("127.0.0.1", 0, workers=4, max_message_bytes=1 << 22)
+    server.add(
+        remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
+        RemoteService(workers, StreamTypes(INVENTORY_TYPES), server_instruments, budget, wait_s=0.05),
+        keep_undecodable=True,
+    )
+    server.start()
+    instruments = Instruments()
+    address = f"127.0.0.1:{server.port}"
+    client = GrpcRemoteClient(address, instruments, buffer_size=5000, give_back=lambda items: None)
+    try:
+        items = [ServiceInventory(name=f"s{i}") for i in range(1500)]  # three batches of 500
+        for item in items:
+            client.push(L2, item)
+        client.start()
+        wait_for(lambda: instruments.value("skyoap_remote_resent_total", target=address) > 0)
+        assert len(collect.items) == 500
+        room.set()
+        wait_for(lambda: len(collect.items) == 1500)
+        client.close(5)
+        assert collect.items == items
+        assert server_instruments.value("skyoap_remote_service_duplicate_batches_total") >= 1
+        assert server_instruments.value("skyoap_memory_shed_total") >= 1
+        assert instruments.value("skyoap_remote_unconfirmed_total", target=address) == 0
+    finally:
+        server.close(0)
