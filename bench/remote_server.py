@@ -1,6 +1,7 @@
 """The receiving end of the remote-hop benchmark: the real RemoteService handing
-items to buffered workers (as L2 takes them, minus storage), or, as the ceiling,
-a handler that only counts the messages it is sent."""
+items to buffered workers (as L2 takes them, minus storage) behind a node's
+default memory budget, or, as the ceiling, a handler that only counts the
+messages it is sent."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from model.inventory import INVENTORY_TYPES, Inventory
 from model.stream import Stage, StreamTypes, worker_id
 from proto import remote_pb2
 from remote.service import RemoteService
+from runtime.budget import MemoryBudget
 from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.worker import BufferedWorker, Workers
+from wiring.config import LimitsConfig
 
 
 class Discard(BufferedWorker[Inventory]):
@@ -53,7 +56,11 @@ def main() -> None:
                 Discard(worker_id(model, Stage.L2), f"{model.MODEL}_l2", pool, instruments, spec)
             )
         pool.start()
-        servicer = RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments)
+        limits = LimitsConfig()
+        budget = MemoryBudget(limits.memory_limit_mb * 1024 * 1024, instruments)
+        servicer = RemoteService(
+            workers, StreamTypes(INVENTORY_TYPES), instruments, budget, limits.call_deadline_s
+        )
     server = GrpcServer("127.0.0.1", 0, workers=8, max_message_bytes=64 * 1024 * 1024)
     server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], servicer, keep_undecodable=True)
     serve_until_terminated(server, "remote server")

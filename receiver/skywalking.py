@@ -7,6 +7,7 @@ become metrics (``receiver/segments.py``); bad items are refused as
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -80,17 +81,18 @@ class NamesByService:
     def addresses(self, addresses: Sequence[str]) -> None:
         """Peers telemetry named, registered in calls of at most the batch limit."""
         for chunk in BatchPolicy(max_items=self._registrar.limits.max_batch_items).chunks(addresses):
-            if not self._try(lambda: self._registrar.addresses(list(chunk)) is not None):  # noqa: B023
+            if not self._try(functools.partial(self._registrar.addresses, list(chunk))):
                 for address in chunk:
                     self._wait(("", "address", address), {})
 
     @staticmethod
-    def _try(register: Callable[[], bool]) -> bool:
-        """``register()``, or False when storage or the queues cannot take the
+    def _try(register: Callable[[], object]) -> bool:
+        """Whether ``register()`` did not say False (an id it needs is not
+        there yet) nor fail because storage or the queues cannot take the
         names now: telemetry already taken must not fail for its names, they
         wait here instead."""
         try:
-            return register()
+            return register() is not False
         except (StorageError, Overloaded) as e:
             log.debug("names wait to be registered: %s", e)
             return False
@@ -195,6 +197,13 @@ class Sinks:
             for m_model, m_items in _by_type(metrics).items():
                 self.metrics(m_model).accept_many(m_items)
 
+    def count(self, tally: Tally, nbytes: int) -> None:
+        """Adds ``nbytes`` to what the call carries, and refuses the call
+        (Overloaded) once that alone passes the whole budget: while it is
+        still coming in, before all of it is held."""
+        tally.bytes += nbytes
+        self.budget.check_size(tally.bytes)
+
 
 S = TypeVar("S", bound=StreamData)
 
@@ -291,7 +300,6 @@ class TraceSegmentReportService:
         names in them are registered."""
         now_ms = _now_ms()
         taken: list[Segment] = []
-        size = 0
         for pb in segments:
             self._segments.inc()
             segment = segment_of(pb)
@@ -301,8 +309,7 @@ class TraceSegmentReportService:
                 tally.refuse(e)
                 continue
             taken.append(segment)
-            size += 2 * len(segment.data)
-            self._sinks.budget.check_size(size)
+            self._sinks.count(tally, 2 * len(segment.data))  # its record (base64) and metrics
         if taken:
             self._sinks.take([record_of(s) for s in taken], measure(taken))
             tally.taken += len(taken)
@@ -383,7 +390,6 @@ class LogReportService:
         tally = self._refusals.tally()
         now_ms = _now_ms()
         records: list[LogRecord] = []
-        size = 0
         for pb in _taking(requests, tally, context):
             self._logs.inc()
             try:
@@ -392,8 +398,7 @@ class LogReportService:
                 tally.refuse(e)
                 continue
             records.append(record)
-            size += record.size_hint()
-            self._sinks.budget.check_size(size)
+            self._sinks.count(tally, memory_size([record]))
         if records:
             self._sinks.take(records, ())
             tally.taken += len(records)
@@ -465,7 +470,7 @@ class MeterReportService:
                 tally.refuse(e)
                 continue
             taken.append(metric)
-        self._sinks.budget.check_size(memory_size(taken))
+            self._sinks.count(tally, memory_size([metric]))
 
     def _hand_on(self, taken: list[MeterMetrics], tally: Tally) -> common_pb2.Commands:
         if taken:

@@ -29,33 +29,27 @@ log = logging.getLogger(__name__)
 
 
 class TakenBatches:
-    """The numbers of the batches taken from each sender: the last
-    ``per_sender`` of the last ``senders`` senders seen. A sender numbers its
-    batches in order and sends again only those of its last stream, so this
-    remembers far more than a resend can reach back."""
+    """The highest batch number taken from each of the last ``senders``
+    senders. A sender numbers its batches in order, and after a failed stream
+    sends its batches again in order before any new one; a stream ends at the
+    first batch refused. So a node that took batch n of a sender has taken
+    every lower one, and a batch numbered at most that was taken already."""
 
-    def __init__(self, senders: int = 1000, per_sender: int = 10_000) -> None:
+    def __init__(self, senders: int = 10_000) -> None:
         self._senders = senders
-        self._per_sender = per_sender
-        self._taken: OrderedDict[str, OrderedDict[int, None]] = OrderedDict()
+        self._highest: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
     def seen(self, sender: str, sequence: int) -> bool:
         with self._lock:
-            numbers = self._taken.get(sender)
-            return numbers is not None and sequence in numbers
+            return sequence <= self._highest.get(sender, 0)
 
     def add(self, sender: str, sequence: int) -> None:
         with self._lock:
-            numbers = self._taken.get(sender)
-            if numbers is None:
-                numbers = self._taken[sender] = OrderedDict()
-                if len(self._taken) > self._senders:
-                    self._taken.popitem(last=False)
-            self._taken.move_to_end(sender)
-            numbers[sequence] = None
-            if len(numbers) > self._per_sender:
-                numbers.popitem(last=False)
+            self._highest[sender] = max(sequence, self._highest.get(sender, 0))
+            self._highest.move_to_end(sender)
+            if len(self._highest) > self._senders:
+                self._highest.popitem(last=False)
 
 
 class RemoteService:

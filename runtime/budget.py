@@ -7,8 +7,10 @@ receiver, a batch from another node on an aggregator. Each waits for room for
 (RESOURCE_EXHAUSTED) when no room comes in time; so a call is either taken
 whole or not at all, and an agent that sends it again never counts it twice.
 Past admission nothing is dropped for lack of room: the queues behind take
-every item (their depth is what the budget counts) and the components that
-hold items (L1 merges, remote clients, L2) report what they hold.
+every item and count their bytes, and the workers that hold items (L1
+merges, L2, the record writer) report what they hold. A remote client's
+queue is bounded by items instead (``--remote-buffer-size``): when it is full,
+L1 waits, its queues grow, and the budget sheds agents.
 """
 
 from __future__ import annotations

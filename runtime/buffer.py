@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from model.stream import StreamData
-from runtime.budget import ITEM_OVERHEAD_BYTES, Overloaded
+from runtime.budget import Overloaded, memory_size
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
 
@@ -123,9 +123,7 @@ class BufferQueue(Generic[T]):
         return sum(c.bytes for c in self._channels)
 
     def _size(self, items: Sequence[T]) -> int:
-        if not self._admitted:
-            return 0
-        return sum(typing.cast(StreamData, i).size_hint() for i in items) + ITEM_OVERHEAD_BYTES * len(items)
+        return memory_size(typing.cast(Sequence[StreamData], items)) if self._admitted else 0
 
     def _wait_for_room(self, channel: _Channel[T], deadline: float | None) -> None:
         if deadline is not None and time.monotonic() >= deadline:

@@ -57,8 +57,9 @@ class RetryPolicy:
 
 
 STORAGE_WRITES = RetryPolicy()
-"""Topic appends: four tries over about four seconds (0.2, 1 and 3 s at most
-between them)."""
+"""Topic appends, and a node's install of its indices, tables and topics at
+start-up: four tries over about four seconds (0.2, 1 and 3 s at most between
+them)."""
 UNTIL_STORED = RetryPolicy(attempts=None, max_delay_s=5.0)
 """Writes of records: tried until storage takes them (at most 5 s apart) or
 the node closes; the memory budget holds agents back meanwhile."""

@@ -114,6 +114,10 @@ class SequenceAllocator(Protocol):
     def close(self) -> None: ...
 
 
+APPLIED_ROUNDS = "applied_rounds"
+"""The stored column of a metrics row's ``rounds``."""
+
+
 @dataclass(frozen=True)
 class MetricsWrite(Generic[M]):
     """A metrics row to write: ``value`` over the row ``stored`` it was merged

@@ -29,6 +29,7 @@ from remote.service import add_remote_service
 from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
 from runtime.lifecycle import Lifecycle
+from runtime.retry import STORAGE_WRITES
 from runtime.worker import Workers
 from storage.config import StorageKind
 from storage.select import OpenStorage, open_storage
@@ -52,6 +53,13 @@ def check(config: NodeConfig) -> None:
         )
     if config.cluster.kind is ClusterKind.REDIS and config.storage.kind is StorageKind.EMBEDDED:
         raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
+    if config.limits.memory_limit_mb < 1:
+        raise ValueError(f"--memory-limit-mb must be at least 1, not {config.limits.memory_limit_mb}")
+    if config.limits.call_deadline_s <= 0:
+        raise ValueError(
+            f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "
+            "calls wait that long for room and for storage"
+        )
 
 
 class Node:
@@ -107,10 +115,7 @@ class Node:
         life = self._lifecycle
         self.storage = storage = open_storage(cfg.storage)
         life.on_close(storage.close)
-        storage.inventory.install(INVENTORY_TYPES)
-        storage.metrics.install(METRICS_TYPES)
-        storage.records.install(RECORD_TYPES)
-        storage.topics.install({t.value: cfg.topics.partitions for t in Topic})
+        STORAGE_WRITES.call(lambda: self._install(storage))  # a busy server is asked again
         # A topic keeps the partition count it was created with.
         partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
         publisher = TopicPublisher(storage.topics, partitions, self.instruments)
@@ -216,6 +221,14 @@ class Node:
             f" admin=http://{cfg.server.host}:{self._admin.port}/metrics" if self._admin else "",
         )
         return self
+
+    def _install(self, storage: OpenStorage) -> None:
+        """Creates what is missing of the indices, tables and topics (each step
+        leaves what exists as it is, so it can be run again)."""
+        storage.inventory.install(INVENTORY_TYPES)
+        storage.metrics.install(METRICS_TYPES)
+        storage.records.install(RECORD_TYPES)
+        storage.topics.install({t.value: self.config.topics.partitions for t in Topic})
 
     def _cluster(self) -> RedisCluster | StandaloneCluster:
         cfg = self.config

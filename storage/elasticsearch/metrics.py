@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from model.metrics import Downsampling, Metrics
-from storage.api import M, MetricsWrite, PutOutcome, Stored, check_where
+from storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_where
 from storage.elasticsearch.client import (
     BUSY_STATUSES,
     ElasticsearchClient,
@@ -22,7 +22,6 @@ from storage.elasticsearch.client import (
 
 RETRIABLE_STATUSES = frozenset({409, *BUSY_STATUSES})
 """A version conflict or a busy server: the row was certainly not written."""
-ROUNDS = "applied_rounds"
 
 
 def index_name(model: type[Metrics], level: Downsampling) -> str:
@@ -37,7 +36,7 @@ class ElasticsearchMetricsDAO:
     def install(self, models: Sequence[type[Metrics]]) -> None:
         for model in models:
             mapping = mapping_of(model)
-            mapping["properties"][ROUNDS] = {"type": "object", "enabled": False}
+            mapping["properties"][APPLIED_ROUNDS] = {"type": "object", "enabled": False}
             for level in Downsampling:
                 self._client.create_index(index_name(model, level), mapping)
 
@@ -52,7 +51,9 @@ class ElasticsearchMetricsDAO:
             if d.get("found"):
                 source = d["_source"]
                 item = model.from_row(source)
-                found[item.key()] = Stored(item, (d["_seq_no"], d["_primary_term"]), source.get(ROUNDS) or {})
+                found[item.key()] = Stored(
+                    item, (d["_seq_no"], d["_primary_term"]), source.get(APPLIED_ROUNDS) or {}
+                )
         return found
 
     def put(self, model: type[M], level: Downsampling, rows: Sequence[MetricsWrite[M]]) -> PutOutcome:
@@ -61,7 +62,7 @@ class ElasticsearchMetricsDAO:
         actions: list[dict[str, Any]] = []
         for row in rows:
             key = row.value.key()
-            source = {**row.value.to_row(), ROUNDS: row.rounds}
+            source = {**row.value.to_row(), APPLIED_ROUNDS: row.rounds}
             action: dict[str, Any] = {"_index": index, "_id": doc_id(key), "_source": source}
             if row.stored is None:
                 action["_op_type"] = "create"

@@ -75,9 +75,11 @@ class ElasticsearchTopicDAO:
         self._client.create_index(BOUNDS, _BOUNDS_MAPPING)
         for topic, partitions in topics.items():
             self._client.create_index(_records(topic), _RECORD_MAPPING)
-            if self.bounds(topic):
-                continue
-            for p in range(partitions):
+            existing = {b.partition for b in self.bounds(topic)}
+            # The last partition is created first: a topic whose install was
+            # cut short is completed to the count it was first given.
+            count = max(existing) + 1 if existing else partitions
+            for p in sorted(set(range(count)) - existing, reverse=True):
                 installed_before = contextlib.suppress(elasticsearch.ConflictError)
                 with translated_errors(f"creating partition {topic}/{p}"), installed_before:
                     self._client.writes.create(

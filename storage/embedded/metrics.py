@@ -11,10 +11,8 @@ from typing import Any
 
 from model.metrics import Downsampling, Metrics
 from model.stream import StreamData
-from storage.api import M, MetricsWrite, PutOutcome, Stored, check_where
+from storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_where
 from storage.embedded.db import Database, chunks, column_definitions, sql_value
-
-ROUNDS = "applied_rounds"
 
 
 def table(model: type[Metrics], level: Downsampling) -> str:
@@ -43,11 +41,13 @@ class EmbeddedMetricsDAO:
                 name = table(model, level)
                 self._db.execute(
                     f"CREATE TABLE IF NOT EXISTS {name} (key TEXT PRIMARY KEY, version INTEGER NOT NULL, "
-                    f"{ROUNDS} TEXT NOT NULL DEFAULT '{{}}', {column_definitions(model)})"
+                    f"{APPLIED_ROUNDS} TEXT NOT NULL DEFAULT '{{}}', {column_definitions(model)})"
                 )
-                if ROUNDS not in {row[1] for row in self._db.fetch(f"PRAGMA table_info({name})")}:
+                if APPLIED_ROUNDS not in {row[1] for row in self._db.fetch(f"PRAGMA table_info({name})")}:
                     # A table of an earlier release.
-                    self._db.execute(f"ALTER TABLE {name} ADD COLUMN {ROUNDS} TEXT NOT NULL DEFAULT '{{}}'")
+                    self._db.execute(
+                        f"ALTER TABLE {name} ADD COLUMN {APPLIED_ROUNDS} TEXT NOT NULL DEFAULT '{{}}'"
+                    )
                 self._db.execute(f"CREATE INDEX IF NOT EXISTS {name}_bucket ON {name} (time_bucket)")
 
     def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
@@ -55,7 +55,7 @@ class EmbeddedMetricsDAO:
         for chunk in chunks(keys):
             marks = ",".join("?" * len(chunk))
             for item, (version, rounds) in self._db.rows(
-                model, table(model, level), f"key IN ({marks})", chunk, ("version", ROUNDS)
+                model, table(model, level), f"key IN ({marks})", chunk, ("version", APPLIED_ROUNDS)
             ):
                 found[item.key()] = Stored(item, version, json.loads(rounds))
         return found
@@ -64,11 +64,11 @@ class EmbeddedMetricsDAO:
         name = table(model, level)
         cols = list(model.stored_columns())
         insert = (
-            f"INSERT INTO {name} (key, version, {ROUNDS}, {', '.join(c.name for c in cols)}) "
+            f"INSERT INTO {name} (key, version, {APPLIED_ROUNDS}, {', '.join(c.name for c in cols)}) "
             f"VALUES (?, 1, ?, {', '.join('?' * len(cols))})"
         )
         update = (
-            f"UPDATE {name} SET {', '.join(f'{c.name} = ?' for c in cols)}, {ROUNDS} = ?, "
+            f"UPDATE {name} SET {', '.join(f'{c.name} = ?' for c in cols)}, {APPLIED_ROUNDS} = ?, "
             "version = version + 1 WHERE key = ? AND version = ?"
         )
         outcome = PutOutcome()

@@ -120,6 +120,23 @@ def test_records_a_dead_writer_left_above_the_end_are_kept_or_removed(
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("node_config", ["elasticsearch"], indirect=True)
+def test_a_topic_whose_install_was_cut_short_is_completed_to_its_first_count(
+    storage: OpenStorage, node_config: NodeConfig
+) -> None:
+    """An install that failed after creating some partitions (a busy server)
+    is run again: the topic gets the partitions it lacks, as many as first
+    asked for, not those of the new configuration."""
+    storage.topics.install({"log": 4})
+    with Elasticsearch(node_config.storage.es_hosts) as es:
+        for p in (0, 1, 2):  # the last partition is created first
+            es.delete(
+                index=f"{node_config.storage.es_index_prefix}_topic_partitions", id=f"log-{p}", refresh=True
+            )
+    storage.topics.install({"log": 8})
+    assert [b.partition for b in storage.topics.bounds("log")] == [0, 1, 2, 3]
+
+
 def test_what_l2_stores_is_published_to_the_topics(
     node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], storage: OpenStorage
 ) -> None:

@@ -1,15 +1,32 @@
-"""Fakes of the project's own storage interface, for unit tests."""
+"""Fakes of the project's own interfaces (storage, the next worker), for unit tests."""
 
 from __future__ import annotations
 
 import copy
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from model.inventory import Inventory
 from model.metrics import Downsampling, Metrics
+from model.stream import StreamData
+from runtime.worker import Worker
 from storage.api import I, InsertOutcome, M, MetricsWrite, PutOutcome, StorageUnavailable, Stored
+
+T = TypeVar("T", bound=StreamData)
+
+
+class Collect(Worker[T], Generic[T]):
+    """A next worker that keeps what it is given, in order."""
+
+    def __init__(self, worker_id: int = 0) -> None:
+        super().__init__(worker_id, "collect")
+        self.items: list[T] = []
+        self.lock = threading.Lock()
+
+    def accept(self, item: T) -> None:
+        with self.lock:
+            self.items.append(item)
 
 
 class MemoryInventoryDAO:

@@ -14,7 +14,7 @@ from receiver.skywalking import Sinks
 from runtime.budget import ITEM_OVERHEAD_BYTES, MemoryBudget, Overloaded, memory_size
 from runtime.buffer import BufferQueue, BufferStrategy
 from runtime.instruments import Instruments
-from runtime.worker import Worker
+from tests.unit.fakes import Collect
 
 
 def log_line(n: int, body: str = "x" * 100) -> LogRecord:
@@ -22,15 +22,6 @@ def log_line(n: int, body: str = "x" * 100) -> LogRecord:
         time_bucket=202611221900, log_id=f"log-{n}", timestamp=1, service="shop", instance="shop-1",
         endpoint="", trace_id="", segment_id="", span_id=0, content_type="text", content=Text(body), tags={},
     )  # fmt: skip
-
-
-class Collect(Worker[LogRecord]):
-    def __init__(self) -> None:
-        super().__init__(1, "collect")
-        self.items: list[LogRecord] = []
-
-    def accept(self, item: LogRecord) -> None:
-        self.items.append(item)
 
 
 def test_an_admitted_queue_takes_every_item_and_counts_its_bytes() -> None:
@@ -50,7 +41,7 @@ def test_a_call_is_taken_whole_or_refused_whole() -> None:
     budget = MemoryBudget(memory_size(lines) * 2, instruments)
     held = [0]
     budget.hold(lambda: held[0])
-    sink = Collect()
+    sink: Collect[LogRecord] = Collect()
     sinks = Sinks(lambda m: sink, lambda m: sink, budget, wait_s=0.05)  # type: ignore[arg-type, return-value]
 
     sinks.take(lines, ())
@@ -70,7 +61,7 @@ def test_a_call_is_taken_whole_or_refused_whole() -> None:
 
 def test_a_call_larger_than_the_whole_budget_is_refused_at_once() -> None:
     budget = MemoryBudget(1000, Instruments())
-    sinks = Sinks(lambda m: Collect(), lambda m: Collect(), budget, wait_s=60.0)  # type: ignore[arg-type, return-value]
+    sinks = Sinks(lambda m: Collect(), lambda m: Collect(), budget, wait_s=60.0)
     with pytest.raises(Overloaded, match="more than the node's whole memory budget"):
         sinks.take([log_line(1, "y" * 2000)], ())
     with pytest.raises(Overloaded, match="send less per call"):

@@ -17,18 +17,9 @@ from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.worker import Worker, Workers
 from storage.embedded.sequences import LocalSequenceAllocator
-from tests.unit.fakes import MemoryInventoryDAO
+from tests.unit.fakes import Collect, MemoryInventoryDAO
 from wiring.chains import InventoryStreamProcessor
 from wiring.config import NodeConfig
-
-
-class Collect(Worker[ServiceInventory]):
-    def __init__(self) -> None:
-        super().__init__(0, "collect")
-        self.items: list[ServiceInventory] = []
-
-    def accept(self, item: ServiceInventory) -> None:
-        self.items.append(item)
 
 
 def distinct(next_worker: Worker[ServiceInventory]) -> DistinctWorker[ServiceInventory]:
@@ -40,7 +31,7 @@ def distinct(next_worker: Worker[ServiceInventory]) -> DistinctWorker[ServiceInv
 
 
 def test_l1_combines_equal_items_within_a_batch() -> None:
-    out = Collect()
+    out: Collect[ServiceInventory] = Collect()
     worker = distinct(out)
     batch = [ServiceInventory(name=f"s{i % 3}", heartbeat_time=i) for i in range(9)]
     worker.handle_batch(batch)
@@ -48,7 +39,7 @@ def test_l1_combines_equal_items_within_a_batch() -> None:
 
 
 def test_l1_hands_on_every_1000_items_and_at_the_end_of_the_batch() -> None:
-    out = Collect()
+    out: Collect[ServiceInventory] = Collect()
     worker = distinct(out)
     worker.handle_batch([ServiceInventory(name=f"s{i % 10}", heartbeat_time=i) for i in range(2500)])
     # Three flushes (1000, 1000, 500 items) of the same 10 names each.

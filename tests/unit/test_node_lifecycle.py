@@ -50,3 +50,17 @@ def test_a_node_that_fails_to_start_says_why_and_releases_its_port(tmp_path: Pat
             Node(config.with_options(port=grpc_port, admin_port=-1)).start()
     finally:
         again.close(5)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"memory_limit_mb": 0}, "--memory-limit-mb must be at least 1, not 0"),
+        ({"call_deadline_s": 0.0}, "--call-deadline-s must be above 0, not 0: calls wait that long"),
+    ],
+)
+def test_a_budget_that_could_take_nothing_is_refused_with_the_option_named(
+    options: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        Node(NodeConfig().with_options(**options))

@@ -19,20 +19,10 @@ from remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, enc
 from remote.service import RemoteService
 from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
-from runtime.worker import Worker, Workers
+from runtime.worker import Workers
+from tests.unit.fakes import Collect
 
 L2 = worker_id(ServiceInventory, Stage.L2)
-
-
-class Collect(Worker[StreamData]):
-    def __init__(self, wid: int) -> None:
-        super().__init__(wid, "collect")
-        self.items: list[StreamData] = []
-        self.lock = threading.Lock()
-
-    def accept(self, item: StreamData) -> None:
-        with self.lock:
-            self.items.append(item)
 
 
 def wait_for(check, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
@@ -43,9 +33,9 @@ def wait_for(check, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped
 
 
 @pytest.fixture
-def target() -> Iterator[tuple[str, Collect, Instruments]]:
+def target() -> Iterator[tuple[str, Collect[StreamData], Instruments]]:
     workers = Workers()
-    collect = Collect(L2)
+    collect = Collect[StreamData](L2)
     workers.register(collect)
     instruments = Instruments()
     server = GrpcServer("127.0.0.1", 0, workers=4, max_message_bytes=1 << 22)
@@ -60,7 +50,7 @@ def target() -> Iterator[tuple[str, Collect, Instruments]]:
 
 
 def test_items_pushed_to_a_client_reach_the_named_worker_in_order(
-    target: tuple[str, Collect, Instruments],
+    target: tuple[str, Collect[StreamData], Instruments],
 ) -> None:
     address, collect, server_instruments = target
     instruments = Instruments()
@@ -77,7 +67,9 @@ def test_items_pushed_to_a_client_reach_the_named_worker_in_order(
     assert server_instruments.value("skyoap_remote_service_received_total") == 3000
 
 
-def test_bad_messages_are_counted_and_the_stream_goes_on(target: tuple[str, Collect, Instruments]) -> None:
+def test_bad_messages_are_counted_and_the_stream_goes_on(
+    target: tuple[str, Collect[StreamData], Instruments],
+) -> None:
     address, collect, instruments = target
     good = encode(L2, ServiceInventory(name="good")).SerializeToString()
     wrong_shape = remote_pb2.RemoteMessage(
@@ -124,7 +116,7 @@ def test_a_client_whose_target_left_gives_back_what_it_held() -> None:
 
 
 def test_a_batch_whose_columns_do_not_add_up_is_refused_whole(
-    target: tuple[str, Collect, Instruments],
+    target: tuple[str, Collect[StreamData], Instruments],
 ) -> None:
     address, collect, instruments = target
     good = encode_batch([(L2, ServiceInventory(name="a")), (L2, ServiceInventory(name="b"))])
@@ -138,7 +130,7 @@ def test_a_batch_whose_columns_do_not_add_up_is_refused_whole(
     assert instruments.value("skyoap_remote_service_rejected_total") == 2
 
 
-def test_a_batch_sent_again_is_taken_once(target: tuple[str, Collect, Instruments]) -> None:
+def test_a_batch_sent_again_is_taken_once(target: tuple[str, Collect[StreamData], Instruments]) -> None:
     address, collect, instruments = target
     first = encode_batch([(L2, ServiceInventory(name="a"))], sender_id="receiver-1", sequence=7)
     other_sender = encode_batch([(L2, ServiceInventory(name="a"))], sender_id="receiver-2", sequence=7)
@@ -158,7 +150,7 @@ def test_a_stream_refused_halfway_is_sent_again_and_every_item_is_taken_once() -
     second (RESOURCE_EXHAUSTED): the client sends the stream's batches again
     until there is room, and the target drops the one it took."""
     workers = Workers()
-    collect = Collect(L2)
+    collect = Collect[StreamData](L2)
     workers.register(collect)
     server_instruments = Instruments()
     budget = MemoryBudget(10**9, server_instruments)
