@@ -17,6 +17,7 @@ import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,19 @@ class _Process:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, sig)
 
+    def start(self, timeout_s: float) -> Self:
+        raise NotImplementedError
+
+    def restart(self, sig: int = signal.SIGKILL, down_s: float = 0.0, timeout_s: float = 120.0) -> Self:
+        """Stops the process with ``sig``, waits ``down_s`` and starts it again
+        on the same port (and data, if it keeps any), as after a crash
+        (SIGKILL) or an operator's restart (SIGTERM)."""
+        self.kill(sig)
+        assert self.proc is not None
+        self.proc.wait(60)
+        time.sleep(down_s)
+        return self.start(timeout_s)
+
     def stop(self, timeout_s: float = 30.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -196,14 +210,6 @@ class ElasticsearchServer(_Process):
                 return True
         except OSError:
             return False
-
-    def restart(self, sig: int = signal.SIGKILL, timeout_s: float = 120.0) -> ElasticsearchServer:
-        """Stops the process with ``sig`` and starts it again on the same data
-        and port, as after a crash (SIGKILL) or an operator's restart (SIGTERM)."""
-        self.kill(sig)
-        assert self.proc is not None
-        self.proc.wait(60)
-        return self.start(timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         super().stop(timeout_s)

@@ -17,6 +17,7 @@ import grpc
 from google.protobuf import descriptor, message, message_factory
 
 from edge.errors import InvalidRequest, UnknownReference
+from runtime import deadline
 from runtime.budget import Overloaded
 from runtime.buffer import BufferClosed
 from runtime.ratelimit import RateLimitedLog
@@ -76,14 +77,18 @@ def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
     context.abort(grpc.StatusCode.INTERNAL, f"the backend failed to handle the call: {error}")
 
 
-def _unary(fn: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[[Any, grpc.ServicerContext], Any]:
+def _unary(
+    fn: Callable[[Any, grpc.ServicerContext], Any], deadline_s: float
+) -> Callable[[Any, grpc.ServicerContext], Any]:
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
         if isinstance(request, Undecodable):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
-        try:
-            return fn(request, context)
-        except Exception as e:
-            abort_for(context, e)
+        with deadline.call():
+            deadline.start(deadline_s)
+            try:
+                return fn(request, context)
+            except Exception as e:
+                abort_for(context, e)
 
     return handle
 
@@ -95,14 +100,22 @@ def _refusing_undecodable(requests: Iterator[Any]) -> Iterator[Any]:
         yield request
 
 
+def _deadline_once_received(requests: Iterator[Any], deadline_s: float) -> Iterator[Any]:
+    """The requests of a stream; the call's deadline starts when the last has come."""
+    yield from requests
+    deadline.start(deadline_s)
+
+
 def _stream_in(
-    fn: Callable[[Iterator[Any], grpc.ServicerContext], Any], keep_undecodable: bool
+    fn: Callable[[Iterator[Any], grpc.ServicerContext], Any], keep_undecodable: bool, deadline_s: float
 ) -> Callable[..., Any]:
     def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-        try:
-            return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
-        except Exception as e:
-            abort_for(context, e)
+        requests = _deadline_once_received(requests, deadline_s)
+        with deadline.call():
+            try:
+                return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
+            except Exception as e:
+                abort_for(context, e)
 
     return handle
 
@@ -111,13 +124,16 @@ def bind(
     server: grpc.Server,
     service: descriptor.ServiceDescriptor,
     servicer: object,
+    deadline_s: float,
     keep_undecodable: bool = False,
 ) -> str:
     """Serves the methods of ``service`` with the servicer's methods of the same
     name (one the servicer lacks answers UNIMPLEMENTED); returns the full service
     name. A message that does not decode ends its call with INVALID_ARGUMENT;
     with ``keep_undecodable``, client-streaming handlers get it in their stream
-    as an ``Undecodable`` instead, to count it and go on."""
+    as an ``Undecodable`` instead, to count it and go on. Whatever a call
+    waits on ends by its deadline, ``deadline_s`` after its request (the last
+    of its stream) came (``runtime/deadline.py``)."""
     handlers = {}
     for method in service.methods:
         request_cls = message_factory.GetMessageClass(method.input_type)
@@ -131,10 +147,10 @@ def bind(
         }
         if method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(
-                _stream_in(fn, keep_undecodable), **kwargs
+                _stream_in(fn, keep_undecodable, deadline_s), **kwargs
             )
         elif not method.client_streaming and not method.server_streaming:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(_unary(fn), **kwargs)
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(_unary(fn, deadline_s), **kwargs)
         else:
             raise NotImplementedError(f"{method.full_name}: server streaming is not used by skyoap")
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

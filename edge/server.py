@@ -21,7 +21,12 @@ class GrpcServer:
     ``port``), so the node knows its address before it builds what routes to
     it; services are added next, and ``start`` opens it to calls."""
 
-    def __init__(self, host: str, port: int, workers: int, max_message_bytes: int) -> None:
+    def __init__(
+        self, host: str, port: int, workers: int, max_message_bytes: int, call_deadline_s: float = 5.0
+    ) -> None:
+        """Each call answers within ``call_deadline_s`` of its request's arrival
+        (``edge.binding.bind``)."""
+        self.call_deadline_s = call_deadline_s
         self._executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc")
         self.server = grpc.server(
             self._executor,
@@ -47,7 +52,7 @@ class GrpcServer:
         self, service: descriptor.ServiceDescriptor, servicer: object, keep_undecodable: bool = False
     ) -> None:
         """Serves ``service`` with ``servicer`` (see ``edge.binding.bind``)."""
-        self.services.append(bind(self.server, service, servicer, keep_undecodable))
+        self.services.append(bind(self.server, service, servicer, self.call_deadline_s, keep_undecodable))
 
     def start(self) -> None:
         reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)

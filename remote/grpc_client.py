@@ -153,6 +153,11 @@ class GrpcRemoteClient:
             "lost unless the target had taken them",
         )
         self._resent = counter("resent", "items of failed streams sent again (the target drops what it took)")
+        instruments.gauge(
+            "skyoap_remote_held_items",
+            "items taken from a client's queue and not yet confirmed by its target",
+            ["target"],
+        ).labels(target=address).set_function(self._held)
         self._stream_seconds = instruments.histogram(
             "skyoap_remote_stream_seconds",
             "one stream of batches to a target, from its first batch to the target's acknowledgement",
@@ -173,6 +178,10 @@ class GrpcRemoteClient:
         """Raises BufferClosed once the client is closing: route the item again."""
         self._queue.produce((next_worker_id, item))
         self._pushed.inc()
+
+    def _held(self) -> int:
+        with self._pending_lock:
+            return len(self._pending) + sum(len(items) for _, items in (*self._resend, *self._unacked))
 
     def _take_batch(self) -> Batch | None:
         """The next batch: one of a failed stream, else a new one of up to

@@ -1,6 +1,7 @@
 """The remote sender: routes each L1 result to the node that owns it, parks
-items while no node takes them, and re-routes what a departed node's client
-still held."""
+items while no node takes them (in the node's memory budget, so that a long
+wait sheds agents rather than dropping what they sent), and re-routes what a
+departed node's client still held."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections import deque
 from model.stream import StreamData
 from remote.manager import RemoteClientManager
 from remote.selector import Selector
+from runtime.budget import MemoryBudget, memory_size
 from runtime.buffer import BufferClosed
 from runtime.instruments import Instruments
 from runtime.jobs import BackgroundJobs
@@ -22,18 +24,19 @@ MAX_ROUTING_ATTEMPTS = 5
 
 
 class RemoteSender:
-    def __init__(self, clients: RemoteClientManager, instruments: Instruments, park_size: int) -> None:
+    def __init__(
+        self, clients: RemoteClientManager, instruments: Instruments, budget: MemoryBudget | None = None
+    ) -> None:
+        """Parked items count against ``budget``."""
         self._clients = clients
         self._selectors: dict[int, Selector] = {}
-        self._park_size = park_size
         self._parked: deque[tuple[int, StreamData]] = deque()
+        self._parked_bytes = 0
         self._park_lock = threading.Lock()
+        if budget is not None:
+            budget.hold(lambda: self._parked_bytes)
         self._parked_total = instruments.counter(
             "skyoap_remote_parked_total", "items held because no node took L1 results at the time"
-        )
-        self._park_dropped = instruments.counter(
-            "skyoap_remote_park_dropped_total",
-            "items dropped because no node took L1 results and the park was full",
         )
         self._rerouted = instruments.counter(
             "skyoap_remote_rerouted_total", "items a departed node's client still held, sent to the new owner"
@@ -84,15 +87,8 @@ class RemoteSender:
 
     def _park(self, next_worker_id: int, item: StreamData) -> None:
         with self._park_lock:
-            if len(self._parked) >= self._park_size:
-                self._park_dropped.inc()
-                self._warn.error(
-                    "park",
-                    "no node takes L1 results and %d items wait already: item dropped",
-                    self._park_size,
-                )
-                return
             self._parked.append((next_worker_id, item))
+            self._parked_bytes += memory_size([item])
         self._parked_total.inc()
         if self._clients.clients:  # a node appeared while this item was on its way here
             self._jobs.submit("flushing parked items", self.flush_parked)
@@ -104,5 +100,6 @@ class RemoteSender:
             return
         with self._park_lock:
             parked, self._parked = self._parked, deque()
+            self._parked_bytes = 0
         for next_worker_id, item in parked:
             self.send(next_worker_id, item)

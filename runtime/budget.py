@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from model.stream import StreamData
+from runtime import deadline
 from runtime.instruments import Instruments
 
 ITEM_OVERHEAD_BYTES = 400
@@ -76,14 +77,14 @@ class MemoryBudget:
         never waits past admission, so the budget is never overrun by callers
         admitted together). Raises Overloaded when no room came in time."""
         self.check_size(nbytes)
-        deadline = time.monotonic() + wait_s
+        ends_at = time.monotonic() + deadline.remaining(wait_s)
         while True:
             with self._lock:
                 held = self.held()
                 if held + nbytes <= self.limit_bytes:
                     yield
                     return
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= ends_at:
                 self._shed.inc()
                 raise Overloaded(
                     f"the node holds {held} bytes of telemetry for storage, and {nbytes} more would pass "

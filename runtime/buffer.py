@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from model.stream import StreamData
+from runtime import deadline
 from runtime.budget import Overloaded, memory_size
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
@@ -125,22 +126,23 @@ class BufferQueue(Generic[T]):
     def _size(self, items: Sequence[T]) -> int:
         return memory_size(typing.cast(Sequence[StreamData], items)) if self._admitted else 0
 
-    def _wait_for_room(self, channel: _Channel[T], deadline: float | None) -> None:
-        if deadline is not None and time.monotonic() >= deadline:
+    def _wait_for_room(self, channel: _Channel[T], ends_at: float | None) -> None:
+        if ends_at is not None and time.monotonic() >= ends_at:
             raise BufferFull(f"buffer queue {self.name} stayed full for {self.max_wait_s:g} s")
         # Wake the drain thread in case it is idle, then wait for room.
         self.on_data()
         channel.not_full.wait(0.1)
 
     def _deadline(self) -> float | None:
-        return None if self.max_wait_s is None else time.monotonic() + self.max_wait_s
+        """When a wait for room ends: after ``max_wait_s``, or by the call's deadline."""
+        return None if self.max_wait_s is None else time.monotonic() + deadline.remaining(self.max_wait_s)
 
     def produce(self, item: T) -> bool:
         """Puts ``item`` into a channel. Returns False if it was dropped (full
         queue under IF_POSSIBLE); raises BufferClosed once the queue is closing
         and BufferFull if it stayed full for ``max_wait_s``."""
         channel = self._channels[next(self._next_channel) % len(self._channels)]
-        deadline = self._deadline()
+        ends_at = self._deadline()
         with channel.not_full:
             while len(channel.items) >= channel.capacity:
                 if self._closed:
@@ -154,7 +156,7 @@ class BufferQueue(Generic[T]):
                         self.capacity,
                     )
                     return False
-                self._wait_for_room(channel, deadline)
+                self._wait_for_room(channel, ends_at)
             if self._closed:
                 raise BufferClosed(f"buffer queue {self.name} is closed")
             channel.items.append(item)
@@ -168,7 +170,7 @@ class BufferQueue(Generic[T]):
         of them under BLOCKING, those that fitted under IF_POSSIBLE (the rest are
         dropped and counted)."""
         channel = self._channels[next(self._next_channel) % len(self._channels)]
-        deadline = self._deadline()
+        ends_at = self._deadline()
         done = 0
         with channel.not_full:
             while done < len(items):
@@ -183,7 +185,7 @@ class BufferQueue(Generic[T]):
                             self.name, "buffer queue %s is full: %d items dropped", self.name, dropped
                         )
                         return done
-                    self._wait_for_room(channel, deadline)
+                    self._wait_for_room(channel, ends_at)
                     continue
                 taken = items[done : done + room]
                 channel.items.extend(taken)

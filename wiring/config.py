@@ -53,9 +53,6 @@ class ClusterConfig:
         "which aggregator gets each inventory name; forever-first keeps one writer allocating ids",
     )
     remote_buffer_size: int = option(20_000, "items each remote client holds for its target node")
-    remote_park_size: int = option(
-        100_000, "items held while no aggregator is known; past that they are dropped and counted"
-    )
     remote_refresh_interval_s: float = option(5.0, "how often the list of remote target nodes is refreshed")
 
 

@@ -122,7 +122,11 @@ class Node:
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
         self.server = server = GrpcServer(
-            cfg.server.host, cfg.server.port, cfg.server.grpc_workers, cfg.server.max_message_bytes
+            cfg.server.host,
+            cfg.server.port,
+            cfg.server.grpc_workers,
+            cfg.server.max_message_bytes,
+            cfg.limits.call_deadline_s,
         )
         if cfg.server.admin_port >= 0:
             self._admin = life.start(AdminServer(cfg.server.host, cfg.server.admin_port, self.instruments))
@@ -131,7 +135,7 @@ class Node:
         sender: RemoteSender | None = None
         if role.takes_agents:  # only L1 results travel between nodes
             manager = RemoteClientManager(cluster, self._make_client, cfg.cluster.remote_refresh_interval_s)
-            clients, sender = manager, RemoteSender(manager, self.instruments, cfg.cluster.remote_park_size)
+            clients, sender = manager, RemoteSender(manager, self.instruments, self.budget)
             self._sender = sender
             self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
                 lambda: len(manager.clients)

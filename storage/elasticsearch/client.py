@@ -7,13 +7,14 @@ import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import elasticsearch
 from elasticsearch import Elasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 
 from model.stream import ColumnType, StreamData
+from runtime import deadline
 from runtime.batching import BatchPolicy
 from storage.api import StorageError, StorageUnavailable
 
@@ -79,6 +80,22 @@ def translated_errors(what: str) -> Iterator[None]:
         raise err(f"Elasticsearch refused {what}: {e}") from e
 
 
+class _ByDeadline:
+    """An Elasticsearch client whose every request times out after
+    ``limit_s``, or sooner when the current call's deadline comes first, and
+    is not sent once it has passed."""
+
+    def __init__(self, es: Elasticsearch, limit_s: float) -> None:
+        self._es = es
+        self._limit_s = limit_s
+
+    def __getattr__(self, name: str) -> Any:
+        left = deadline.remaining(self._limit_s)
+        if left <= 0:
+            raise StorageUnavailable("the call's deadline passed before Elasticsearch could be read")
+        return getattr(self._es.options(request_timeout=left), name)
+
+
 class ElasticsearchClient:
     """One client per node, shared by its DAOs (the client is thread-safe).
 
@@ -101,11 +118,12 @@ class ElasticsearchClient:
         self._closed = False
 
     def within(self, timeout_s: float) -> ElasticsearchClient:
-        """The same connections, read with one try of at most ``timeout_s``:
-        for the reads an agent's call waits on, which must answer within the
-        call's deadline. Closing it closes nothing."""
+        """The same connections, read with one try of at most ``timeout_s``,
+        or of what is left of the current call's deadline: for the reads an
+        agent's call waits on. Closing it closes nothing."""
         view = copy.copy(self)
-        view.es = self.es.options(request_timeout=timeout_s, max_retries=0, retry_on_timeout=False)
+        once = self.es.options(max_retries=0, retry_on_timeout=False)
+        view.es = cast(Elasticsearch, _ByDeadline(once, timeout_s))
         view._closed = True
         return view
 

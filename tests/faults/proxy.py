@@ -1,7 +1,9 @@
-"""An HTTP proxy that can lose the answers to bulk writes: the writes still
-reach Elasticsearch and take effect, but the client never hears back and
-times out (a network that fails one way, or a server too slow to answer in
-time). Reads are answered, so the writer can find out what landed."""
+"""An HTTP proxy that can lose the answers to bulk writes of stored rows: the
+writes still reach Elasticsearch and take effect, but the client never hears
+back and times out (a network that fails one way, or a server too slow to
+answer in time). Reads are answered, so the writer can find out what landed.
+Appends to topics are answered too: publishing is not promised under faults,
+and its retries would hold the metrics writer's thread for the whole fault."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ class AnswerLosingProxy:
         self.port = free_port()
         self._upstream = ("127.0.0.1", upstream_port)
         self.losing = threading.Event()
-        """While set, the answers to ``_bulk`` requests are dropped."""
+        """While set, the answers to ``_bulk`` requests (but appends to topics) are dropped."""
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._closed = threading.Event()
 
@@ -36,7 +38,7 @@ class AnswerLosingProxy:
                 return
             server = socket.create_connection(self._upstream)
             self._sockets += [client, server]
-            bulk = threading.Event()  # the connection's latest request is a bulk write
+            bulk = threading.Event()  # the connection's latest request writes rows in bulk
             threading.Thread(target=self._requests, args=(client, server, bulk), daemon=True).start()
             threading.Thread(target=self._answers, args=(server, client, bulk), daemon=True).start()
 
@@ -46,6 +48,8 @@ class AnswerLosingProxy:
                 if data[:8].split(b" ")[0] in (b"GET", b"POST", b"PUT", b"DELETE", b"HEAD"):
                     # A new request (one at a time per connection): is it a bulk write?
                     (bulk.set if b"/_bulk" in data.split(b"\r\n", 1)[0] else bulk.clear)()
+                if b"_topic_" in data:  # every line of an append names its topic's index
+                    bulk.clear()
                 sink.sendall(data)
         self._end(source, sink)
 

@@ -5,11 +5,14 @@ storage holds, and the line each test prints for ``docs/reliability.md``."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 from elasticsearch import Elasticsearch
@@ -28,21 +31,37 @@ Sums = dict[tuple[str, int, str], tuple[int, int]]
 """(model, bucket, entity) -> (calls, latency sum)."""
 
 
+class Taken(NamedTuple):
+    """A segment a node took (answered OK)."""
+
+    service: str
+    endpoint: str
+    start_ms: int
+    latency_ms: int
+    node: str
+    """The address of the node that took it."""
+    at: float
+    """When the answer came (time.time())."""
+
+
 @dataclass
 class Ledger:
     """What the agents sent and what became of it, segment by segment."""
 
     sent: int = 0
-    accepted: list[tuple[str, str, int, int]] = field(default_factory=list)
-    """(service, endpoint, start ms, latency ms) of each segment taken."""
+    accepted: list[Taken] = field(default_factory=list)
     refused: collections.Counter[str] = field(default_factory=collections.Counter)
     """Segments of calls answered with each status other than OK."""
     slowest_answer_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def taken_between(self, since: float, until: float, node: str | None = None) -> int:
+        """Segments answered OK from ``since`` to ``until`` (by ``node`` if given)."""
+        return sum(1 for t in self.accepted if since <= t.at <= until and node in (None, t.node))
+
     def expected(self, level: Downsampling) -> Sums:
         sums: dict[tuple[str, int, str], list[int]] = {}
-        for service, endpoint, start, latency in self.accepted:
+        for service, endpoint, start, latency, *_ in self.accepted:
             bucket = level.bucket_of(start)
             for key in (("service", bucket, service), ("endpoint", bucket, f"{service}/{endpoint}")):
                 acc = sums.setdefault(key, [0, 0])
@@ -70,13 +89,13 @@ def segment(
 
 class AgentLoad:
     """``threads`` agents, each sending ``calls_per_s`` calls of
-    ``segments_per_call`` segments to ``address`` until stopped. A call is
-    either taken whole or refused whole (the node promises it), so the ledger
-    books it whole either way."""
+    ``segments_per_call`` segments until stopped, to each of ``addresses`` in
+    turn. A call is either taken whole or refused whole (the node promises
+    it), so the ledger books it whole either way."""
 
     def __init__(
         self,
-        address: str,
+        addresses: str | Sequence[str],
         calls_per_s: float,
         segments_per_call: int,
         threads: int = 1,
@@ -84,7 +103,7 @@ class AgentLoad:
         payload_bytes: int = 0,
     ) -> None:
         self.ledger = Ledger()
-        self._address = address
+        self._addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         self._pause_s = 1.0 / calls_per_s
         self._per_call = segments_per_call
         self._timeout_s = client_timeout_s
@@ -92,7 +111,7 @@ class AgentLoad:
         self._stop = threading.Event()
         self._next = iter(range(10**9))
         self._next_lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(threads)]
 
     def __enter__(self) -> AgentLoad:
         for t in self._threads:
@@ -111,31 +130,44 @@ class AgentLoad:
         with self._next_lock:
             return [next(self._next) for _ in range(self._per_call)]
 
-    def _run(self) -> None:
-        with grpc.insecure_channel(self._address) as channel:
-            collect = channel.stream_unary(
+    def _run(self, thread: int) -> None:
+        channels = [grpc.insecure_channel(a) for a in self._addresses]
+        calls = [
+            c.stream_unary(
                 "/skywalking.v3.TraceSegmentReportService/collect",
                 request_serializer=tracing_pb2.SegmentObject.SerializeToString,
                 response_deserializer=common_pb2.Commands.FromString,
             )
-            while not self._stop.is_set():
-                began = time.monotonic()
-                now_ms = int(time.time() * 1000)
-                made = [segment(n, now_ms, self._payload_bytes) for n in self._numbers()]
-                status = "OK"
-                try:
-                    collect(iter([pb for pb, _ in made]), timeout=self._timeout_s)
-                except grpc.RpcError as e:
-                    status = e.code().name
-                took = time.monotonic() - began
-                with self.ledger.lock:
-                    self.ledger.sent += len(made)
-                    self.ledger.slowest_answer_s = max(self.ledger.slowest_answer_s, took)
-                    if status == "OK":
-                        self.ledger.accepted += [facts for _, facts in made]
-                    else:
-                        self.ledger.refused[status] += len(made)
-                self._stop.wait(max(0.0, self._pause_s - took))
+            for c in channels
+        ]
+        turns = itertools.islice(itertools.cycle(range(len(calls))), thread % len(calls), None)
+        try:
+            for turn in turns:
+                if self._stop.is_set():
+                    break
+                self._call(calls[turn], self._addresses[turn])
+        finally:
+            for c in channels:
+                c.close()
+
+    def _call(self, collect: grpc.StreamUnaryMultiCallable, address: str) -> None:
+        began = time.monotonic()
+        now_ms = int(time.time() * 1000)
+        made = [segment(n, now_ms, self._payload_bytes) for n in self._numbers()]
+        status = "OK"
+        try:
+            collect(iter([pb for pb, _ in made]), timeout=self._timeout_s)
+        except grpc.RpcError as e:
+            status = e.code().name
+        took, at = time.monotonic() - began, time.time()
+        with self.ledger.lock:
+            self.ledger.sent += len(made)
+            self.ledger.slowest_answer_s = max(self.ledger.slowest_answer_s, took)
+            if status == "OK":
+                self.ledger.accepted += [Taken(*facts, address, at) for _, facts in made]
+            else:
+                self.ledger.refused[status] += len(made)
+        self._stop.wait(max(0.0, self._pause_s - took))
 
 
 def storage_config(es_url: str, redis_url: str, prefix: str) -> StorageConfig:
@@ -164,20 +196,24 @@ def stored_segments(es_url: str, prefix: str) -> int:
         return int(es.count(index=f"{prefix}_segment-*")["count"])
 
 
-def wait_until_idle(node: NodeProcess, timeout_s: float = 120.0) -> None:
-    """Until the node holds nothing for storage, twice in a row."""
+def wait_until_idle(nodes: Sequence[NodeProcess], timeout_s: float = 120.0) -> None:
+    """Until the nodes hold nothing for storage or for each other, twice in a row."""
     deadline = time.monotonic() + timeout_s
     quiet = 0
     while quiet < 2:
-        scrape = read_metrics(node.admin)
-        busy = (
-            scrape.value("skyoap_memory_held_bytes")
-            + scrape.total("skyoap_metrics_pending")
-            + scrape.total("skyoap_buffer_depth")
-        )
+        busy = 0.0
+        for node in nodes:
+            scrape = read_metrics(node.admin)
+            busy += (
+                scrape.value("skyoap_memory_held_bytes")
+                + scrape.total("skyoap_metrics_pending")
+                + scrape.total("skyoap_buffer_depth")
+                + scrape.value("skyoap_remote_parked_items")
+                + scrape.total("skyoap_remote_held_items")
+            )
         quiet = quiet + 1 if busy == 0 else 0
         if time.monotonic() > deadline:
-            raise AssertionError(f"the node still holds work after {timeout_s:g} s")
+            raise AssertionError(f"the nodes still hold work after {timeout_s:g} s")
         time.sleep(1.0)
 
 
@@ -190,39 +226,65 @@ class Outcome:
     refused: dict[str, int]
     stored: int
     lost: int
+    """The most segments missing from the records or from any level's sums."""
     double_counted: int
+    """The most segments stored twice, or counted twice in any level's sums."""
     slowest_answer_s: float
     unconfirmed: int
     """Metric rows written with an unknown outcome (confirmed later from the rows)."""
+    remote_unconfirmed: int = 0
+    """Items between nodes whose stream was never confirmed (lost unless the target took them)."""
+    lost_at_most: int | None = None
+    """What a killed node may have held: the most it may lose."""
 
     def line(self) -> str:
         refused = ", ".join(f"{n} {code}" for code, n in sorted(self.refused.items())) or "0"
+        bound = "" if self.lost_at_most is None else f" (at most {self.lost_at_most})"
         return (
             f"| {self.fault} | {self.load} | {self.sent} | {self.accepted} | {refused} | {self.stored} "
-            f"| {self.lost} | {self.double_counted} | {self.unconfirmed} | {self.slowest_answer_s:.1f} s |"
+            f"| {self.lost}{bound} | {self.double_counted} | {self.unconfirmed} | {self.remote_unconfirmed} "
+            f"| {self.slowest_answer_s:.1f} s |"
         )
 
 
+def differences(want: Sums, got: Sums) -> tuple[int, int]:
+    """Calls missing from ``got`` and calls it counts beyond ``want``, the
+    most of either model (service, endpoint): each segment is one call of each."""
+    missing: collections.Counter[str] = collections.Counter()
+    extra: collections.Counter[str] = collections.Counter()
+    for key in want.keys() | got.keys():
+        diff = got.get(key, (0, 0))[0] - want.get(key, (0, 0))[0]
+        extra[key[0]] += max(0, diff)
+        missing[key[0]] += max(0, -diff)
+    return max(missing.values(), default=0), max(extra.values(), default=0)
+
+
 def settle(
-    fault: str, load: str, ledger: Ledger, config: StorageConfig, node: NodeProcess
+    fault: str,
+    load: str,
+    ledger: Ledger,
+    config: StorageConfig,
+    nodes: NodeProcess | Sequence[NodeProcess],
+    lost_at_most: int | None = None,
 ) -> tuple[Outcome, list[tuple[Downsampling, Sums, Sums]]]:
-    """Waits until the node stored everything; returns the figures (printed,
-    and kept in ``FIGURES``) and each level's expected and stored sums."""
-    wait_until_idle(node)
-    unconfirmed = int(read_metrics(node.admin).total("skyoap_metrics_unconfirmed_total"))
+    """Waits until the nodes stored everything; returns the figures (printed,
+    and kept in ``FIGURES``) and each level's expected and stored sums.
+    ``lost_at_most`` is what a killed node may have held."""
+    nodes = [nodes] if isinstance(nodes, NodeProcess) else nodes
+    wait_until_idle(nodes)
+    scrapes = [read_metrics(n.admin) for n in nodes]
     segments = stored_segments(config.es_hosts, config.es_index_prefix)
     levels = [(level, ledger.expected(level), stored_sums(config, level)) for level in Downsampling]
-    lost = double = 0
-    for _, want, got in levels:
-        for key in want.keys() | got.keys():
-            diff = got.get(key, (0, 0))[0] - want.get(key, (0, 0))[0]
-            double += max(0, diff)
-            lost += max(0, -diff)
     accepted = len(ledger.accepted)
+    lost, double = max(0, accepted - segments), max(0, segments - accepted)
+    for _, want, got in levels:
+        missing, extra = differences(want, got)
+        lost, double = max(lost, missing), max(double, extra)
     outcome = Outcome(
-        fault, load, ledger.sent, accepted, dict(ledger.refused), segments,
-        lost + max(0, accepted - segments), double + max(0, segments - accepted), ledger.slowest_answer_s,
-        unconfirmed,
+        fault, load, ledger.sent, accepted, dict(ledger.refused), segments, lost, double,
+        ledger.slowest_answer_s,
+        int(sum(s.total("skyoap_metrics_unconfirmed_total") for s in scrapes)),
+        int(sum(s.total("skyoap_remote_unconfirmed_total") for s in scrapes)), lost_at_most,
     )  # fmt: skip
     print(outcome.line())
     with FIGURES.open("a") as f:

@@ -111,7 +111,7 @@ def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     )
     clients.refresh()
     config = NodeConfig()
-    sender = RemoteSender(clients, instruments, park_size=10)
+    sender = RemoteSender(clients, instruments)
     processor = InventoryStreamProcessor(config, dao, LocalSequenceAllocator(), workers, sender, instruments)
     assert processor.l1 is not None and processor.l2 is not None
     processor.l2.start()

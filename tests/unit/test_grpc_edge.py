@@ -1,4 +1,5 @@
-"""The gRPC edge maps the project's errors to statuses (in-process server, port 0)."""
+"""The gRPC edge maps the project's errors to statuses and bounds each call by its
+deadline (in-process server, port 0)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from edge.binding import _deadline_once_received
 from edge.errors import InvalidRequest
 from edge.server import GrpcServer
 from proto import register_pb2, register_pb2_grpc, remote_pb2
-from runtime.buffer import BufferClosed, BufferFull
+from runtime import deadline
+from runtime.budget import MemoryBudget, Overloaded
+from runtime.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
+from runtime.instruments import Instruments
 from storage.api import StorageError, StorageUnavailable
+from storage.elasticsearch.client import ElasticsearchClient
 
 
 class Failing:
@@ -91,3 +97,61 @@ def test_a_stream_message_that_does_not_decode_ends_the_call_with_invalid_argume
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "not a valid skyoap.v1.RemoteMessage message" in info.value.details()
     assert len(taken) == 1
+
+
+def test_every_wait_of_a_call_ends_by_the_call_deadline() -> None:
+    """A handler that waits twice, each wait allowed an hour: the first wait
+    ends at the call's deadline (0.2 s), and the call is answered
+    RESOURCE_EXHAUSTED. Without the call's deadline it would wait an hour."""
+    instruments = Instruments()
+    budget = MemoryBudget(1000, instruments)
+    budget.hold(lambda: 1000)  # full
+    queue: BufferQueue[int] = BufferQueue("q", 1, 1, BufferStrategy.BLOCKING, instruments, max_wait_s=3600)
+    queue.produce(0)  # full
+    reached: list[str] = []
+
+    class Waiting:
+        def doServiceRegister(self, request: object, context: grpc.ServicerContext) -> None:
+            for name, wait in (("queue", lambda: queue.produce(1)), ("budget", budget_wait)):
+                try:
+                    wait()
+                except Overloaded:
+                    reached.append(name)
+            raise Overloaded("no room")
+
+    def budget_wait() -> None:
+        with budget.admission(10, wait_s=3600):
+            pass
+
+    server = GrpcServer("127.0.0.1", 0, workers=2, max_message_bytes=1 << 20, call_deadline_s=0.2)
+    server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], Waiting())
+    server.start()
+    try:
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+            pytest.raises(grpc.RpcError) as info,
+        ):
+            register_pb2_grpc.RegisterStub(channel).doServiceRegister(register_pb2.Services(), timeout=60)
+    finally:
+        server.close(0)
+    assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reached == ["queue", "budget"]
+    assert deadline.remaining(7.0) == 7.0  # outside a call, waits keep their own limits
+
+
+def test_a_streamed_call_has_its_deadline_from_its_last_message_on() -> None:
+    with deadline.call():
+        requests = _deadline_once_received(iter([1, 2]), 0.0)
+        assert next(requests) == 1
+        assert deadline.remaining(9.0) == 9.0  # still coming in: no deadline yet
+        assert list(requests) == [2]
+        assert deadline.remaining(9.0) == 0.0
+    assert deadline.remaining(9.0) == 9.0
+
+
+def test_edge_reads_of_elasticsearch_are_not_sent_once_the_deadline_passed() -> None:
+    client = ElasticsearchClient("http://127.0.0.1:9", "p").within(5.0)
+    with deadline.call():
+        deadline.start(0.0)
+        with pytest.raises(StorageUnavailable, match="the call's deadline passed before Elasticsearch"):
+            client.es.mget(index="p_x", ids=["a"])

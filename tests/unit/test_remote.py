@@ -14,6 +14,7 @@ from remote.manager import RemoteClientManager
 from remote.selector import ForeverFirst, RendezvousHash, Rolling, SelectorKind
 from remote.sender import RemoteSender
 from remote.worker import RemoteWorker
+from runtime.budget import MemoryBudget, memory_size
 from runtime.instruments import Instruments
 from runtime.worker import UnknownWorker, Worker, Workers
 
@@ -131,7 +132,7 @@ def test_refresh_builds_the_next_list_beside_the_one_in_use() -> None:
 def test_the_remote_worker_routes_to_the_selected_node_and_worker() -> None:
     manager = RemoteClientManager(Nodes("a:1", "b:1"), lambda n: FakeClient(n.address))
     manager.refresh()
-    sender = RemoteSender(manager, Instruments(), park_size=10)
+    sender = RemoteSender(manager, Instruments())
     worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, sender, ForeverFirst())
     item = ServiceInventory(name="s")
     worker.accept(item)
@@ -140,7 +141,7 @@ def test_the_remote_worker_routes_to_the_selected_node_and_worker() -> None:
     assert first.pushed == [(3, item)]
 
 
-def test_with_no_target_items_are_held_up_to_a_bound_then_sent_when_one_appears() -> None:
+def test_with_no_target_items_are_held_in_the_memory_budget_then_sent_when_one_appears() -> None:
     nodes = Nodes()
     made: list[FakeClient] = []
 
@@ -151,18 +152,22 @@ def test_with_no_target_items_are_held_up_to_a_bound_then_sent_when_one_appears(
     manager = RemoteClientManager(nodes, make)
     manager.refresh()
     instruments = Instruments()
-    sender = RemoteSender(manager, instruments, park_size=3)
+    budget = MemoryBudget(1024, instruments)
+    sender = RemoteSender(manager, instruments, budget)
     sender.start()
     worker: RemoteWorker[ServiceInventory] = RemoteWorker(2, "remote", 3, sender, ForeverFirst())
-    for i in range(5):
-        worker.accept(ServiceInventory(name=f"s{i}"))
-    assert instruments.value("skyoap_remote_parked_items") == 3
-    assert instruments.value("skyoap_remote_park_dropped_total") == 2
+    items = [ServiceInventory(name=f"s{i}") for i in range(5)]
+    for item in items:
+        worker.accept(item)
+    # Past the budget: nothing is dropped, and agents' calls are shed meanwhile.
+    assert instruments.value("skyoap_remote_parked_items") == 5
+    assert budget.held() == memory_size(items) > budget.limit_bytes
     nodes.addresses = ["a:1"]
     manager.refresh()  # sends what was parked, from a thread of its own
-    wait_until(lambda: len(made[0].pushed) == 3)
-    assert [item.key() for _, item in made[0].pushed] == ["s0", "s1", "s2"]
+    wait_until(lambda: len(made[0].pushed) == 5)
+    assert [item.key() for _, item in made[0].pushed] == ["s0", "s1", "s2", "s3", "s4"]
     assert instruments.value("skyoap_remote_parked_items") == 0
+    assert budget.held() == 0
     sender.close(5)
     assert not any(t.name == "remote-sender" for t in threading.enumerate())
 
@@ -171,7 +176,7 @@ def test_what_a_departed_node_held_goes_to_the_new_owner() -> None:
     manager = RemoteClientManager(Nodes("a:1", "b:1"), lambda n: FakeClient(n.address))
     manager.refresh()
     instruments = Instruments()
-    sender = RemoteSender(manager, instruments, park_size=10)
+    sender = RemoteSender(manager, instruments)
     sender.start()
     sender.route_with(3, ForeverFirst())
     held: list[tuple[int, StreamData]] = [(3, ServiceInventory(name=f"s{i}")) for i in range(4)]
