@@ -53,8 +53,9 @@ class BufferClosed(RuntimeError):
 
 class BufferFull(Overloaded):
     """Raised by ``produce`` under BLOCKING when the queue stayed full for its
-    ``max_wait_s``: the caller should shed the work (tell its client to come
-    back later) rather than hold a thread any longer."""
+    ``max_wait_s``, or until the deadline of the call producing: the caller
+    should shed the work (tell its client to come back later) rather than hold
+    a thread any longer."""
 
 
 class _Channel(Generic[T]):
@@ -128,7 +129,10 @@ class BufferQueue(Generic[T]):
 
     def _wait_for_room(self, channel: _Channel[T], ends_at: float | None) -> None:
         if ends_at is not None and time.monotonic() >= ends_at:
-            raise BufferFull(f"buffer queue {self.name} stayed full for {self.max_wait_s:g} s")
+            raise BufferFull(
+                f"buffer queue {self.name} stayed full for as long as the call could wait "
+                f"(at most {self.max_wait_s:g} s)"
+            )
         # Wake the drain thread in case it is idle, then wait for room.
         self.on_data()
         channel.not_full.wait(0.1)
@@ -140,7 +144,7 @@ class BufferQueue(Generic[T]):
     def produce(self, item: T) -> bool:
         """Puts ``item`` into a channel. Returns False if it was dropped (full
         queue under IF_POSSIBLE); raises BufferClosed once the queue is closing
-        and BufferFull if it stayed full for ``max_wait_s``."""
+        and BufferFull if it stayed full for ``max_wait_s`` (or the call's deadline)."""
         channel = self._channels[next(self._next_channel) % len(self._channels)]
         ends_at = self._deadline()
         with channel.not_full:
