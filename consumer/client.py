@@ -186,6 +186,12 @@ class Consumer:
     def seek_to_end(self, tp: TopicPartition) -> None:
         self.seek(tp, self._fetcher.bounds(tp).end)
 
+    def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """For each partition, the first offset whose record was published at
+        or after the time given (ms since the epoch), or None when none was
+        that recent: ``seek`` there to replay from a time."""
+        return {tp: self._topics_dao.offset_for_time(tp.topic, tp.partition, ms) for tp, ms in times.items()}
+
     def position(self, tp: TopicPartition) -> int:
         return self._subscription.position(tp)
 

@@ -236,6 +236,10 @@ class TopicDAO(Protocol):
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         """Removes what ``retention`` no longer keeps; returns the records removed per partition."""
 
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """The first readable offset whose record was published at or after
+        ``timestamp_ms``; None when no readable record is that recent."""
+
     def close(self) -> None: ...
 
 

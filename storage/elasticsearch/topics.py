@@ -236,6 +236,21 @@ class ElasticsearchTopicDAO:
             raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
         return records
 
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        b, _ = self._get_bounds(topic, partition)
+        with translated_errors(f"finding the records of {topic}/{partition} from {timestamp_ms}"):
+            hits = self._es.search(
+                index=self._client.index(_records(topic)),
+                query=_in_partition(
+                    partition, {"range": {"timestamp_ms": {"gte": timestamp_ms}}}, gte=b.start, lt=b.end
+                ),
+                sort=[{"offset": "asc"}],
+                source=False,
+                docvalue_fields=[{"field": "offset"}],
+                size=1,
+            )["hits"]["hits"]
+        return int(hits[0]["fields"]["offset"][0]) if hits else None
+
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         if self._locks is None:
             raise StorageError("this stream storage only reads: it was opened without the global lock")

@@ -91,6 +91,15 @@ class EmbeddedTopicDAO:
             raise OffsetOutOfRange(topic, partition, offset, rows[0][0], b.end)
         return [TopicRecord(topic, partition, o, ts, k, json.loads(v)) for o, ts, k, v in rows]
 
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        b = self._bounds_of(topic, partition)
+        ((offset,),) = self._db.fetch(
+            f"SELECT MIN(record_offset) FROM {_table(topic)} WHERE partition_no = ? "
+            "AND record_offset >= ? AND record_offset < ? AND timestamp_ms >= ?",
+            (partition, b.start, b.end, timestamp_ms),
+        )
+        return None if offset is None else int(offset)
+
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         removed = {}
         cutoff_ms = now_ms - int(retention.max_age_s * 1000)

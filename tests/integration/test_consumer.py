@@ -207,3 +207,19 @@ def test_commits_of_a_stale_owner_beyond_the_watermark_or_unassigned_are_refused
                        r"assigned to it \(it is fresh's now\)"):  # fmt: skip
         stale.commit({tp0: 4})
     assert fresh.committed(tp0) is None
+
+
+def test_offsets_for_times_replay_from_the_first_record_published_at_or_after_a_time(
+    node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
+) -> None:
+    storage.topics.install({TOPIC: 2})
+    storage.topics.append(TOPIC, 0, [Entry(f"k{i}", {"i": i}, 1000 * (i + 1)) for i in range(5)])
+    storage.topics.append(TOPIC, 1, [Entry("k", {"i": 0}, 9000)])
+    tp0, tp1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+    consumer = open_consumer(node_config.storage, consumers, group=None)
+    assert consumer.offsets_for_times({tp0: 2500, tp1: 2500}) == {tp0: 2, tp1: 0}
+    assert consumer.offsets_for_times({tp0: 0, tp1: 9000}) == {tp0: 0, tp1: 0}
+    assert consumer.offsets_for_times({tp0: 5001, tp1: 9001}) == {tp0: None, tp1: None}
+    consumer.assign([tp0])
+    consumer.seek(tp0, 3)
+    assert drain(consumer, 2) == [(0, 3), (0, 4)]

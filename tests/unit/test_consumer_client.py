@@ -73,6 +73,11 @@ class MemoryTopics:
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         return {}
 
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        with self.lock:
+            readable = self.records[partition][self.starts[partition] :]
+        return next((r.offset for r in readable if r.timestamp_ms >= timestamp_ms), None)
+
     def move_start(self, partition: int, start: int) -> None:
         """What retention does: the records below ``start`` are gone."""
         with self.lock:
