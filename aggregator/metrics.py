@@ -253,7 +253,8 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         sizes: dict[Downsampling, dict[str, int]] = {}
         for level, held in self._held.items():
             sizes[level] = {k: memory_size([delta]) for k, (_, delta) in held.unconfirmed.items()}
-            sizes[level].update((k, memory_size([delta])) for k, delta in held.waiting.items())
+            for k, delta in held.waiting.items():  # a key may hold both: they go together
+                sizes[level][k] = sizes[level].get(k, 0) + memory_size([delta])
         total = sum(sum(s.values()) for s in sizes.values())
         excess = total - self.max_held_bytes
         dropped = 0

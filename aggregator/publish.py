@@ -1,10 +1,11 @@
 """The topic publisher: what L2 has just stored is appended to its topic as
 well, so consumers can follow it by offset (``model/topics.py``).
 
-Publishing happens after the store succeeded, in the persisting thread. A
-record is published at least once per store: a row stored twice (a segment an
-agent sent again, a metric merged again) is published twice, and consumers
-see the latest value last.
+Publishing happens after the store succeeded, in the persisting thread. A row
+stored twice (a segment an agent sent again, a metric merged again) is
+published twice, and consumers see the latest value last. A node that dies
+between the store and the append, or an append whose retries run out, leaves
+the row stored and not published (the second is counted).
 """
 
 from __future__ import annotations

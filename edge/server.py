@@ -75,7 +75,7 @@ class GrpcServer:
             self.server.start()
         self.server.stop(timeout_s).wait(timeout_s + 1)
         # A handler still running past the grace period is waiting out a bound
-        # of its own (a full queue's --l1-max-wait-s); the join is bounded too.
+        # of its own (its call's deadline); the join is bounded too.
         joiner = threading.Thread(target=self._executor.shutdown, name="grpc-shutdown", daemon=True)
         joiner.start()
         joiner.join(timeout_s + 1)

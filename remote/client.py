@@ -23,8 +23,9 @@ class RemoteClient(Protocol):
         ``timeout_s``, and stops."""
 
     def leave(self) -> None:
-        """The target left: stops, and hands what the client holds back to be
-        routed elsewhere."""
+        """The target left: stops, and hands what the client never sent back to
+        be routed elsewhere (what it sent and the target did not confirm is
+        counted, not sent elsewhere: the target may have taken it)."""
 
 
 class SelfRemoteClient:

@@ -204,7 +204,8 @@ class BufferQueue(Generic[T]):
         with ch.not_full:
             n = min(max_items, len(ch.items))
             batch = [ch.items.popleft() for _ in range(n)]
-            ch.bytes -= self._size(batch)
+            # A drain usually empties the channel: no need to size what it took.
+            ch.bytes = ch.bytes - self._size(batch) if ch.items else 0
             if n:
                 ch.not_full.notify_all()
         return batch

@@ -301,7 +301,7 @@ class RecordStreamProcessor:
             workers.register(worker)
             self._entries[model] = worker
         # Closing: what storage does not take at once is dropped (and counted), not waited for.
-        self.l2 = ChainLevel(pool, before_drain=[w.interrupt_retries for w in self._entries.values()])
+        self.l2 = ChainLevel(pool, before_drain=[r.interrupt_retries for r in self._entries.values()])
 
     def entry(self, model: type[Record]) -> Worker[Record]:
         return self._entries[model]

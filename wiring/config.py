@@ -109,8 +109,9 @@ class LimitsConfig:
 
     call_deadline_s: float = option(
         5.0,
-        "how long an agent call may wait for room or for storage before it is answered "
-        "RESOURCE_EXHAUSTED or UNAVAILABLE (and a batch from another node for room in L2)",
+        "how long an agent call may take from its request's arrival (a stream's last message), "
+        "whatever it waits on, before it is answered RESOURCE_EXHAUSTED or UNAVAILABLE; "
+        "also how long a batch from another node waits for room in L2",
     )
     memory_limit_mb: int = option(
         256,
