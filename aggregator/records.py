@@ -5,16 +5,18 @@ a segment or a log line stores it.
 A bulk storage does not take is tried again until it does (records are
 stored by key, so a bulk that landed before its answer was lost is stored
 once); meanwhile the queue grows and the node's memory budget holds agents
-back. Only closing stops the tries."""
+back. Only closing stops the tries.
+
+With ``topics``, each bulk is placed on the model's topic before it is written,
+and the write that stores the records publishes them (``aggregator/record_topics.py``)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
-from aggregator.publish import TopicPublisher
+from aggregator.record_topics import Placement, RecordTopics
 from model.records import Record
-from model.topics import Topic
 from runtime.batching import BatchPolicy
 from runtime.budget import memory_size
 from runtime.buffer import BufferSpec
@@ -39,14 +41,13 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         instruments: Instruments,
         buffer: BufferSpec,
         bulk: BatchPolicy,
-        publisher: TopicPublisher | None = None,
+        topics: RecordTopics | None = None,
     ) -> None:
-        """``publisher`` appends what was stored to the model's topic."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
         self.bulk = bulk
-        self._publisher = publisher
+        self._topics = topics
         self._closing = threading.Event()
         self._in_hand = 0
         self._error_log = RateLimitedLog(log)
@@ -63,13 +64,19 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         finally:
             self._in_hand = 0
 
-    def _insert(self, chunk: list[Record]) -> dict[str, str]:
-        with self.series.write_seconds.time():
-            return self._dao.insert(self.model, chunk)
-
     def _write(self, chunk: list[Record]) -> None:
+        placement: Placement | None = None
+
+        def insert() -> dict[str, str]:
+            nonlocal placement
+            if placement is None and self._topics is not None:  # once: a retry writes the same positions
+                placement = self._topics.place(self.model, chunk, memory_size(chunk))
+            with self.series.write_seconds.time():
+                return self._dao.insert(self.model, chunk, placement.positions if placement else None)
+
+        refused = dict.fromkeys((i.key() for i in chunk), "not stored")  # until storage takes them
         try:
-            refused = UNTIL_STORED.call(lambda: self._insert(chunk), self._closing)
+            refused = UNTIL_STORED.call(insert, self._closing)
         except StorageError as e:
             reason = "closing" if self._closing.is_set() else "storage_failed"
             self.series.dropped(reason).inc(len(chunk))
@@ -79,10 +86,10 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             self.series.dropped("error").inc(len(chunk))
             log.exception("%s: %d records not stored", self.name, len(chunk))
             return
+        finally:
+            if placement is not None and self._topics is not None:  # its ranges are done with
+                self._topics.written(placement, refused)
         self.series.stored("write").inc(len(chunk) - len(refused))
-        if self._publisher is not None:
-            stored = (i for i in chunk if i.key() not in refused)
-            self._publisher.publish(Topic(self.model.MODEL), stored)
         if refused:
             self.series.dropped("refused").inc(len(refused))
             key, reason = next(iter(refused.items()))

@@ -108,20 +108,20 @@ def _topic_rows(
         offset = start
         while offset < end:
             try:
-                records = topics.read(topic, partition, offset, min(READ.max_items, end - offset))
+                fetched = topics.read(topic, partition, offset, min(READ.max_items, end - offset))
             except OffsetOutOfRange as e:
                 if not skip_lost or e.offset > e.end:
                     raise RuntimeError(f"{e}; set failOnDataLoss=false to skip what retention removed") from e
                 offset = e.start
                 continue
-            for r in records:
+            for r in fetched.records:
                 if r.offset >= end:
                     return
                 ts = datetime.datetime.fromtimestamp(r.timestamp_ms / 1000, datetime.UTC)
                 yield (topic, partition, r.offset, ts, r.key, json.dumps(r.value, separators=(",", ":")))
-            if not records:
+            if fetched.next_offset <= offset:
                 return
-            offset = records[-1].offset + 1
+            offset = fetched.next_offset
 
 
 def topic_slice(partition: int, start: int, end: int) -> InputPartition:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -179,42 +180,58 @@ def main() -> None:
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
         storage = storage_ceiling(es.url, segments)
-        prefix = f"bench{uuid.uuid4().hex[:8]}"
-        node, addresses = spawn(
-            [
-                sys.executable, "-m", "deploy.cli", "node", "--log-level", "WARNING", "--host", "127.0.0.1",
-                "--port", "0", "--admin-port", "0", "--storage", "elasticsearch", "--es-hosts", es.url,
-                "--redis-url", rs.url, "--es-index-prefix", prefix, "--redis-key-prefix", prefix,
-                "--metrics-persist-interval-s", str(args.persist_interval_s),
-            ],
-            r"listening on (\S+ admin \S+)",
-        )  # fmt: skip
-        address, _, admin = addresses.split()
-        try:
-            send(address, warmup, args.streams)
-            until_written(admin, len(warmup))
-            began = time.perf_counter()
-            send(address, segments, args.streams)
-            until_written(admin, len(warmup) + args.segments)
-            pipeline = args.segments / (time.perf_counter() - began)
-            fresh = freshness(address, es.url, prefix, args.probes, 0.25)
-        finally:
-            stop(node)
+        rates = {}
+        for publish in ("off", "on"):  # on last: freshness is measured with it
+            node, address, admin, prefix = start_node(es.url, rs.url, args.persist_interval_s, publish)
+            try:
+                send(address, warmup, args.streams)
+                until_written(admin, len(warmup))
+                began = time.perf_counter()
+                send(address, segments, args.streams)
+                until_written(admin, len(warmup) + args.segments)
+                rates[publish] = args.segments / (time.perf_counter() - began)
+                if publish == "on":
+                    fresh = freshness(address, es.url, prefix, args.probes, 0.25)
+            finally:
+                stop(node)
     finally:
         es.stop()
         rs.stop()
 
     lower = min(grpc_ceiling, storage)
+    pipeline = rates["on"]
     print(f"gRPC ceiling (decode only):        {grpc_ceiling:8.0f} segments/s")
-    print(f"storage ceiling (bulk helper):     {storage:8.0f} segments/s")
+    print(f"storage ceiling (bulk helper):     {storage:8.0f} segments/s (each segment document once)")
     print(
         f"pipeline into Elasticsearch:       {pipeline:8.0f} segments/s = {pipeline / lower:.1%} "
         f"of the lower ceiling ({5 * pipeline:.0f} spans/s, {pipeline / 2:.0f} segments/s per core)"
     )
     print(
+        f"the same, topics not published:    {rates['off']:8.0f} segments/s: publishing runs at "
+        f"{pipeline / rates['off']:.0%} of it"
+    )
+    print(
         f"freshness (arrival to searchable metrics): p50 {statistics.median(fresh):.2f} s  "
         f"p99 {pct(fresh, 99):.2f} s  (2 persistence periods = {2 * args.persist_interval_s:g} s)"
     )
+
+
+def start_node(
+    es_url: str, redis_url: str, persist_interval_s: float, publish: str
+) -> tuple[subprocess.Popen[str], str, str, str]:
+    """A node on fresh indices: its process, gRPC address, admin address and index prefix."""
+    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    node, addresses = spawn(
+        [
+            sys.executable, "-m", "deploy.cli", "node", "--log-level", "WARNING", "--host", "127.0.0.1",
+            "--port", "0", "--admin-port", "0", "--storage", "elasticsearch", "--es-hosts", es_url,
+            "--redis-url", redis_url, "--es-index-prefix", prefix, "--redis-key-prefix", prefix,
+            "--metrics-persist-interval-s", str(persist_interval_s), "--publish-topics", publish,
+        ],
+        r"listening on (\S+ admin \S+)",
+    )  # fmt: skip
+    address, _, admin = addresses.split()
+    return node, address, admin, prefix
 
 
 def until_written(admin: str, total: int, timeout_s: float = 900) -> None:

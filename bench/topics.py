@@ -1,11 +1,13 @@
-"""Reading a topic in Elasticsearch: records per second by one consumer
-(``consumer/client.py``) and by Spark (local, two cores, the ``skyoap`` data
-source), beside the raw rate of reading the same documents with the
-Elasticsearch client (search_after by offset, nothing else) in the same run.
+"""Reading the segment topic in Elasticsearch: records per second by one
+consumer (``consumer/client.py``) and by Spark (local, two cores, the
+``skyoap`` data source), beside the raw rate of reading the same documents
+with the Elasticsearch client (search_after by offset, nothing else) in the
+same run.
 
-And delivery latency: while a writer appends batches the way L2 does, the time
-from an append returning (the watermark has moved) to a subscribed consumer
-receiving each record, p50 and p99; and from the append's start, for scale.
+And delivery latency: while a writer stores segments the way a record worker
+does, the time from a round of the record topics returning (the watermark has
+moved) to a subscribed consumer receiving each record, p50 and p99; and from
+the write's start, for scale.
 
     .venv/bin/python -m bench.topics [--records 200000] [--partitions 4]
 """
@@ -20,22 +22,55 @@ import uuid
 
 from elasticsearch import Elasticsearch
 
+from aggregator.record_topics import RecordTopics
 from analytics.source import options_of
 from consumer.client import Consumer
 from deploy.servers import ElasticsearchServer, RedisServer
-from model.topics import Entry
-from storage.api import TopicDAO
+from model.metrics import minute_bucket
+from model.records import SegmentRecord
+from model.stream import Text
+from model.topics import Topic
+from runtime.instruments import Instruments
 from storage.config import StorageConfig, StorageKind
-from storage.select import open_storage
+from storage.select import OpenStorage, open_storage
 
 TOPIC = "segment"
+DATA = Text("Cg" * 300)
+"""About the size of a five-span segment as an agent sends it (base64)."""
 
 
-def value(i: int) -> dict[str, object]:
-    """About the size of a stored segment row without its protobuf."""
-    return {"key": f"seg-{i}", "trace_id": f"trace-{i // 3}", "service": f"svc-{i % 20}",
-            "instance": f"svc-{i % 20}-1", "endpoint": f"GET:/api/{i % 10}", "start_ms": 1795290000000 + i,
-            "latency_ms": i % 300, "is_error": i % 50 == 0, "time_bucket": 202611211200}  # fmt: skip
+def segments(first: int, count: int, prefix: str = "seg") -> list[SegmentRecord]:
+    now = int(time.time() * 1000)
+    return [
+        SegmentRecord(
+            time_bucket=minute_bucket(now),
+            segment_id=f"{prefix}-{i}",
+            trace_id=f"trace-{i // 3}",
+            service=f"svc-{i % 20}",
+            instance=f"svc-{i % 20}-1",
+            endpoint=f"GET:/api/{i % 10}",
+            start_time=now + i,
+            end_time=now + i + i % 300,
+            latency_ms=i % 300,
+            is_error=i % 50 == 0,
+            spans=5,
+            data=DATA,
+        )
+        for i in range(first, first + count)
+    ]
+
+
+def record_topics(storage: OpenStorage, partitions: int) -> RecordTopics:
+    return RecordTopics(storage.topics, storage.records, storage.offsets, dict.fromkeys(Topic, partitions),
+                        Instruments(), interval_s=3600)  # fmt: skip
+
+
+def write(topics: RecordTopics, storage: OpenStorage, items: list[SegmentRecord]) -> list[tuple[int, int]]:
+    """Stores ``items`` as a record worker does; their (partition, offset)."""
+    placement = topics.place(SegmentRecord, items, 0)
+    storage.records.insert(SegmentRecord, items, placement.positions)
+    topics.written(placement)
+    return [(p.partition, p.offset) for p in placement.positions]
 
 
 def raw_rate(es_url: str, index: str, partitions: int) -> tuple[int, float]:
@@ -45,8 +80,8 @@ def raw_rate(es_url: str, index: str, partitions: int) -> tuple[int, float]:
         after: list[int] | None = None
         while True:
             res = es.search(
-                index=index, query={"term": {"partition": p}}, sort=[{"offset": "asc"}], size=1000,
-                search_after=after,
+                index=index, query={"term": {"topic_partition": p}}, sort=[{"topic_offset": "asc"}],
+                size=1000, search_after=after,
             )["hits"]["hits"]  # fmt: skip
             if not res:
                 break
@@ -83,14 +118,15 @@ def spark_rate(config: StorageConfig, records: int) -> tuple[float, float]:
 
 
 def latency(
-    config: StorageConfig, streams: TopicDAO, partitions: int, batches: int
+    config: StorageConfig, storage: OpenStorage, partitions: int, batches: int
 ) -> tuple[list[float], list[float]]:
     consumer = Consumer.open(config, f"lat-{uuid.uuid4().hex[:6]}", auto_offset_reset="latest",
                              enable_auto_commit=False, fetch_idle_s=0.02)  # fmt: skip
     consumer.subscribe([TOPIC])
     while len(consumer.assignment()) < partitions:
         consumer.poll(0.1)
-    appended: dict[tuple[int, int], tuple[float, float]] = {}
+    topics = record_topics(storage, partitions)
+    written: dict[tuple[int, int], tuple[float, float]] = {}
     received: dict[tuple[int, int], float] = {}
     stop = threading.Event()
 
@@ -103,22 +139,22 @@ def latency(
     reader.start()
     time.sleep(1.0)
     for b in range(batches):
-        p = b % partitions
         began = time.perf_counter()
-        bounds = streams.append(TOPIC, p, [Entry(f"k{b}-{i}", value(i), 1) for i in range(100)])
+        placed = write(topics, storage, segments(b * 100, 100, "lat"))
+        topics.run_once()  # readable, and the end moved
         done = time.perf_counter()
-        for o in range(bounds.end - 100, bounds.end):
-            appended[(p, o)] = (began, done)
+        for position in placed:
+            written[position] = (began, done)
         time.sleep(0.05)
     deadline = time.monotonic() + 30
-    while len(received.keys() & appended.keys()) < len(appended) and time.monotonic() < deadline:
+    while len(received.keys() & written.keys()) < len(written) and time.monotonic() < deadline:
         time.sleep(0.1)
     stop.set()
     reader.join()
     consumer.close()
-    after_watermark = sorted(received[k] - appended[k][1] for k in appended if k in received)
-    after_start = sorted(received[k] - appended[k][0] for k in appended if k in received)
-    assert len(after_watermark) == len(appended), "some records never arrived"
+    after_watermark = sorted(received[k] - written[k][1] for k in written if k in received)
+    after_start = sorted(received[k] - written[k][0] for k in written if k in received)
+    assert len(after_watermark) == len(written), "some records never arrived"
     return after_watermark, after_start
 
 
@@ -140,17 +176,17 @@ def main() -> None:
         config = StorageConfig(kind=StorageKind.ELASTICSEARCH, es_hosts=es.url, es_index_prefix=prefix,
                                redis_url=rs.url, redis_key_prefix=prefix)  # fmt: skip
         storage = open_storage(config)
-        storage.topics.install({TOPIC: args.partitions})
+        storage.records.install([SegmentRecord])
+        storage.topics.install({t.value: args.partitions for t in Topic})
+        topics = record_topics(storage, args.partitions)
         start = time.perf_counter()
         for first in range(0, args.records, 1000):
-            chunk = [Entry(f"k{i}", value(i), 1) for i in range(first, min(first + 1000, args.records))]
-            storage.topics.append(TOPIC, (first // 1000) % args.partitions, chunk)
-        append_s = time.perf_counter() - start
-        print(
-            f"appended {args.records} records in {append_s:.1f} s ({args.records / append_s:,.0f} records/s)"
-        )
+            write(topics, storage, segments(first, min(1000, args.records - first)))
+        topics.run_once()
+        write_s = time.perf_counter() - start
+        print(f"stored {args.records} segments in {write_s:.1f} s ({args.records / write_s:,.0f} records/s)")
 
-        n, raw_s = raw_rate(es.url, f"{prefix}_topic_{TOPIC}", args.partitions)
+        n, raw_s = raw_rate(es.url, f"{prefix}_{TOPIC}-*", args.partitions)
         assert n == args.records, (n, args.records)
         consumer_s = consumer_rate(config, args.records)
         spark_s, spark_start_s = spark_rate(config, args.records)
@@ -162,7 +198,7 @@ def main() -> None:
         print(f"Spark local[2] batch read:        {args.records / spark_s:,.0f} records/s "
               f"({share:.0%} of the ceiling; its {spark_start_s:.1f} s start not counted)")  # fmt: skip
 
-        after_watermark, after_start = latency(config, storage.topics, args.partitions, args.latency_batches)
+        after_watermark, after_start = latency(config, storage, args.partitions, args.latency_batches)
         print(f"delivery after the watermark moved: p50 {pct(after_watermark, 50) * 1000:.0f} ms, "
               f"p99 {pct(after_watermark, 99) * 1000:.0f} ms ({len(after_watermark)} records)")  # fmt: skip
         print(f"delivery from the append's start:   p50 {pct(after_start, 50) * 1000:.0f} ms, "

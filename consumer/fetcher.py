@@ -131,7 +131,7 @@ class Fetcher:
             if self._stopping.is_set():
                 break
             try:
-                records = self._topics.read(tp.topic, tp.partition, offset, self.fetch_size)
+                fetched = self._topics.read(tp.topic, tp.partition, offset, self.fetch_size)
             except OffsetOutOfRange as e:
                 self._out_of_range(tp, owned, offset, e)
                 continue
@@ -139,7 +139,7 @@ class Fetcher:
                 _limited.warning(f"fetch {self.name} {tp}", "fetching %s failed (retrying): %s", tp, e)
                 self._subscription.fetch_failed(tp, owned, offset, time.monotonic() + self.retry_backoff_s)
                 continue
-            kept += self._subscription.fetched(tp, owned, offset, records)
+            kept += self._subscription.fetched(tp, owned, offset, fetched)
         return kept
 
     def _out_of_range(

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from consumer.group import ChannelState, CommitRefused, Grant, channel_name
-from model.topics import TopicRecord
+from model.topics import Fetched, TopicRecord
 
 
 @dataclass(frozen=True, order=True)
@@ -127,10 +127,10 @@ class SubscriptionState:
         for owned in self._owned.values():
             while owned.buffer and len(out) < max_records:
                 record = owned.buffer.popleft()
-                if record.offset != owned.position:  # fetched before a seek
-                    continue
                 out.append(record)
                 owned.position = record.offset + 1
+            if not owned.buffer:  # past the gaps the fetches found, too
+                owned.position = owned.fetch_at
         return out
 
     # The fetcher's side.
@@ -144,21 +144,18 @@ class SubscriptionState:
                 if len(o.buffer) < fetch_size and o.retry_at <= now
             ]
 
-    def fetched(
-        self, tp: TopicPartition, owned: PartitionState, offset: int, records: list[TopicRecord]
-    ) -> int:
+    def fetched(self, tp: TopicPartition, owned: PartitionState, offset: int, fetched: Fetched) -> int:
         """Buffers what a read from ``offset`` returned, unless the partition
         was revoked or sought meanwhile; returns how many records it kept."""
         with self._changed:
             if not self._current(tp, owned, offset):
                 return 0
             owned.error = None
-            if not records:
-                return 0
-            owned.buffer.extend(records)
-            owned.fetch_at = records[-1].offset + 1
-            self._changed.notify_all()
-            return len(records)
+            owned.buffer.extend(fetched.records)
+            owned.fetch_at = fetched.next_offset
+            if fetched.records:
+                self._changed.notify_all()
+            return len(fetched.records)
 
     def reset(self, tp: TopicPartition, owned: PartitionState, offset: int, to: int) -> bool:
         """Moves a partition whose read from ``offset`` was out of range to

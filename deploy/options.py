@@ -18,7 +18,19 @@ C = TypeVar("C")
 ENV_PREFIX = "SKYOAP_"
 
 
+_SWITCH = {"on": True, "true": True, "off": False, "false": False}
+
+
+def _parse_switch(text: str) -> bool:
+    try:
+        return _SWITCH[text.lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of: on, off") from None
+
+
 def _parser_for(tp: Any) -> Any:
+    if tp is bool:
+        return _parse_switch
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         choices = {m.value: m for m in tp}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from model.metrics import Downsampling
 from model.stream import StreamData, Text
@@ -13,8 +14,14 @@ from model.stream import StreamData, Text
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Record(StreamData):
+    KEY: ClassVar[str]
+    """The column that identifies a record."""
+
     time_bucket: int
     """The minute (see ``model.metrics``) the record belongs to."""
+
+    def key(self) -> str:
+        return str(getattr(self, self.KEY))
 
     @property
     def day(self) -> int:
@@ -29,6 +36,7 @@ class SegmentRecord(Record):
 
     STREAM_ID = 30
     MODEL = "segment"
+    KEY = "segment_id"
 
     segment_id: str
     trace_id: str
@@ -44,14 +52,12 @@ class SegmentRecord(Record):
     spans: int
     data: Text
 
-    def key(self) -> str:
-        return self.segment_id
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogRecord(Record):
     STREAM_ID = 31
     MODEL = "log"
+    KEY = "log_id"
 
     log_id: str
     """Given by the receiver: agents send none."""
@@ -68,8 +74,6 @@ class LogRecord(Record):
     content: Text
     tags: Mapping[str, str] = field(default_factory=dict)
 
-    def key(self) -> str:
-        return self.log_id
-
 
 RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord)
+RECORD_MODELS: dict[str, type[Record]] = {r.MODEL: r for r in RECORD_TYPES}

@@ -28,6 +28,13 @@ class Topic(enum.Enum):
     METRICS = "metrics"
     """Metric rows (every scope and level) as L2 stored them after merging."""
 
+    @property
+    def of_records(self) -> bool:
+        """Whether the topic's entries are the stored records themselves (each
+        segment and log line is written once, with its partition and offset),
+        rather than copies appended after a row was stored."""
+        return self in (Topic.SEGMENT, Topic.LOG)
+
     @classmethod
     def named(cls, name: str) -> Topic:
         try:
@@ -60,6 +67,42 @@ class TopicRecord:
     timestamp_ms: int
     key: str
     value: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What a read from an offset found: the records, in offset order, and
+    where the next read starts. A partition may have gaps (an offset whose
+    record was written again elsewhere, or refused), so the next read starts
+    after the last offset looked at, which may lie past the last record."""
+
+    records: list[TopicRecord]
+    next_offset: int
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a record is on its topic: written with the record itself."""
+
+    partition: int
+    offset: int
+    published_ms: int
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Offsets ``start`` to ``end - 1`` of a partition, handed to one writer
+    (see ``storage.api.OffsetRanges``). ``epoch`` names the partition's set-up
+    the range belongs to."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    epoch: str
+
+    def __len__(self) -> int:
+        return self.end - self.start
 
 
 @dataclass(frozen=True)

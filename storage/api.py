@@ -12,7 +12,7 @@ from model.inventory import Inventory
 from model.metrics import Downsampling, Metrics
 from model.records import Record
 from model.stream import ColumnType, StreamData
-from model.topics import Bounds, Entry, Retention, TopicRecord
+from model.topics import Bounds, Entry, Fetched, Position, Reservation, Retention
 
 I = TypeVar("I", bound=Inventory)  # noqa: E741
 M = TypeVar("M", bound=Metrics)
@@ -183,10 +183,13 @@ class RecordDAO(Protocol):
 
     def install(self, models: Sequence[type[Record]]) -> None: ...
 
-    def insert(self, model: type[R], items: Sequence[R]) -> dict[str, str]:
+    def insert(
+        self, model: type[R], items: Sequence[R], positions: Sequence[Position] | None = None
+    ) -> dict[str, str]:
         """Stores ``items``; one already stored under the same key is replaced
-        (an agent sending a segment again stores it once). Returns the keys
-        storage refused, with the reason."""
+        (an agent sending a segment again stores it once). ``positions`` (one
+        per item) put each on the model's topic in the same write. Returns
+        the keys storage refused, with the reason."""
 
     def query(
         self,
@@ -214,9 +217,37 @@ class OffsetOutOfRange(StorageError):
         self.topic, self.partition, self.offset, self.start, self.end = topic, partition, offset, start, end
 
 
+class OffsetRanges(Protocol):
+    """Offsets of topic partitions, handed out in ranges, so that writers on
+    several nodes place records on one partition without a lock.
+
+    A writer reserves a range, writes its records at those offsets, and
+    completes the range once they are readable. A partition's *watermark* is
+    the first offset of its lowest open range, or its next offset when none is
+    open: every offset below it is readable or never will be."""
+
+    def reserve(self, topic: str, partition: int, count: int, floor: Callable[[], int]) -> Reservation:
+        """``count`` offsets at the end of the partition; a partition not yet
+        known (or forgotten) counts on from ``floor()``."""
+
+    def complete(self, reservations: Sequence[Reservation]) -> list[Reservation]:
+        """Closes ranges whose records are readable (or will never be written);
+        returns those passed over meanwhile, whose records must be written
+        again at new ranges."""
+
+    def watermark(self, topic: str, partition: int) -> int | None:
+        """None when the partition is not known yet."""
+
+    def close(self) -> None: ...
+
+
 class TopicDAO(Protocol):
     """Partitioned topics: appends that move a partition's end only once the
-    records are durable and readable, reads by offset, and retention."""
+    records are durable and readable, reads by offset, and retention.
+
+    The topics of records (``Topic.of_records``) are the records themselves,
+    written by ``RecordDAO.insert`` with their positions; their end moves by
+    ``advance``, not by ``append``."""
 
     def install(self, topics: Mapping[str, int]) -> None:
         """Creates the topics (name → partition count) that do not exist yet.
@@ -226,10 +257,21 @@ class TopicDAO(Protocol):
         """Stores ``entries`` at the end of the partition, in order; returns the
         partition's bounds once they are readable."""
 
+    def advance(self, topic: str, partition: int, end: int) -> None:
+        """Moves the partition's end up to ``end`` (never down): the records
+        below it were made readable (``make_readable``)."""
+
+    def make_readable(self, topic: str) -> None:
+        """Makes the records written so far readable (Elasticsearch refreshes)."""
+
+    def next_offset(self, topic: str, partition: int) -> int:
+        """The offset after the highest one the partition holds or its end
+        passed: where offset ranges count on from after their state was lost."""
+
     def bounds(self, topic: str) -> list[Bounds]:
         """Every partition's readable offsets (an empty list for a topic never installed)."""
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> list[TopicRecord]:
+    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
         """Up to ``limit`` records from ``offset`` on, below the partition's end.
         Raises OffsetOutOfRange when ``offset`` is below the start or above the end."""
 

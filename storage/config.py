@@ -27,3 +27,8 @@ class StorageConfig:
         "redis://127.0.0.1:6379/0", "Redis for the global lock and sequences (elasticsearch storage)"
     )
     redis_key_prefix: str = option("skyoap", "prefix of every Redis key the node uses")
+    topic_lease_s: float = option(
+        30.0,
+        "how long a writer of segments and logs may hold a range of topic offsets open; past it, "
+        "readers pass the range and the writer writes its records again at a new one",
+    )

@@ -6,7 +6,15 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator, StateStore, TopicDAO
+from storage.api import (
+    InventoryDAO,
+    MetricsDAO,
+    OffsetRanges,
+    RecordDAO,
+    SequenceAllocator,
+    StateStore,
+    TopicDAO,
+)
 from storage.config import StorageConfig, StorageKind
 
 
@@ -18,13 +26,16 @@ class OpenStorage:
     topics: TopicDAO
     state: StateStore
     sequences: SequenceAllocator
+    offsets: OffsetRanges
+    """Where writers of records get their topic offsets."""
     inventory_within: Callable[[float], InventoryDAO]
     """The inventory, read with one try of at most the given seconds (what an
     agent's call waits on); closing it closes nothing."""
 
     def close(self) -> None:
-        """Closes the allocator and the DAOs (which share one connection)."""
+        """Closes the allocators and the DAOs (which share one connection)."""
         self.sequences.close()
+        self.offsets.close()
         for dao in (self.inventory, self.metrics, self.records, self.topics, self.state):
             dao.close()
 
@@ -36,6 +47,7 @@ def open_storage(config: StorageConfig) -> OpenStorage:
         from storage.elasticsearch.metrics import ElasticsearchMetricsDAO
         from storage.elasticsearch.records import ElasticsearchRecordDAO
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
+        from storage.redis.offsets import RedisOffsetRanges
         from storage.redis.sequences import RedisSequenceAllocator
 
         client = ElasticsearchClient(config.es_hosts, config.es_index_prefix, config.es_request_timeout_s)
@@ -47,11 +59,13 @@ def open_storage(config: StorageConfig) -> OpenStorage:
             ElasticsearchTopicDAO(client, allocator),
             ElasticsearchStateStore(client),
             allocator,
+            RedisOffsetRanges(config.redis_url, config.redis_key_prefix, config.topic_lease_s),
             lambda timeout_s: ElasticsearchInventoryDAO(client.within(timeout_s)),
         )
     from storage.embedded.db import Database
     from storage.embedded.inventory import EmbeddedInventoryDAO
     from storage.embedded.metrics import EmbeddedMetricsDAO
+    from storage.embedded.offsets import LocalOffsetRanges
     from storage.embedded.records import EmbeddedRecordDAO
     from storage.embedded.sequences import LocalSequenceAllocator
     from storage.embedded.topics import EmbeddedStateStore, EmbeddedTopicDAO
@@ -65,6 +79,7 @@ def open_storage(config: StorageConfig) -> OpenStorage:
         EmbeddedTopicDAO(db),
         EmbeddedStateStore(db),
         LocalSequenceAllocator(),
+        LocalOffsetRanges(),
         lambda timeout_s: inventory,  # a local file: reads wait only for the writes under way
     )
 

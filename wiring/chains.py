@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from aggregator.metrics import MetricsPersistentWorker
 from aggregator.persistent import InventoryPersistentWorker
 from aggregator.publish import TopicPublisher
+from aggregator.record_topics import RecordTopics
 from aggregator.records import RecordPersistentWorker
 from model.inventory import INVENTORY_TYPES, Inventory
 from model.metrics import METRICS_TYPES, Metrics
@@ -276,7 +277,7 @@ class RecordStreamProcessor:
         workers: Workers,
         instruments: Instruments,
         budget: MemoryBudget,
-        publisher: TopicPublisher | None = None,
+        topics: RecordTopics | None = None,
     ) -> None:
         w = config.workers
         self._entries: dict[type[Record], RecordPersistentWorker] = {}
@@ -295,7 +296,7 @@ class RecordStreamProcessor:
                 instruments,
                 admitted_buffer(config, 1),
                 BatchPolicy(max_items=w.record_bulk_size),
-                publisher,
+                topics,
             )
             budget.hold(worker.held_bytes)
             workers.register(worker)

@@ -136,10 +136,20 @@ class TopicsConfig:
         4, "partitions of each topic, fixed when storage first creates the topic", name="topic_partitions"
     )
     retention_s: float = option(
-        3 * 86_400.0, "topics keep records younger than this", name="topic_retention_s"
+        3 * 86_400.0,
+        "topics keep records younger than this (segments and logs: whole days, their indices dropped)",
+        name="topic_retention_s",
     )
     retention_records: int = option(
-        10_000_000, "most records one topic partition keeps", name="topic_retention_records"
+        10_000_000,
+        "most records a partition of the inventory or metrics topic keeps (segments and logs: by day only)",
+        name="topic_retention_records",
+    )
+    publish: bool = option(True, "publish what L2 stores on the topics (on or off)", name="publish_topics")
+    commit_interval_s: float = option(
+        0.5,
+        "how often the segments and logs written are made readable on their topics",
+        name="topic_commit_interval_s",
     )
 
 

@@ -9,6 +9,7 @@ import time
 
 from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
 from aggregator.publish import TopicPublisher
+from aggregator.record_topics import RecordTopics
 from edge.server import GrpcServer
 from model.inventory import INVENTORY_TYPES
 from model.metrics import METRICS_TYPES
@@ -118,7 +119,21 @@ class Node:
         STORAGE_WRITES.call(lambda: self._install(storage))  # a busy server is asked again
         # A topic keeps the partition count it was created with.
         partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
-        publisher = TopicPublisher(storage.topics, partitions, self.instruments)
+        publisher = (
+            TopicPublisher(storage.topics, partitions, self.instruments) if cfg.topics.publish else None
+        )
+        record_topics = None
+        if cfg.topics.publish and role.takes_agents:
+            record_topics = RecordTopics(
+                storage.topics,
+                storage.records,
+                storage.offsets,
+                partitions,
+                self.instruments,
+                cfg.topics.commit_interval_s,
+            )
+            self.budget.hold(record_topics.held_bytes)
+            life.start(record_topics)  # closes after the record workers drain, with a last round
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
         self.server = server = GrpcServer(
@@ -159,15 +174,16 @@ class Node:
             cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, publisher
         )
         records = RecordStreamProcessor(
-            cfg, storage.records, self.workers, self.instruments, self.budget, publisher
+            cfg, storage.records, self.workers, self.instruments, self.budget, record_topics
         )
         processors = (inventory, metrics, records)
         for level in (p.l2 for p in processors):
             if level is not None:
                 life.start(level)
-        # Closing, the publisher stops waiting to retry before L2 drains: as
-        # there, what storage does not take at once is dropped.
-        life.on_close(publisher.interrupt_retries)
+        if publisher is not None:
+            # Closing, the publisher stops waiting to retry before L2 drains: as
+            # there, what storage does not take at once is dropped.
+            life.on_close(publisher.interrupt_retries)
         if sender is not None and clients is not None:
             life.start(sender)
             life.start(clients)  # each client sends what it holds before it goes

@@ -1,13 +1,20 @@
 """Records in Elasticsearch: one index per model and day (``{prefix}_segment-20261121``),
 created by an index template on the first write into it, so that a day's
-records are found, and dropped, by their index name alone."""
+records are found, and dropped, by their index name alone.
+
+A record's document is also its entry on the model's topic: the write that
+stores it gives it its partition, offset and publication time
+(``POSITION_FIELDS``), and the topic is read from the same indices
+(``storage/elasticsearch/topics.py``)."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from model.records import Record
+from model.topics import Position
 from storage.api import R, check_where
 from storage.elasticsearch.client import (
     ElasticsearchClient,
@@ -17,6 +24,13 @@ from storage.elasticsearch.client import (
     translated_errors,
     where_query,
 )
+
+POSITION_FIELDS: dict[str, Any] = {
+    "topic_partition": {"type": "integer"},
+    "topic_offset": {"type": "long"},
+    "published_ms": {"type": "long"},
+}
+"""A record's place on its topic, in the record's document."""
 
 MAX_DAYS_NAMED = 62
 """A query over more days than this searches every day's index of the model
@@ -34,6 +48,10 @@ def day_of(bucket: int) -> datetime.date | None:
         return None
 
 
+def position_fields(p: Position) -> dict[str, int]:
+    return {"topic_partition": p.partition, "topic_offset": p.offset, "published_ms": p.published_ms}
+
+
 class ElasticsearchRecordDAO:
     def __init__(self, client: ElasticsearchClient) -> None:
         self._client = client
@@ -41,21 +59,31 @@ class ElasticsearchRecordDAO:
 
     def install(self, models: Sequence[type[Record]]) -> None:
         for model in models:
-            self._client.put_template(model.MODEL, mapping_of(model))
+            mapping = mapping_of(model)
+            mapping["properties"].update(POSITION_FIELDS)
+            self._client.put_template(model.MODEL, mapping)
+            with translated_errors(f"adding topic positions to the {model.MODEL} indices"):
+                self._es.indices.put_mapping(  # day indices of earlier releases
+                    index=f"{self._client.index(model.MODEL)}-*",
+                    properties=POSITION_FIELDS,
+                    allow_no_indices=True,
+                )
 
     def _index(self, model: type[Record], day: int) -> str:
         return f"{self._client.index(model.MODEL)}-{day}"
 
-    def insert(self, model: type[R], items: Sequence[R]) -> dict[str, str]:
+    def insert(
+        self, model: type[R], items: Sequence[R], positions: Sequence[Position] | None = None
+    ) -> dict[str, str]:
         keys = {doc_id(i.key()): i.key() for i in items}
         actions = (
             {
                 "_op_type": "index",
                 "_index": self._index(model, i.day),
                 "_id": doc_id(i.key()),
-                "_source": i.to_row(),
+                "_source": i.to_row() if p is None else {**i.to_row(), **position_fields(p)},
             }
-            for i in items
+            for i, p in zip(items, positions or [None] * len(items), strict=True)  # type: ignore[list-item]
         )
         what = f"writing {len(items)} {model.MODEL} records"
         failures = self._client.bulk(actions, what)

@@ -1,9 +1,17 @@
 """Topics and consumer-group state in Elasticsearch.
 
-A topic is one index (``{prefix}_topic_{name}``); a record is the document
-``{partition}-{offset}``, created with ``op_type=create`` so that no offset is
-ever written twice. A partition's bounds are a document of
-``{prefix}_topic_partitions``, changed only by versioned writes.
+A partition's bounds are a document of ``{prefix}_topic_partitions``, changed
+only by versioned writes.
+
+The topics of records are the records' own day indices (``{prefix}_segment-*``):
+each document carries its partition and offset (``storage/elasticsearch/records.py``),
+written by whichever node stored it at offsets reserved from the partition's
+ranges (``OffsetRanges``); the node's committer moves the end (``advance``)
+once they are readable. Retention drops whole day indices.
+
+Any other topic is one index (``{prefix}_topic_{name}``) of entries appended
+after their rows were stored; an entry is the document ``{partition}-{offset}``,
+created with ``op_type=create`` so that no offset is ever written twice.
 
 Appends to one partition take the partition's global lock (Redis), write the
 records above the end, refresh the index and only then move the end: readers,
@@ -19,13 +27,17 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import elasticsearch
 
-from model.topics import Bounds, Entry, Retention, TopicRecord
+from model.metrics import Downsampling
+from model.records import RECORD_MODELS
+from model.topics import Bounds, Entry, Fetched, Retention, Topic, TopicRecord
 from storage.api import OffsetOutOfRange, SequenceAllocator, StorageError, StorageUnavailable
 from storage.elasticsearch.client import BUSY_STATUSES, ElasticsearchClient, translated_errors
+from storage.elasticsearch.records import POSITION_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +66,41 @@ STATE = "shared_state"
 _APPEND_ATTEMPTS = 5
 
 
+_RECORD_TOPICS = frozenset(t.value for t in Topic if t.of_records)
+
+
 def _records(topic: str) -> str:
     return f"topic_{topic}"
 
 
-def _in_partition(partition: int, *more: dict[str, Any], **offsets: int) -> dict[str, Any]:
-    """The query for a partition's records with offsets in range (``gte=…, lt=…``)."""
-    filters = [{"term": {"partition": partition}}, {"range": {"offset": offsets}}, *more]
-    return {"bool": {"filter": filters}}
+@dataclass(frozen=True)
+class _Layout:
+    """Where a topic's entries are and what their fields are called."""
+
+    index: str
+    """The index, or the pattern of day indices, the entries are in."""
+    partition: str = "partition"
+    offset: str = "offset"
+    time: str = "timestamp_ms"
+    record_key: str | None = None
+    """The key column of the records a topic of records holds."""
+
+    def in_partition(self, partition: int, *more: dict[str, Any], **offsets: int) -> dict[str, Any]:
+        """The query for a partition's entries with offsets in range (``gte=…, lt=…``)."""
+        filters = [{"term": {self.partition: partition}}, {"range": {self.offset: offsets}}, *more]
+        return {"bool": {"filter": filters}}
+
+    def entry(self, topic: str, partition: int, src: dict[str, Any]) -> TopicRecord:
+        if self.record_key is None:
+            return TopicRecord(topic, partition, src["offset"], src["timestamp_ms"], src["key"], src["value"])
+        offset, published = src.pop(self.offset), src.pop(self.time)
+        del src[self.partition]
+        key = src[self.record_key]
+        return TopicRecord(topic, partition, offset, published, key, {"key": key, **src})
+
+
+_SEARCH_DAYS: dict[str, Any] = {"ignore_unavailable": True, "allow_no_indices": True}
+"""Search options for a pattern of day indices, which may match none."""
 
 
 class ElasticsearchTopicDAO:
@@ -71,10 +110,18 @@ class ElasticsearchTopicDAO:
         self._es = client.es
         self._locks = locks
 
+    def _layout(self, topic: str) -> _Layout:
+        model = RECORD_MODELS.get(topic) if topic in _RECORD_TOPICS else None
+        if model is None:
+            return _Layout(self._client.index(_records(topic)))
+        partition, offset, time = POSITION_FIELDS
+        return _Layout(f"{self._client.index(topic)}-*", partition, offset, time, model.KEY)
+
     def install(self, topics: Mapping[str, int]) -> None:
         self._client.create_index(BOUNDS, _BOUNDS_MAPPING)
         for topic, partitions in topics.items():
-            self._client.create_index(_records(topic), _RECORD_MAPPING)
+            if topic not in _RECORD_TOPICS:
+                self._client.create_index(_records(topic), _RECORD_MAPPING)
             existing = {b.partition for b in self.bounds(topic)}
             # The last partition is created first: a topic whose install was
             # cut short is completed to the count it was first given.
@@ -112,9 +159,20 @@ class ElasticsearchTopicDAO:
                 return False
         return True
 
+    def _move_bounds(self, topic: str, partition: int, start: int = 0, end: int = 0) -> Bounds:
+        """Moves the partition's start and end up to ``start`` and ``end``
+        (never down), whoever else moves them meanwhile."""
+        while True:
+            b, version = self._get_bounds(topic, partition)
+            moved = Bounds(partition, max(b.start, start), max(b.end, end, start))
+            if moved == b or self._set_bounds(topic, moved, version):
+                return moved
+
     def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
         if self._locks is None:
             raise StorageError("this stream storage only reads: it was opened without the global lock")
+        if topic in _RECORD_TOPICS:
+            raise StorageError(f"the {topic} topic is its records: storing one publishes it")
         with self._locks.lock(f"topic:{topic}:{partition}"):
             busy: list[dict[str, Any]] = []
             for _ in range(_APPEND_ATTEMPTS):
@@ -157,11 +215,12 @@ class ElasticsearchTopicDAO:
         """Moves the end over the records contiguous with it and deletes the
         ones past the first gap, which no reader has seen."""
         b, version = self._get_bounds(topic, partition)
+        layout = self._layout(topic)
         end = b.end
         with translated_errors(f"repairing {topic}/{b.partition}"):
             hits = self._es.search(
-                index=self._client.index(_records(topic)),
-                query=_in_partition(b.partition, gte=end),
+                index=layout.index,
+                query=layout.in_partition(b.partition, gte=end),
                 sort=[{"offset": "asc"}],
                 source=False,
                 docvalue_fields=[{"field": "offset"}],
@@ -195,6 +254,28 @@ class ElasticsearchTopicDAO:
         if failed:
             raise StorageError(f"{len(failed)} records of {topic}/{partition} not removed: {failed[0]}")
 
+    def advance(self, topic: str, partition: int, end: int) -> None:
+        self._move_bounds(topic, partition, end=end)
+
+    def make_readable(self, topic: str) -> None:
+        index = self._layout(topic).index
+        with translated_errors(f"refreshing {index}"):
+            self._es.indices.refresh(index=index, **_SEARCH_DAYS)
+
+    def next_offset(self, topic: str, partition: int) -> int:
+        b, _ = self._get_bounds(topic, partition)
+        layout = self._layout(topic)
+        with translated_errors(f"finding the highest offset of {topic}/{partition}"):
+            answer = self._es.search(
+                index=layout.index,
+                query={"term": {layout.partition: partition}},
+                size=0,
+                aggs={"top": {"max": {"field": layout.offset}}},
+                **_SEARCH_DAYS,
+            )
+        found = answer.get("aggregations", {}).get("top", {}).get("value")  # none: no index yet
+        return max(b.end, 0 if found is None else int(found) + 1)
+
     def bounds(self, topic: str) -> list[Bounds]:
         """The partitions are found by search (they were created refreshed); their
         bounds are read by id, which sees every move without a refresh."""
@@ -214,46 +295,51 @@ class ElasticsearchTopicDAO:
             (Bounds(d["partition"], d["start"], d["end"]) for d in found), key=lambda b: b.partition
         )
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> list[TopicRecord]:
+    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
         b, _ = self._get_bounds(topic, partition)
         if not b.start <= offset <= b.end:
             raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
         if offset == b.end:
-            return []
+            return Fetched([], offset)
+        layout = self._layout(topic)
+        size = min(limit, 10_000)
         with translated_errors(f"reading {topic}/{partition} from {offset}"):
             hits = self._es.search(
-                index=self._client.index(_records(topic)),
-                query=_in_partition(partition, gte=offset, lt=b.end),
-                sort=[{"offset": "asc"}],
-                size=min(limit, 10_000),
+                index=layout.index,
+                query=layout.in_partition(partition, gte=offset, lt=b.end),
+                sort=[{layout.offset: "asc"}],
+                size=size,
+                **_SEARCH_DAYS,
             )["hits"]["hits"]
-        records = [
-            TopicRecord(topic, partition, s["offset"], s["timestamp_ms"], s["key"], s["value"])
-            for s in (h["_source"] for h in hits)
-        ]
-        if not records or records[0].offset != offset:  # retention ran between the two reads
+        records = [layout.entry(topic, partition, h["_source"]) for h in hits]
+        if not records or records[0].offset != offset:  # a gap, or retention ran between the two reads
             now, _ = self._get_bounds(topic, partition)
-            raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
-        return records
+            if offset < now.start:
+                raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
+        return Fetched(records, records[-1].offset + 1 if len(records) == size else b.end)
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         b, _ = self._get_bounds(topic, partition)
+        layout = self._layout(topic)
         with translated_errors(f"finding the records of {topic}/{partition} from {timestamp_ms}"):
             hits = self._es.search(
-                index=self._client.index(_records(topic)),
-                query=_in_partition(
-                    partition, {"range": {"timestamp_ms": {"gte": timestamp_ms}}}, gte=b.start, lt=b.end
+                index=layout.index,
+                query=layout.in_partition(
+                    partition, {"range": {layout.time: {"gte": timestamp_ms}}}, gte=b.start, lt=b.end
                 ),
-                sort=[{"offset": "asc"}],
+                sort=[{layout.offset: "asc"}],
                 source=False,
-                docvalue_fields=[{"field": "offset"}],
+                docvalue_fields=[{"field": layout.offset}],
                 size=1,
+                **_SEARCH_DAYS,
             )["hits"]["hits"]
-        return int(hits[0]["fields"]["offset"][0]) if hits else None
+        return int(hits[0]["fields"][layout.offset][0]) if hits else None
 
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         if self._locks is None:
             raise StorageError("this stream storage only reads: it was opened without the global lock")
+        if topic in _RECORD_TOPICS:
+            return self._drop_days(topic, now_ms - int(retention.max_age_s * 1000))
         removed = {}
         cutoff_ms = now_ms - int(retention.max_age_s * 1000)
         for seen in self.bounds(topic):
@@ -262,7 +348,7 @@ class ElasticsearchTopicDAO:
                 with translated_errors(f"finding the young records of {topic}/{b.partition}"):
                     hits = self._es.search(
                         index=self._client.index(_records(topic)),
-                        query=_in_partition(
+                        query=self._layout(topic).in_partition(
                             b.partition,
                             {"range": {"timestamp_ms": {"gte": cutoff_ms}}},
                             gte=b.start,
@@ -283,6 +369,40 @@ class ElasticsearchTopicDAO:
                     continue  # changed meanwhile; the next round trims it
                 self._delete(topic, b.partition, range(b.start, start))
                 removed[b.partition] = start - b.start
+        return removed
+
+    def _per_partition(self, topic: str, index: str, agg: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        """``agg`` over each partition's records in ``index``, by partition."""
+        layout = self._layout(topic)
+        with translated_errors(f"summing up {index} by partition"):
+            answer = self._es.search(
+                index=index,
+                size=0,
+                aggs={"p": {"terms": {"field": layout.partition, "size": 10_000}, "aggs": agg}},
+                **_SEARCH_DAYS,
+            )
+        buckets = answer.get("aggregations", {}).get("p", {}).get("buckets", [])
+        return {int(b["key"]): b for b in buckets}
+
+    def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
+        """Drops the day indices of records older than ``cutoff_ms``'s day.
+        Each partition's start moves first, to the lowest offset left."""
+        cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
+        layout = self._layout(topic)
+        with translated_errors(f"listing {layout.index}"):
+            names = sorted(self._es.indices.get(index=layout.index, allow_no_indices=True))
+        old = [n for n in names if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < cutoff]
+        if not old:
+            return {}
+        kept = ",".join(n for n in names if n not in old)
+        low_agg = {"low": {"min": {"field": layout.offset}}}
+        lowest = self._per_partition(topic, kept, low_agg) if kept else {}
+        removed = {p: b["doc_count"] for p, b in self._per_partition(topic, ",".join(old), {}).items()}
+        for b in self.bounds(topic):
+            low = lowest.get(b.partition)
+            self._move_bounds(topic, b.partition, start=b.end if low is None else int(low["low"]["value"]))
+        with translated_errors(f"dropping {', '.join(old)}"):
+            self._es.indices.delete(index=",".join(old))
         return removed
 
     def close(self) -> None:

@@ -1,6 +1,13 @@
-"""Topics and consumer-group state in SQLite. An append allocates its offsets,
-inserts its records and moves the partition's end in one transaction, so the
-end never passes a record that is not readable."""
+"""Topics and consumer-group state in SQLite.
+
+The topics of records are the records' own tables: each row carries its
+partition and offset (``storage/embedded/records.py``), at offsets the node
+reserved (``storage/embedded/offsets.py``); its committer moves the end
+(``advance``) once their insert committed. Retention deletes whole days.
+
+Any other topic is a table of entries appended after their rows were stored.
+An append allocates its offsets, inserts its records and moves the partition's
+end in one transaction, so the end never passes a record that is not readable."""
 
 from __future__ import annotations
 
@@ -8,13 +15,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from model.topics import Bounds, Entry, Retention, TopicRecord
+from model.metrics import Downsampling
+from model.records import RECORD_MODELS
+from model.topics import Bounds, Entry, Fetched, Retention, Topic, TopicRecord
 from storage.api import OffsetOutOfRange, StorageError
 from storage.embedded.db import Database
+from storage.embedded.records import POSITION_COLUMNS
+
+_RECORD_TOPICS = frozenset(t.value for t in Topic if t.of_records)
 
 
 def _table(topic: str) -> str:
-    return f"topic_{topic}"
+    return topic if topic in _RECORD_TOPICS else f"topic_{topic}"
+
+
+def _time(topic: str) -> str:
+    return "published_ms" if topic in _RECORD_TOPICS else "timestamp_ms"
 
 
 class EmbeddedTopicDAO:
@@ -28,11 +44,12 @@ class EmbeddedTopicDAO:
 
     def install(self, topics: Mapping[str, int]) -> None:
         for topic, partitions in topics.items():
-            self._db.execute(
-                f"CREATE TABLE IF NOT EXISTS {_table(topic)} (partition_no INTEGER NOT NULL, "
-                "record_offset INTEGER NOT NULL, timestamp_ms INTEGER NOT NULL, key TEXT NOT NULL, "
-                "value TEXT NOT NULL, PRIMARY KEY (partition_no, record_offset))"
-            )
+            if topic not in _RECORD_TOPICS:
+                self._db.execute(
+                    f"CREATE TABLE IF NOT EXISTS {_table(topic)} (partition_no INTEGER NOT NULL, "
+                    "record_offset INTEGER NOT NULL, timestamp_ms INTEGER NOT NULL, key TEXT NOT NULL, "
+                    "value TEXT NOT NULL, PRIMARY KEY (partition_no, record_offset))"
+                )
             with self._db.transaction() as db:
                 if not db.execute("SELECT 1 FROM topic_partitions WHERE topic = ?", (topic,)).fetchone():
                     db.executemany(
@@ -41,6 +58,8 @@ class EmbeddedTopicDAO:
                     )
 
     def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
+        if topic in _RECORD_TOPICS:
+            raise StorageError(f"the {topic} topic is its records: storing one publishes it")
         with self._db.transaction() as db:
             row = db.execute(
                 "SELECT start_offset, end_offset FROM topic_partitions WHERE topic = ? AND partition_no = ?",
@@ -63,6 +82,22 @@ class EmbeddedTopicDAO:
             )
         return Bounds(partition, start, end)
 
+    def advance(self, topic: str, partition: int, end: int) -> None:
+        self._db.execute(
+            "UPDATE topic_partitions SET end_offset = MAX(end_offset, ?) "
+            "WHERE topic = ? AND partition_no = ?",
+            (end, topic, partition),
+        )
+
+    def make_readable(self, topic: str) -> None:
+        pass  # a committed insert is readable
+
+    def next_offset(self, topic: str, partition: int) -> int:
+        ((highest,),) = self._db.fetch(
+            f"SELECT MAX(record_offset) FROM {_table(topic)} WHERE partition_no = ?", (partition,)
+        )
+        return max(self._bounds_of(topic, partition).end, 0 if highest is None else highest + 1)
+
     def bounds(self, topic: str) -> list[Bounds]:
         rows = self._db.fetch(
             "SELECT partition_no, start_offset, end_offset FROM topic_partitions WHERE topic = ? "
@@ -77,25 +112,34 @@ class EmbeddedTopicDAO:
                 return b
         raise StorageError(f"topic {topic} has no partition {partition}")
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> list[TopicRecord]:
+    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
         b = self._bounds_of(topic, partition)
         if not b.start <= offset <= b.end:
             raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
-        rows = self._db.fetch(
-            f"SELECT record_offset, timestamp_ms, key, value FROM {_table(topic)} "
-            "WHERE partition_no = ? AND record_offset >= ? AND record_offset < ? "
-            "ORDER BY record_offset LIMIT ?",
-            (partition, offset, b.end, limit),
-        )
-        if rows and rows[0][0] != offset:  # retention ran between the two reads
-            raise OffsetOutOfRange(topic, partition, offset, rows[0][0], b.end)
-        return [TopicRecord(topic, partition, o, ts, k, json.loads(v)) for o, ts, k, v in rows]
+        where = "partition_no = ? AND record_offset >= ? AND record_offset < ? ORDER BY record_offset LIMIT ?"
+        args = (partition, offset, b.end, limit)
+        model = RECORD_MODELS.get(topic) if topic in _RECORD_TOPICS else None
+        if model is None:
+            rows = self._db.fetch(
+                f"SELECT record_offset, timestamp_ms, key, value FROM {_table(topic)} WHERE {where}", args
+            )
+            records = [TopicRecord(topic, partition, o, ts, k, json.loads(v)) for o, ts, k, v in rows]
+        else:
+            records = [
+                TopicRecord(topic, partition, o, ts, item.key(), {"key": item.key(), **item.to_row()})
+                for item, (o, ts) in self._db.rows(model, topic, where, args, POSITION_COLUMNS[1:])
+            ]
+        if not records or records[0].offset != offset:  # a gap, or retention ran between the two reads
+            now = self._bounds_of(topic, partition)
+            if offset < now.start:
+                raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
+        return Fetched(records, records[-1].offset + 1 if len(records) == limit else b.end)
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         b = self._bounds_of(topic, partition)
         ((offset,),) = self._db.fetch(
             f"SELECT MIN(record_offset) FROM {_table(topic)} WHERE partition_no = ? "
-            "AND record_offset >= ? AND record_offset < ? AND timestamp_ms >= ?",
+            f"AND record_offset >= ? AND record_offset < ? AND {_time(topic)} >= ?",
             (partition, b.start, b.end, timestamp_ms),
         )
         return None if offset is None else int(offset)
@@ -103,6 +147,8 @@ class EmbeddedTopicDAO:
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         removed = {}
         cutoff_ms = now_ms - int(retention.max_age_s * 1000)
+        if topic in _RECORD_TOPICS:
+            return self._drop_days(topic, cutoff_ms)
         for b in self.bounds(topic):
             with self._db.transaction() as db:
                 (young,) = db.execute(
@@ -126,6 +172,29 @@ class EmbeddedTopicDAO:
                     (start, topic, b.partition),
                 )
                 removed[b.partition] = start - b.start
+        return removed
+
+    def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
+        """Deletes the records of the days before ``cutoff_ms``'s; each
+        partition's start moves to the lowest offset left."""
+        cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
+        with self._db.transaction() as db:
+            removed = dict(
+                db.execute(
+                    f"SELECT partition_no, COUNT(*) FROM {topic} WHERE day < ? AND partition_no IS NOT NULL "
+                    "GROUP BY partition_no",
+                    (cutoff,),
+                ).fetchall()
+            )
+            db.execute(f"DELETE FROM {topic} WHERE day < ?", (cutoff,))
+            lowest_left = (
+                f"SELECT MIN(record_offset) FROM {topic} WHERE partition_no = topic_partitions.partition_no"
+            )
+            db.execute(
+                "UPDATE topic_partitions SET start_offset = "
+                f"MAX(start_offset, COALESCE(({lowest_left}), end_offset)) WHERE topic = ?",
+                (topic,),
+            )
         return removed
 
     def close(self) -> None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import redis
 
+from model.topics import Reservation
 from storage.api import StorageUnavailable
 
 # KEYS: next, open (sorted set of range starts), leases (start -> "end:deadline ms"), epoch.
@@ -75,20 +75,6 @@ while true do
   redis.call('HDEL', KEYS[3], lowest[1])
 end
 """
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """Offsets ``start`` to ``end - 1`` of a partition, for one writer."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    epoch: str
-
-    def __len__(self) -> int:
-        return self.end - self.start
 
 
 class RedisOffsetRanges:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import grpc
-from elasticsearch import Elasticsearch
+from elasticsearch import Elasticsearch, helpers
 
 from deploy.cluster import NodeProcess, read_metrics
 from model.metrics import Downsampling, EndpointMetrics, ServiceMetrics
 from proto.skywalking import common_pb2, tracing_pb2
 from storage.config import StorageConfig, StorageKind
-from storage.select import open_storage
+from storage.select import open_storage, topics_of
 
 SERVICES = ("shop", "cart", "pay")
 FIGURES = Path(__file__).resolve().parent / "figures.jsonl"
@@ -196,6 +196,36 @@ def stored_segments(es_url: str, prefix: str) -> int:
         return int(es.count(index=f"{prefix}_segment-*")["count"])
 
 
+def segment_ids(es_url: str, prefix: str) -> set[str]:
+    with Elasticsearch(es_url) as es:
+        es.indices.refresh(index=f"{prefix}_segment-*")
+        return {h["_id"] for h in helpers.scan(es, index=f"{prefix}_segment-*", source=False)}
+
+
+def on_the_topic(config: StorageConfig) -> set[str]:
+    """The segments a reader of the segment topic finds below the ends."""
+    found: set[str] = set()
+    with topics_of(config) as (topics, _):
+        for b in topics.bounds("segment"):
+            offset = b.start
+            while offset < b.end:
+                fetched = topics.read("segment", b.partition, offset, 10_000)
+                found.update(r.key for r in fetched.records)
+                offset = fetched.next_offset
+    return found
+
+
+def unpublished(config: StorageConfig, timeout_s: float = 30.0) -> int:
+    """Stored segments a reader of the topic does not find, once the ranges
+    of a killed writer had time to pass their lease (``--topic-lease-s``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        missing = segment_ids(config.es_hosts, config.es_index_prefix) - on_the_topic(config)
+        if not missing or time.monotonic() > deadline:
+            return len(missing)
+        time.sleep(1.0)
+
+
 def wait_until_idle(nodes: Sequence[NodeProcess], timeout_s: float = 120.0) -> None:
     """Until the nodes hold nothing for storage or for each other, twice in a row."""
     deadline = time.monotonic() + timeout_s
@@ -236,6 +266,8 @@ class Outcome:
     """Items between nodes whose stream was never confirmed (lost unless the target took them)."""
     lost_at_most: int | None = None
     """What a killed node may have held: the most it may lose."""
+    unpublished: int = 0
+    """Stored segments not on the segment topic."""
 
     def line(self) -> str:
         refused = ", ".join(f"{n} {code}" for code, n in sorted(self.refused.items())) or "0"
@@ -243,7 +275,7 @@ class Outcome:
         return (
             f"| {self.fault} | {self.load} | {self.sent} | {self.accepted} | {refused} | {self.stored} "
             f"| {self.lost}{bound} | {self.double_counted} | {self.unconfirmed} | {self.remote_unconfirmed} "
-            f"| {self.slowest_answer_s:.1f} s |"
+            f"| {self.slowest_answer_s:.1f} s | {self.unpublished} |"
         )
 
 
@@ -285,8 +317,10 @@ def settle(
         ledger.slowest_answer_s,
         int(sum(s.total("skyoap_metrics_unconfirmed_total") for s in scrapes)),
         int(sum(s.total("skyoap_remote_unconfirmed_total") for s in scrapes)), lost_at_most,
+        unpublished(config),
     )  # fmt: skip
     print(outcome.line())
     with FIGURES.open("a") as f:
         f.write(json.dumps(outcome.__dict__) + "\n")
+    assert outcome.unpublished == 0, f"{outcome.unpublished} stored segments are not on the segment topic"
     return outcome, levels

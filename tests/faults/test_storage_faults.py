@@ -34,6 +34,7 @@ NODE = [
     "--es-request-timeout-s", "2",
     "--call-deadline-s", "3",
     "--memory-limit-mb", "64",
+    "--topic-lease-s", "3",
 ]  # fmt: skip
 """Timeouts short enough that a fault passes every one of them in seconds."""
 ANSWERED = {"OK", "UNAVAILABLE", "RESOURCE_EXHAUSTED"}

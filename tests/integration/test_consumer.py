@@ -24,7 +24,7 @@ from storage.select import OpenStorage
 from tests.integration.helpers import eventually
 from wiring.config import NodeConfig
 
-TOPIC = "segment"
+TOPIC = "metrics"
 FAST = {"session_timeout_s": 3.0, "heartbeat_interval_s": 0.5, "fetch_idle_s": 0.02}
 
 
@@ -75,7 +75,7 @@ def test_a_new_member_resumes_after_the_commit_and_another_group_uses_its_reset(
     print_consumers(storage.topics, storage.state, "g1", out)
     lines = out.getvalue().splitlines()
     assert lines[lines.index("partition  state  owner  version  committed  end  lag") + 2].split() == [
-        "segment/0",
+        "metrics/0",
         "OPEN",
         "first",
         "1",
@@ -193,17 +193,17 @@ def test_commits_of_a_stale_owner_beyond_the_watermark_or_unassigned_are_refused
     assert len(drain(stale, 10)) == 10
     tp0 = TopicPartition(TOPIC, 0)
     with pytest.raises(
-        CommitRefused, match=r"cannot commit offset 5 of segment/0: it is beyond the high watermark"
+        CommitRefused, match=r"cannot commit offset 5 of metrics/0: it is beyond the high watermark"
     ):
         stale.commit({tp0: 5})
-    with pytest.raises(CommitRefused, match=r"cannot commit segment/7: not assigned to this consumer"):
+    with pytest.raises(CommitRefused, match=r"cannot commit metrics/7: not assigned to this consumer"):
         stale.commit({TopicPartition(TOPIC, 7): 1})
 
     # "stale" stops beating; once the session timeout passes, the next member takes both partitions.
     fresh = open_consumer(node_config.storage, consumers, member_id="fresh")
     fresh.subscribe([TOPIC])
     eventually(lambda: fresh.poll(0.1) is not None and len(fresh.assignment()) == 2, timeout_s=30)
-    with pytest.raises(CommitRefused, match=r"consumer stale cannot commit segment/0: the partition is not "
+    with pytest.raises(CommitRefused, match=r"consumer stale cannot commit metrics/0: the partition is not "
                        r"assigned to it \(it is fresh's now\)"):  # fmt: skip
         stale.commit({tp0: 4})
     assert fresh.committed(tp0) is None

@@ -20,7 +20,7 @@ from wiring.config import NodeConfig
 
 def append(storage: OpenStorage, partition: int, first: int, count: int) -> None:
     storage.topics.append(
-        "log", partition, [Entry(f"k{i}", {"n": i}, 1_000) for i in range(first, first + count)]
+        "inventory", partition, [Entry(f"k{i}", {"n": i}, 1_000) for i in range(first, first + count)]
     )
 
 
@@ -34,13 +34,13 @@ def test_a_topic_reads_as_a_dataframe(
         .option("table", "endpoint_metrics")
     )
     assert empty.load().count() == 0
-    storage.topics.install({"log": 2})
+    storage.topics.install({"inventory": 2})
     append(storage, 0, 0, 3)
     append(storage, 1, 3, 2)
     df = (
         spark.read.format("skyoap")
         .options(**storage_options(node_config.storage))
-        .option("topic", "log")
+        .option("topic", "inventory")
         .load()
     )
     rows = sorted((r.partition, r.offset, r.key, r.value) for r in df.collect())
@@ -79,7 +79,7 @@ class Sink:
 def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
     spark: SparkSession, node_config: NodeConfig, storage: OpenStorage, tmp_path: Path
 ) -> None:
-    storage.topics.install({"log": 2})
+    storage.topics.install({"inventory": 2})
     append(storage, 0, 0, 30)
     append(storage, 1, 0, 10)
     sink = Sink(tmp_path / "sink.db")
@@ -89,7 +89,7 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
         stream = (
             spark.readStream.format("skyoap")
             .options(**storage_options(node_config.storage))
-            .option("topic", "log")
+            .option("topic", "inventory")
             .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", "15")
             .option("group", "spark-sink").load()
         )  # fmt: skip
@@ -107,7 +107,7 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
         eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(60,)], timeout_s=120)
         # Progress reported to the group: a batch is committed once the next one
         # starts, and partition 0 was finished before partition 1 grew.
-        eventually(lambda: Group(storage.state, "spark-sink").committed("log/0") == 29, timeout_s=60)
+        eventually(lambda: Group(storage.state, "spark-sink").committed("inventory/0") == 29, timeout_s=60)
     finally:
         query.stop()
     append(storage, 0, 30, 10)  # and while it is stopped
@@ -136,10 +136,10 @@ def test_a_stream_whose_offsets_retention_removed_fails_unless_told_to_skip(
 ) -> None:
     from model.topics import Retention
 
-    storage.topics.install({"log": 1})
+    storage.topics.install({"inventory": 1})
     append(storage, 0, 0, 10)
-    options = {**storage_options(node_config.storage), "topic": "log", "startingOffsets": '{"0": 2}'}
-    storage.topics.trim("log", Retention(3600 * 24 * 365 * 100, 5), 2_000)
+    options = {**storage_options(node_config.storage), "topic": "inventory", "startingOffsets": '{"0": 2}'}
+    storage.topics.trim("inventory", Retention(3600 * 24 * 365 * 100, 5), 2_000)
     sink = Sink(tmp_path / "sink.db")
 
     query = (
@@ -147,7 +147,8 @@ def test_a_stream_whose_offsets_retention_removed_fails_unless_told_to_skip(
         .option("checkpointLocation", str(tmp_path / "c1")).trigger(availableNow=True).start()
     )  # fmt: skip
     lost = (
-        r"offsets 2 to 4 of log/0 were removed by retention before this query read them; set failOnDataLoss"
+        r"offsets 2 to 4 of inventory/0 were removed by retention before this query read them; "
+        r"set failOnDataLoss"
     )
     with pytest.raises(Exception, match=lost):
         query.awaitTermination()

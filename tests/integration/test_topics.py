@@ -26,14 +26,14 @@ def entries(n: int, prefix: str = "k", timestamp_ms: int = 1_000) -> list[Entry]
 
 def test_appends_get_growing_offsets_and_reads_stop_at_the_end(storage: OpenStorage) -> None:
     topics = storage.topics
-    topics.install({"segment": 4})
-    topics.install({"segment": 8})  # a topic keeps the partitions it was created with
-    assert topics.bounds("segment") == [Bounds(p, 0, 0) for p in range(4)]
+    topics.install({"metrics": 4})
+    topics.install({"metrics": 8})  # a topic keeps the partitions it was created with
+    assert topics.bounds("metrics") == [Bounds(p, 0, 0) for p in range(4)]
     assert topics.bounds("never") == []
 
-    assert topics.append("segment", 1, entries(3)) == Bounds(1, 0, 3)
-    assert topics.append("segment", 1, entries(2, "x")) == Bounds(1, 0, 5)
-    got = topics.read("segment", 1, 0, 100)
+    assert topics.append("metrics", 1, entries(3)) == Bounds(1, 0, 3)
+    assert topics.append("metrics", 1, entries(2, "x")) == Bounds(1, 0, 5)
+    got = topics.read("metrics", 1, 0, 100).records
     assert [(r.offset, r.key, r.value) for r in got] == [
         (0, "k0", {"n": 0, "who": "k"}),
         (1, "k1", {"n": 1, "who": "k"}),
@@ -41,31 +41,31 @@ def test_appends_get_growing_offsets_and_reads_stop_at_the_end(storage: OpenStor
         (3, "x0", {"n": 0, "who": "x"}),
         (4, "x1", {"n": 1, "who": "x"}),
     ]
-    assert {(r.topic, r.partition, r.timestamp_ms) for r in got} == {("segment", 1, 1_000)}
-    assert [r.offset for r in topics.read("segment", 1, 3, 1)] == [3]
-    assert topics.read("segment", 1, 5, 100) == []
-    assert topics.read("segment", 0, 0, 100) == []
+    assert {(r.topic, r.partition, r.timestamp_ms) for r in got} == {("metrics", 1, 1_000)}
+    assert [r.offset for r in topics.read("metrics", 1, 3, 1).records] == [3]
+    assert topics.read("metrics", 1, 5, 100).records == []
+    assert topics.read("metrics", 0, 0, 100).records == []
     with pytest.raises(
-        OffsetOutOfRange, match=r"offset 6 of segment/1 is not readable: .* no such offset yet"
+        OffsetOutOfRange, match=r"offset 6 of metrics/1 is not readable: .* no such offset yet"
     ):
-        topics.read("segment", 1, 6, 100)
+        topics.read("metrics", 1, 6, 100)
 
 
 def test_concurrent_writers_never_share_an_offset_and_keep_their_order(storage: OpenStorage) -> None:
     topics = storage.topics
-    topics.install({"log": 2})
+    topics.install({"inventory": 2})
 
     def write(name: str) -> None:
         for batch in range(10):
-            topics.append("log", 0, [Entry(name, {"seq": batch * 5 + i}, 1) for i in range(5)])
+            topics.append("inventory", 0, [Entry(name, {"seq": batch * 5 + i}, 1) for i in range(5)])
 
     writers = [threading.Thread(target=write, args=(f"w{i}",)) for i in range(4)]
     for w in writers:
         w.start()
     for w in writers:
         w.join()
-    assert topics.bounds("log")[0] == Bounds(0, 0, 200)
-    got = topics.read("log", 0, 0, 1000)
+    assert topics.bounds("inventory")[0] == Bounds(0, 0, 200)
+    got = topics.read("inventory", 0, 0, 1000).records
     assert [r.offset for r in got] == list(range(200))
     for name in ("w0", "w1", "w2", "w3"):
         assert [r.value["seq"] for r in got if r.key == name] == list(range(50))
@@ -85,7 +85,7 @@ def test_retention_by_size_and_by_age_moves_the_start(storage: OpenStorage) -> N
     # Size: at most 2 per partition.
     assert topics.trim("metrics", Retention(3600, 2), now_ms) == {0: 4, 1: 1}
     assert topics.bounds("metrics") == [Bounds(0, 8, 10), Bounds(1, 1, 3)]
-    assert [r.key for r in topics.read("metrics", 0, 8, 10)] == ["new4", "new5"]
+    assert [r.key for r in topics.read("metrics", 0, 8, 10).records] == ["new4", "new5"]
     with pytest.raises(
         OffsetOutOfRange, match=r"offset 3 of metrics/0 .* offsets 8 to 9 \(retention removed"
     ):
@@ -103,9 +103,9 @@ def test_records_a_dead_writer_left_above_the_end_are_kept_or_removed(
     the next append keeps those contiguous with the end (they are durable) and
     deletes those past a gap (no reader can have seen them)."""
     topics = storage.topics
-    topics.install({"segment": 1})
-    topics.append("segment", 0, entries(2))
-    index = f"{node_config.storage.es_index_prefix}_topic_segment"
+    topics.install({"metrics": 1})
+    topics.append("metrics", 0, entries(2))
+    index = f"{node_config.storage.es_index_prefix}_topic_metrics"
     with Elasticsearch(node_config.storage.es_hosts) as es:
         for offset in (2, 3, 5):
             es.create(
@@ -114,8 +114,8 @@ def test_records_a_dead_writer_left_above_the_end_are_kept_or_removed(
                 document={"partition": 0, "offset": offset, "timestamp_ms": 1, "key": "dead", "value": {}},
                 refresh=True,
             )
-    assert topics.append("segment", 0, entries(1, "live")) == Bounds(0, 0, 5)
-    assert [(r.offset, r.key) for r in topics.read("segment", 0, 0, 100)] == [
+    assert topics.append("metrics", 0, entries(1, "live")) == Bounds(0, 0, 5)
+    assert [(r.offset, r.key) for r in topics.read("metrics", 0, 0, 100).records] == [
         (0, "k0"), (1, "k1"), (2, "dead"), (3, "dead"), (4, "live0"),
     ]  # fmt: skip
 
@@ -127,14 +127,13 @@ def test_a_topic_whose_install_was_cut_short_is_completed_to_its_first_count(
     """An install that failed after creating some partitions (a busy server)
     is run again: the topic gets the partitions it lacks, as many as first
     asked for, not those of the new configuration."""
-    storage.topics.install({"log": 4})
+    storage.topics.install({"inventory": 4})
     with Elasticsearch(node_config.storage.es_hosts) as es:
         for p in (0, 1, 2):  # the last partition is created first
-            es.delete(
-                index=f"{node_config.storage.es_index_prefix}_topic_partitions", id=f"log-{p}", refresh=True
-            )
-    storage.topics.install({"log": 8})
-    assert [b.partition for b in storage.topics.bounds("log")] == [0, 1, 2, 3]
+            index = f"{node_config.storage.es_index_prefix}_topic_partitions"
+            es.delete(index=index, id=f"inventory-{p}", refresh=True)
+    storage.topics.install({"inventory": 8})
+    assert [b.partition for b in storage.topics.bounds("inventory")] == [0, 1, 2, 3]
 
 
 def test_what_l2_stores_is_published_to_the_topics(
@@ -156,7 +155,7 @@ def test_what_l2_stores_is_published_to_the_topics(
         return [
             r.value
             for b in storage.topics.bounds(topic.value)
-            for r in storage.topics.read(topic.value, b.partition, b.start, 10_000)
+            for r in storage.topics.read(topic.value, b.partition, b.start, 10_000).records
         ]
 
     # Every segment once.

@@ -16,7 +16,7 @@ from consumer.fetcher import Fetcher, FetchThreadStopped
 from consumer.group import ChannelState, CommitRefused, Group, NotAMember
 from consumer.membership import HEARTBEAT_ERRORS, HeartbeatAction, HeartbeatStopped, heartbeat_action
 from consumer.subscription import PartitionState, SubscriptionState
-from model.topics import Bounds, Entry, Retention, TopicRecord
+from model.topics import Bounds, Entry, Fetched, Retention, TopicRecord
 from storage.api import OffsetOutOfRange, StorageError, StorageUnavailable
 from tests.unit.fakes import MemoryStateStore
 
@@ -52,13 +52,23 @@ class MemoryTopics:
             ]
             return Bounds(partition, self.starts[partition], len(held))
 
+    def advance(self, topic: str, partition: int, end: int) -> None:
+        raise NotImplementedError("these topics are appended to")
+
+    def make_readable(self, topic: str) -> None:
+        pass
+
+    def next_offset(self, topic: str, partition: int) -> int:
+        with self.lock:
+            return len(self.records[partition])
+
     def bounds(self, topic: str) -> list[Bounds]:
         with self.lock:
             return (
                 [Bounds(p, self.starts[p], len(r)) for p, r in self.records.items()] if topic == TOPIC else []
             )
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> list[TopicRecord]:
+    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
         with self.lock:
             if self.broken is not None:
                 raise self.broken
@@ -68,7 +78,8 @@ class MemoryTopics:
             start, end = self.starts[partition], len(self.records[partition])
             if offset < start or offset > end:
                 raise OffsetOutOfRange(topic, partition, offset, start, end)
-            return self.records[partition][offset : offset + limit]
+            found = self.records[partition][offset : offset + limit]
+            return Fetched(found, offset + len(found))
 
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         return {}
