@@ -1,9 +1,11 @@
-"""The topic publisher: what L2 has just stored is appended to its topic as
-well, so consumers can follow it by offset (``model/topics.py``).
+"""The topic publisher: the inventory and metric rows L2 has just stored are
+appended to their topics as well, so consumers can follow them by offset
+(``model/topics.py``). Segments and logs need none: the write that stores
+them publishes them (``aggregator/record_topics.py``).
 
 Publishing happens after the store succeeded, in the persisting thread. A row
-stored twice (a segment an agent sent again, a metric merged again) is
-published twice, and consumers see the latest value last. A node that dies
+stored twice (a metric merged again) is published twice, and consumers see
+the latest value last. A node that dies
 between the store and the append, or an append whose retries run out, leaves
 the row stored and not published (the second is counted).
 """
