@@ -38,7 +38,7 @@ class TopicPublisher:
         self._partitions = partitions
         self._closing = threading.Event()
         published = instruments.counter(
-            "skyoap_topic_published_total", "records appended to a topic", ["topic"]
+            "skyoap_topic_published_total", "records published on a topic", ["topic"]
         )
         dropped = instruments.counter(
             "skyoap_topic_dropped_total", "stored records storage did not take into their topic", ["topic"]

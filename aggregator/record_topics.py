@@ -64,10 +64,13 @@ class RecordTopics:
         self._pending: list[Placement] = []
         self._lock = threading.Lock()
         self._held = 0
+        self._ends: dict[tuple[Topic, int], int] = {}
+        """The end each partition was last moved to from here: it is moved
+        again only once its watermark passed it."""
         self._task = Periodic("record-topics", interval_s, self.run_once, "moving the ends of record topics")
         self._published = {
             t: instruments.counter(
-                "skyoap_topic_published_total", "records made readable on a topic", ["topic"]
+                "skyoap_topic_published_total", "records published on a topic", ["topic"]
             ).labels(topic=t.value)
             for t in self._partitions
         }
@@ -96,7 +99,7 @@ class RecordTopics:
 
     def written(self, placement: Placement, refused: Collection[str] = ()) -> None:
         """Hands over a placement once storage took its records, except the
-        keys ``refused`` (all of them: the write was given up)."""
+        keys ``refused``."""
         if refused:
             kept = [
                 (i, p)
@@ -109,6 +112,12 @@ class RecordTopics:
         with self._lock:
             self._pending.append(placement)
             self._held += placement.nbytes
+
+    def abandoned(self, placement: Placement) -> None:
+        """Hands over a placement whose write was given up: its ranges are
+        completed with nothing in them."""
+        placement.items, placement.positions = [], []
+        self.written(placement)
 
     def held_bytes(self) -> int:
         """The records handed over whose ranges are not completed yet."""
@@ -129,17 +138,21 @@ class RecordTopics:
             with self._lock:
                 self._pending[:0] = pending
             raise
-        again = [moved for p in pending if (moved := self._place_again(p, passed)) is not None]
+        again = []
+        for p in pending:
+            moved = self._place_again(p, passed)
+            self._published[Topic(p.model.MODEL)].inc(len(p.items) - (len(moved.items) if moved else 0))
+            if moved is not None:
+                again.append(moved)
         with self._lock:
             self._pending += again
             self._held += sum(p.nbytes for p in again) - sum(p.nbytes for p in pending)
-        for p in pending:
-            self._published[Topic(p.model.MODEL)].inc(len(p.items))
         for topic, partitions in self._partitions.items():
             for partition in range(partitions):
                 mark = self._ranges.watermark(topic.value, partition)
-                if mark is not None:
+                if mark is not None and mark > self._ends.get((topic, partition), -1):
                     self._topics.advance(topic.value, partition, mark)
+                    self._ends[(topic, partition)] = mark
 
     def _place_again(self, placement: Placement, passed: set[Reservation]) -> Placement | None:
         """The records of ``placement`` in ranges ``passed``, placed at new

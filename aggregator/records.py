@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 from aggregator.record_topics import Placement, RecordTopics
 from model.records import Record
@@ -57,38 +58,39 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         return self.queue.bytes() + self._in_hand
 
     def process(self, batch: list[Record]) -> None:
-        self._in_hand = memory_size(batch)
+        chunks = [(chunk, memory_size(chunk)) for chunk in self.bulk.chunks(batch)]
+        self._in_hand = sum(nbytes for _, nbytes in chunks)
         try:
-            for chunk in self.bulk.chunks(batch):
-                self._write(list(chunk))
+            for chunk, nbytes in chunks:
+                self._write(chunk, nbytes)
         finally:
             self._in_hand = 0
 
-    def _write(self, chunk: list[Record]) -> None:
+    def _write(self, chunk: Sequence[Record], nbytes: int) -> None:
         placement: Placement | None = None
 
         def insert() -> dict[str, str]:
             nonlocal placement
             if placement is None and self._topics is not None:  # once: a retry writes the same positions
-                placement = self._topics.place(self.model, chunk, memory_size(chunk))
+                placement = self._topics.place(self.model, chunk, nbytes)
             with self.series.write_seconds.time():
                 return self._dao.insert(self.model, chunk, placement.positions if placement else None)
 
-        refused = dict.fromkeys((i.key() for i in chunk), "not stored")  # until storage takes them
         try:
             refused = UNTIL_STORED.call(insert, self._closing)
-        except StorageError as e:
-            reason = "closing" if self._closing.is_set() else "storage_failed"
-            self.series.dropped(reason).inc(len(chunk))
-            self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
+        except Exception as e:
+            if placement is not None and self._topics is not None:  # its ranges hold nothing now
+                self._topics.abandoned(placement)
+            if isinstance(e, StorageError):
+                reason = "closing" if self._closing.is_set() else "storage_failed"
+                self.series.dropped(reason).inc(len(chunk))
+                self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
+            else:
+                self.series.dropped("error").inc(len(chunk))
+                log.exception("%s: %d records not stored", self.name, len(chunk))
             return
-        except Exception:
-            self.series.dropped("error").inc(len(chunk))
-            log.exception("%s: %d records not stored", self.name, len(chunk))
-            return
-        finally:
-            if placement is not None and self._topics is not None:  # its ranges are done with
-                self._topics.written(placement, refused)
+        if placement is not None and self._topics is not None:
+            self._topics.written(placement, refused)
         self.series.stored("write").inc(len(chunk) - len(refused))
         if refused:
             self.series.dropped("refused").inc(len(refused))

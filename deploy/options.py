@@ -69,7 +69,12 @@ def _add_section(group: argparse._ArgumentGroup, parser: argparse.ArgumentParser
                 default = parse(os.environ[env])
             except (ValueError, argparse.ArgumentTypeError) as e:
                 parser.error(f"${env}: {e}")
-        shown = default.value if isinstance(default, enum.Enum) else default
+        if isinstance(default, enum.Enum):
+            shown: object = default.value
+        elif tp is bool:
+            shown = "on" if default else "off"
+        else:
+            shown = default
         choices = (
             f" ({', '.join(m.value for m in tp)})"
             if isinstance(tp, type) and issubclass(tp, enum.Enum)
@@ -80,7 +85,7 @@ def _add_section(group: argparse._ArgumentGroup, parser: argparse.ArgumentParser
             dest=name,
             type=parse,
             default=default,
-            metavar=name.split("_")[-1].upper(),
+            metavar="on|off" if tp is bool else name.split("_")[-1].upper(),
             help=f"{f.metadata.get('help', '')}{choices} [${env}, default: {shown}]",
         )
 

@@ -17,6 +17,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from model.records import RECORD_MODELS
+
 
 class Topic(enum.Enum):
     """The streams the pipeline writes, named after what they carry."""
@@ -33,7 +35,7 @@ class Topic(enum.Enum):
         """Whether the topic's entries are the stored records themselves (each
         segment and log line is written once, with its partition and offset),
         rather than copies appended after a row was stored."""
-        return self in (Topic.SEGMENT, Topic.LOG)
+        return self.value in RECORD_MODELS
 
     @classmethod
     def named(cls, name: str) -> Topic:

@@ -145,7 +145,7 @@ class TopicsConfig:
         "most records a partition of the inventory or metrics topic keeps (segments and logs: by day only)",
         name="topic_retention_records",
     )
-    publish: bool = option(True, "publish what L2 stores on the topics (on or off)", name="publish_topics")
+    publish: bool = option(True, "publish what L2 stores on the topics", name="publish_topics")
     commit_interval_s: float = option(
         0.5,
         "how often the segments and logs written are made readable on their topics",

@@ -56,6 +56,16 @@ def check(config: NodeConfig) -> None:
         raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
     if config.limits.memory_limit_mb < 1:
         raise ValueError(f"--memory-limit-mb must be at least 1, not {config.limits.memory_limit_mb}")
+    if config.topics.commit_interval_s <= 0:
+        raise ValueError(
+            f"--topic-commit-interval-s must be above 0, not {config.topics.commit_interval_s:g}"
+        )
+    if config.storage.topic_lease_s <= config.topics.commit_interval_s:
+        raise ValueError(
+            f"--topic-lease-s ({config.storage.topic_lease_s:g}) must be longer than "
+            f"--topic-commit-interval-s ({config.topics.commit_interval_s:g}): a range is completed "
+            "only at a commit, and one whose lease ran out first is written again"
+        )
     if config.limits.call_deadline_s <= 0:
         raise ValueError(
             f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "

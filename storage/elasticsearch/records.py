@@ -76,6 +76,7 @@ class ElasticsearchRecordDAO:
         self, model: type[R], items: Sequence[R], positions: Sequence[Position] | None = None
     ) -> dict[str, str]:
         keys = {doc_id(i.key()): i.key() for i in items}
+        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
         actions = (
             {
                 "_op_type": "index",
@@ -83,7 +84,7 @@ class ElasticsearchRecordDAO:
                 "_id": doc_id(i.key()),
                 "_source": i.to_row() if p is None else {**i.to_row(), **position_fields(p)},
             }
-            for i, p in zip(items, positions or [None] * len(items), strict=True)  # type: ignore[list-item]
+            for i, p in zip(items, placed, strict=True)
         )
         what = f"writing {len(items)} {model.MODEL} records"
         failures = self._client.bulk(actions, what)

@@ -34,7 +34,7 @@ import elasticsearch
 
 from model.metrics import Downsampling
 from model.records import RECORD_MODELS
-from model.topics import Bounds, Entry, Fetched, Retention, Topic, TopicRecord
+from model.topics import Bounds, Entry, Fetched, Retention, TopicRecord
 from storage.api import OffsetOutOfRange, SequenceAllocator, StorageError, StorageUnavailable
 from storage.elasticsearch.client import BUSY_STATUSES, ElasticsearchClient, translated_errors
 from storage.elasticsearch.records import POSITION_FIELDS
@@ -64,9 +64,6 @@ _STATE_MAPPING = {"dynamic": "strict", "properties": {"value": {"type": "object"
 BOUNDS = "topic_partitions"
 STATE = "shared_state"
 _APPEND_ATTEMPTS = 5
-
-
-_RECORD_TOPICS = frozenset(t.value for t in Topic if t.of_records)
 
 
 def _records(topic: str) -> str:
@@ -111,7 +108,7 @@ class ElasticsearchTopicDAO:
         self._locks = locks
 
     def _layout(self, topic: str) -> _Layout:
-        model = RECORD_MODELS.get(topic) if topic in _RECORD_TOPICS else None
+        model = RECORD_MODELS.get(topic)
         if model is None:
             return _Layout(self._client.index(_records(topic)))
         partition, offset, time = POSITION_FIELDS
@@ -120,7 +117,7 @@ class ElasticsearchTopicDAO:
     def install(self, topics: Mapping[str, int]) -> None:
         self._client.create_index(BOUNDS, _BOUNDS_MAPPING)
         for topic, partitions in topics.items():
-            if topic not in _RECORD_TOPICS:
+            if topic not in RECORD_MODELS:
                 self._client.create_index(_records(topic), _RECORD_MAPPING)
             existing = {b.partition for b in self.bounds(topic)}
             # The last partition is created first: a topic whose install was
@@ -161,17 +158,19 @@ class ElasticsearchTopicDAO:
 
     def _move_bounds(self, topic: str, partition: int, start: int = 0, end: int = 0) -> Bounds:
         """Moves the partition's start and end up to ``start`` and ``end``
-        (never down), whoever else moves them meanwhile."""
+        (never down), whoever else moves them meanwhile. The start stops at
+        the end: only ``end`` says which records are readable."""
         while True:
             b, version = self._get_bounds(topic, partition)
-            moved = Bounds(partition, max(b.start, start), max(b.end, end, start))
+            new_end = max(b.end, end)
+            moved = Bounds(partition, max(b.start, min(start, new_end)), new_end)
             if moved == b or self._set_bounds(topic, moved, version):
                 return moved
 
     def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
         if self._locks is None:
             raise StorageError("this stream storage only reads: it was opened without the global lock")
-        if topic in _RECORD_TOPICS:
+        if topic in RECORD_MODELS:
             raise StorageError(f"the {topic} topic is its records: storing one publishes it")
         with self._locks.lock(f"topic:{topic}:{partition}"):
             busy: list[dict[str, Any]] = []
@@ -338,7 +337,7 @@ class ElasticsearchTopicDAO:
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         if self._locks is None:
             raise StorageError("this stream storage only reads: it was opened without the global lock")
-        if topic in _RECORD_TOPICS:
+        if topic in RECORD_MODELS:
             return self._drop_days(topic, now_ms - int(retention.max_age_s * 1000))
         removed = {}
         cutoff_ms = now_ms - int(retention.max_age_s * 1000)
@@ -386,7 +385,8 @@ class ElasticsearchTopicDAO:
 
     def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
         """Drops the day indices of records older than ``cutoff_ms``'s day.
-        Each partition's start moves first, to the lowest offset left."""
+        Each partition's start moves first, to the lowest offset left (never
+        past its end)."""
         cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
         layout = self._layout(topic)
         with translated_errors(f"listing {layout.index}"):

@@ -47,6 +47,7 @@ class EmbeddedRecordDAO:
         cols = list(model.stored_columns())
         names = ["key", "day", *POSITION_COLUMNS, *(c.name for c in cols)]
         marks = ", ".join("?" * len(names))
+        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
         sql = f"INSERT OR REPLACE INTO {model.MODEL} ({', '.join(names)}) VALUES ({marks})"
         with self._db.transaction() as db:
             db.executemany(
@@ -58,7 +59,7 @@ class EmbeddedRecordDAO:
                         *((None, None, None) if p is None else (p.partition, p.offset, p.published_ms)),
                         *(sql_value(c, row[c.name]) for c in cols),
                     ]
-                    for item, p in zip(items, positions or [None] * len(items), strict=True)  # type: ignore[list-item]
+                    for item, p in zip(items, placed, strict=True)
                     for row in (item.to_row(),)
                 ),
             )

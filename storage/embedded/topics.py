@@ -17,20 +17,18 @@ from typing import Any
 
 from model.metrics import Downsampling
 from model.records import RECORD_MODELS
-from model.topics import Bounds, Entry, Fetched, Retention, Topic, TopicRecord
+from model.topics import Bounds, Entry, Fetched, Retention, TopicRecord
 from storage.api import OffsetOutOfRange, StorageError
 from storage.embedded.db import Database
 from storage.embedded.records import POSITION_COLUMNS
 
-_RECORD_TOPICS = frozenset(t.value for t in Topic if t.of_records)
-
 
 def _table(topic: str) -> str:
-    return topic if topic in _RECORD_TOPICS else f"topic_{topic}"
+    return topic if topic in RECORD_MODELS else f"topic_{topic}"
 
 
 def _time(topic: str) -> str:
-    return "published_ms" if topic in _RECORD_TOPICS else "timestamp_ms"
+    return "published_ms" if topic in RECORD_MODELS else "timestamp_ms"
 
 
 class EmbeddedTopicDAO:
@@ -44,7 +42,7 @@ class EmbeddedTopicDAO:
 
     def install(self, topics: Mapping[str, int]) -> None:
         for topic, partitions in topics.items():
-            if topic not in _RECORD_TOPICS:
+            if topic not in RECORD_MODELS:
                 self._db.execute(
                     f"CREATE TABLE IF NOT EXISTS {_table(topic)} (partition_no INTEGER NOT NULL, "
                     "record_offset INTEGER NOT NULL, timestamp_ms INTEGER NOT NULL, key TEXT NOT NULL, "
@@ -58,7 +56,7 @@ class EmbeddedTopicDAO:
                     )
 
     def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
-        if topic in _RECORD_TOPICS:
+        if topic in RECORD_MODELS:
             raise StorageError(f"the {topic} topic is its records: storing one publishes it")
         with self._db.transaction() as db:
             row = db.execute(
@@ -118,7 +116,7 @@ class EmbeddedTopicDAO:
             raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
         where = "partition_no = ? AND record_offset >= ? AND record_offset < ? ORDER BY record_offset LIMIT ?"
         args = (partition, offset, b.end, limit)
-        model = RECORD_MODELS.get(topic) if topic in _RECORD_TOPICS else None
+        model = RECORD_MODELS.get(topic)
         if model is None:
             rows = self._db.fetch(
                 f"SELECT record_offset, timestamp_ms, key, value FROM {_table(topic)} WHERE {where}", args
@@ -147,7 +145,7 @@ class EmbeddedTopicDAO:
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         removed = {}
         cutoff_ms = now_ms - int(retention.max_age_s * 1000)
-        if topic in _RECORD_TOPICS:
+        if topic in RECORD_MODELS:
             return self._drop_days(topic, cutoff_ms)
         for b in self.bounds(topic):
             with self._db.transaction() as db:
@@ -176,7 +174,7 @@ class EmbeddedTopicDAO:
 
     def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
         """Deletes the records of the days before ``cutoff_ms``'s; each
-        partition's start moves to the lowest offset left."""
+        partition's start moves to the lowest offset left, never past its end."""
         cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
         with self._db.transaction() as db:
             removed = dict(
@@ -191,8 +189,8 @@ class EmbeddedTopicDAO:
                 f"SELECT MIN(record_offset) FROM {topic} WHERE partition_no = topic_partitions.partition_no"
             )
             db.execute(
-                "UPDATE topic_partitions SET start_offset = "
-                f"MAX(start_offset, COALESCE(({lowest_left}), end_offset)) WHERE topic = ?",
+                "UPDATE topic_partitions SET start_offset = "  # never past the end: it says what is readable
+                f"MAX(start_offset, MIN(COALESCE(({lowest_left}), end_offset), end_offset)) WHERE topic = ?",
                 (topic,),
             )
         return removed

@@ -118,7 +118,7 @@ def test_a_bulk_refused_or_given_up_leaves_a_gap_readers_pass(storage: OpenStora
     topics = record_topics(storage)
     items = segments(12)
     placement = topics.place(SegmentRecord, items[:6], 0)
-    topics.written(placement, {s.segment_id for s in items[:6]})  # never written
+    topics.abandoned(placement)  # its write was given up
     write(topics, storage, items[6:])
     topics.run_once()
 
@@ -189,3 +189,21 @@ def test_retention_drops_whole_days_and_the_start_moves_to_the_lowest_offset_lef
     day = Downsampling.DAY.bucket_of(now_ms)
     assert storage.topics.trim("segment", Retention(3 * 86_400, 1), now_ms) == {}
     assert day > Downsampling.DAY.of_minute(old_bucket)
+
+
+def test_retention_never_moves_a_start_past_the_end(storage: OpenStorage) -> None:
+    """Every old record goes while a writer still holds a range below newer
+    records: the start stops at the end, which alone says what is readable."""
+    install(storage)
+    topics = record_topics(storage)
+    now_ms = int(time.time() * 1000)
+    write(topics, storage, segments(8, "old", now_ms - 5 * 86_400_000))
+    topics.run_once()
+    ends = [b.end for b in storage.topics.bounds("segment")]
+    stalled = topics.place(SegmentRecord, segments(6, "slow", now_ms), 0)  # a writer still at work
+    assert {r.partition for r in stalled.reservations} == {0, 1}
+    write(topics, storage, segments(6, "new", now_ms))  # above the stalled ranges
+    storage.topics.make_readable("segment")
+
+    assert sum(storage.topics.trim("segment", Retention(3 * 86_400, 1), now_ms).values()) == 8
+    assert [(b.start, b.end) for b in storage.topics.bounds("segment")] == [(e, e) for e in ends]

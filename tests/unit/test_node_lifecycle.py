@@ -57,9 +57,14 @@ def test_a_node_that_fails_to_start_says_why_and_releases_its_port(tmp_path: Pat
     [
         ({"memory_limit_mb": 0}, "--memory-limit-mb must be at least 1, not 0"),
         ({"call_deadline_s": 0.0}, "--call-deadline-s must be above 0, not 0: calls wait that long"),
+        ({"topic_commit_interval_s": 0.0}, "--topic-commit-interval-s must be above 0, not 0"),
+        (
+            {"topic_lease_s": 0.5},
+            r"--topic-lease-s \(0.5\) must be longer than --topic-commit-interval-s \(0.5\)",
+        ),
     ],
 )
-def test_a_budget_that_could_take_nothing_is_refused_with_the_option_named(
+def test_limits_that_could_never_work_are_refused_with_the_option_named(
     options: dict[str, float], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
