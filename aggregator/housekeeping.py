@@ -3,11 +3,13 @@ topics to their retention."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
+from aggregator.topics import RowTopics, Unpublished
 from model.inventory import ServiceInstanceInventory
-from model.topics import Retention, Topic
+from model.topics import Retention, Table, Topic
 from runtime.periodic import Periodic
 from storage.api import InventoryDAO, TopicDAO
 
@@ -19,8 +21,12 @@ class HeartbeatExpiry:
     inactive. Several aggregators may run it at once: each row is only changed
     if it did not change since it was found, so a fresh heartbeat always wins."""
 
-    def __init__(self, dao: InventoryDAO, expiry_s: float, interval_s: float) -> None:
+    def __init__(
+        self, dao: InventoryDAO, expiry_s: float, interval_s: float, topics: RowTopics | None = None
+    ) -> None:
+        """``topics`` publishes every row marked inactive."""
         self._dao = dao
+        self._topics = topics or Unpublished()
         self.expiry_s = expiry_s
         self.interval_s = interval_s
         self._task = Periodic(
@@ -29,7 +35,13 @@ class HeartbeatExpiry:
 
     def run_once(self) -> int:
         cutoff_ms = int((time.time() - self.expiry_s) * 1000)
-        expired = self._dao.deactivate_stale(ServiceInstanceInventory, cutoff_ms)
+        model = ServiceInstanceInventory
+        changes = [(s, dataclasses.replace(s.item, active=False)) for s in self._dao.stale(model, cutoff_ms)]
+        if not changes:
+            return 0
+        with self._topics.writing(Table(model), changes) as placed:
+            placed.refused = set(self._dao.update(model, changes, placed.positions))
+        expired = len(changes) - len(placed.refused)
         if expired:
             log.info(
                 "%d service instances sent no heartbeat for %g s: marked inactive", expired, self.expiry_s
@@ -45,8 +57,8 @@ class HeartbeatExpiry:
 
 class TopicRetention:
     """Every ``interval_s`` removes what each topic's retention no longer
-    keeps. Several aggregators may run it at once: each partition is trimmed
-    under its global lock."""
+    keeps. Several aggregators may run it at once: bounds move only by
+    versioned writes, and never back."""
 
     def __init__(self, dao: TopicDAO, retention: Retention, interval_s: float) -> None:
         self._dao = dao

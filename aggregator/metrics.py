@@ -19,10 +19,15 @@ once, whatever storage does:
   delta it includes.
 - A row storage refused to change (a version conflict, a busy server) was
   certainly not written: its delta is merged and written again.
+
+Every version written is on the metrics topic (``aggregator/topics.py``): a
+row is stored at its place on the topic, and the version it overwrites is
+kept in the topic's history first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -30,9 +35,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from aggregator.publish import TopicPublisher
+from aggregator.topics import RowTopics, Unpublished
 from model.metrics import Downsampling, Metrics, merge_into
-from model.topics import Topic
+from model.topics import Table
 from runtime.budget import memory_size
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
@@ -74,16 +79,17 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         instruments: Instruments,
         buffer: BufferSpec,
         max_held_bytes: int,
-        publisher: TopicPublisher | None = None,
+        topics: RowTopics | None = None,
     ) -> None:
         """``max_held_bytes`` bounds the memory of the deltas held while
         storage does not take them; past it, the oldest are dropped and
-        counted. ``publisher`` appends every row written to the metrics topic."""
+        counted. ``topics`` publishes every version written."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
         self.max_held_bytes = max_held_bytes
-        self._publisher = publisher
+        self._topics = topics or Unpublished()
+        self._tables = {level: Table(model, level) for level in Downsampling}
         self.writer = uuid.uuid4().hex[:16]
         """This worker's name in the rows' rounds: new with every start."""
         self._round = 0
@@ -159,8 +165,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             if not writes:
                 return
             try:
-                with self.series.write_seconds.time():
-                    outcome = self._dao.put(self.model, level, writes)
+                outcome = self._put(level, writes)
             except Exception as e:  # the writes may or may not have landed
                 for w in writes:
                     key = w.value.key()
@@ -173,6 +178,17 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             keys = outcome.retry
             if not keys:
                 return
+
+    def _put(self, level: Downsampling, writes: list[MetricsWrite[Metrics]]) -> PutOutcome:
+        with self._topics.writing(self._tables[level], [(w.stored, w.value) for w in writes]) as placed:
+            if placed.positions is not None:
+                writes = [
+                    dataclasses.replace(w, position=p) for w, p in zip(writes, placed.positions, strict=True)
+                ]
+            with self.series.write_seconds.time():
+                outcome = self._dao.put(self.model, level, writes)
+            placed.refused = {*outcome.retry, *outcome.failed}
+        return outcome
 
     def _plan(
         self,
@@ -206,7 +222,9 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             kept = {w: r for w, r in rounds.items() if r >= oldest_kept}
             value = row.item.combine(delta) if row is not None else delta
             writes.append(MetricsWrite(row, value, {**kept, self.writer: round_no}))
-        self._publish(level, confirmed)
+        # Their write's answer was lost: it may have landed after its range
+        # was completed, below the end, where readers already passed.
+        self._topics.publish_again(self._tables[level], confirmed)
         return writes, from_unconfirmed
 
     def _settle(
@@ -215,17 +233,13 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         """Lets go of what was written or refused for good; what storage asked
         to retry stays held as it was."""
         retry = set(outcome.retry)
-        written = []
         for w in writes:
             key = w.value.key()
             if key in retry:
                 continue
             if held.unconfirmed.pop(key, None) is None:
                 del held.waiting[key]
-            if key not in outcome.failed:
-                written.append(w.value)
-        self.series.stored("write").inc(len(written))
-        self._publish(level, written)
+        self.series.stored("write").inc(len(writes) - len(retry) - len(outcome.failed))
         if outcome.failed:
             self.series.dropped("refused").inc(len(outcome.failed))
             key, reason = next(iter(outcome.failed.items()))
@@ -234,10 +248,6 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 "%s: storage refused %d %s rows, e.g. %r: %s",
                 self.name, len(outcome.failed), level.value, key, reason,
             )  # fmt: skip
-
-    def _publish(self, level: Downsampling, rows: list[Metrics]) -> None:
-        if self._publisher is not None and rows:
-            self._publisher.publish(Topic.METRICS, rows, model=self.model.MODEL, level=level.value)
 
     def _storage_failed(self, level: Downsampling, rows: int, e: Exception) -> None:
         self._error_log.error(

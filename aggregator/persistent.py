@@ -1,5 +1,6 @@
 """The persistent worker (L2) of inventory streams: combines again, then stores
-each name once, with a sequence id allocated under the global lock."""
+each name once, with a sequence id allocated under the global lock. Every
+version stored is on the inventory topic (``aggregator/topics.py``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Generic
 
-from aggregator.publish import TopicPublisher
-from model.topics import Topic
+from aggregator.topics import RowTopics, Unpublished
+from model.topics import Table
 from runtime.batching import BatchPolicy
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
@@ -39,15 +40,16 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
         buffer: BufferSpec,
         batch: BatchPolicy = ROUND,
         on_stored: Callable[[type[I], list[I]], None] | None = None,
-        publisher: TopicPublisher | None = None,
+        topics: RowTopics | None = None,
     ) -> None:
         """``on_stored`` is told of every row inserted, with its id (a mixed
-        node feeds its receiver's cache with it). ``publisher`` appends every
-        row inserted or changed to the inventory topic."""
+        node feeds its receiver's cache with it). ``topics`` publishes every
+        row inserted or changed."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._on_stored = on_stored
-        self._publisher = publisher
+        self._topics = topics or Unpublished()
+        self._table = Table(model)
         self._dao = dao
         self._sequences = sequences
         self.batch = batch
@@ -94,21 +96,18 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
                 merged = s.item.combine(pending[key])
                 if merged != s.item:
                     changes.append((s, merged))
-            conflicted = set()
+            conflicted: set[str] = set()
             if changes:
-                with self.series.write_seconds.time():
-                    conflicted = set(self._dao.update(self.model, changes))
+                with self._topics.writing(self._table, changes) as placed:
+                    with self.series.write_seconds.time():
+                        conflicted = set(self._dao.update(self.model, changes, placed.positions))
+                    placed.refused = conflicted
             self.series.stored("update").inc(len(changes) - len(conflicted))
-            self._publish([m for _, m in changes if m.key() not in conflicted])
             missing = {k: v for k, v in pending.items() if k not in stored}
             if not conflicted:
                 return missing
             pending = {**missing, **{k: pending[k] for k in conflicted}}
         raise StorageError(f"{self.name}: rows kept changing under {MAX_ATTEMPTS} updates")
-
-    def _publish(self, rows: list[I]) -> None:
-        if self._publisher is not None and rows:
-            self._publisher.publish(Topic.INVENTORY, rows, model=self.model.MODEL)
 
     def _insert(self, missing: dict[str, I]) -> dict[str, I]:
         """Inserts ``missing`` with fresh sequences; returns what must be tried again."""
@@ -132,12 +131,13 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
             replace(item, sequence=seq, register_time=item.register_time or now)
             for item, seq in zip(missing.values(), ids, strict=True)
         ]
-        with self.series.write_seconds.time():
-            outcome = self._dao.insert(self.model, items)
+        with self._topics.writing(self._table, [(None, i) for i in items]) as placed:
+            with self.series.write_seconds.time():
+                outcome = self._dao.insert(self.model, items, placed.positions)
+            placed.refused = set(outcome.key_taken)
         self.series.stored("insert").inc(len(outcome.inserted))
         inserted = set(outcome.inserted)
         stored = [i for i in items if i.key() in inserted]
         if self._on_stored is not None and stored:
             self._on_stored(self.model, stored)
-        self._publish(stored)
         return {k: missing[k] for k in outcome.key_taken}

@@ -8,7 +8,7 @@ once); meanwhile the queue grows and the node's memory budget holds agents
 back. Only closing stops the tries.
 
 With ``topics``, each bulk is placed on the model's topic before it is written,
-and the write that stores the records publishes them (``aggregator/record_topics.py``)."""
+and the write that stores the records publishes them (``aggregator/topics.py``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from aggregator.record_topics import Placement, RecordTopics
+from aggregator.topics import Placement, Topics
 from model.records import Record
+from model.topics import Table
 from runtime.batching import BatchPolicy
 from runtime.budget import memory_size
 from runtime.buffer import BufferSpec
@@ -42,7 +43,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         instruments: Instruments,
         buffer: BufferSpec,
         bulk: BatchPolicy,
-        topics: RecordTopics | None = None,
+        topics: Topics | None = None,
     ) -> None:
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
@@ -72,7 +73,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         def insert() -> dict[str, str]:
             nonlocal placement
             if placement is None and self._topics is not None:  # once: a retry writes the same positions
-                placement = self._topics.place(self.model, chunk, nbytes)
+                placement = self._topics.place(Table(self.model), chunk, nbytes)
             with self.series.write_seconds.time():
                 return self._dao.insert(self.model, chunk, placement.positions if placement else None)
 

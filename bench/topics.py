@@ -22,19 +22,20 @@ import uuid
 
 from elasticsearch import Elasticsearch
 
-from aggregator.record_topics import RecordTopics
+from aggregator.topics import Topics
 from analytics.source import options_of
 from consumer.client import Consumer
 from deploy.servers import ElasticsearchServer, RedisServer
 from model.metrics import minute_bucket
 from model.records import SegmentRecord
 from model.stream import Text
-from model.topics import Topic
+from model.topics import Table, Topic
 from runtime.instruments import Instruments
 from storage.config import StorageConfig, StorageKind
 from storage.select import OpenStorage, open_storage
 
 TOPIC = "segment"
+SEGMENTS = Table(SegmentRecord)
 DATA = Text("Cg" * 300)
 """About the size of a five-span segment as an agent sends it (base64)."""
 
@@ -60,16 +61,17 @@ def segments(first: int, count: int, prefix: str = "seg") -> list[SegmentRecord]
     ]
 
 
-def record_topics(storage: OpenStorage, partitions: int) -> RecordTopics:
-    return RecordTopics(storage.topics, storage.records, storage.offsets, dict.fromkeys(Topic, partitions),
+def record_topics(storage: OpenStorage, partitions: int) -> Topics:
+    return Topics(storage.topics, storage.records, storage.offsets, dict.fromkeys(Topic, partitions),
                         Instruments(), interval_s=3600)  # fmt: skip
 
 
-def write(topics: RecordTopics, storage: OpenStorage, items: list[SegmentRecord]) -> list[tuple[int, int]]:
+def write(topics: Topics, storage: OpenStorage, items: list[SegmentRecord]) -> list[tuple[int, int]]:
     """Stores ``items`` as a record worker does; their (partition, offset)."""
-    placement = topics.place(SegmentRecord, items, 0)
+    placement = topics.place(SEGMENTS, items, 0)
     storage.records.insert(SegmentRecord, items, placement.positions)
     topics.written(placement)
+    assert placement.positions is not None
     return [(p.partition, p.offset) for p in placement.positions]
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -173,8 +174,11 @@ class LocalCluster:
     def nodes(self, role: str | None = None) -> list[NodeProcess]:
         return [n for n in self.state.nodes if role is None or n.role == role]
 
-    def add(self, role: str, *extra: str, timeout_s: float = 60.0) -> NodeProcess:
-        """Starts one node of ``role`` and waits until it listens."""
+    def add(
+        self, role: str, *extra: str, timeout_s: float = 60.0, env: Mapping[str, str] | None = None
+    ) -> NodeProcess:
+        """Starts one node of ``role`` (with ``env`` added to its environment)
+        and waits until it listens."""
         index = sum(1 for n in self.state.nodes if n.role == role)
         log_path = self.workdir / f"{role}-{index}-{uuid.uuid4().hex[:6]}.log"
         argv = [
@@ -187,7 +191,12 @@ class LocalCluster:
         ]  # fmt: skip
         with log_path.open("wb") as out:
             proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
             )
         deadline = time.monotonic() + timeout_s
         while True:
@@ -203,6 +212,10 @@ class LocalCluster:
         self.state.nodes.append(node)
         self.save()
         return node
+
+    def exited(self, node: NodeProcess) -> bool:
+        """Whether ``node``'s process has ended (on its own: a crash)."""
+        return not _alive(node.pid)
 
     def remove(self, node: NodeProcess, kill: bool = False, timeout_s: float = 30.0) -> None:
         """Stops ``node``: SIGTERM (it leaves the cluster and drains), or SIGKILL."""

@@ -1,13 +1,13 @@
-"""Topics: what L2 persisted, kept again as partitioned streams that consumers
-read by offset (``consumer/``, ``analytics/``).
+"""Topics: what L2 persisted, read again as partitioned streams that consumers
+follow by offset (``consumer/``, ``analytics/``).
 
 Every topic has a fixed number of partitions. A record's partition is the hash
-of its key, so one entity's changes stay in order. Within a partition offsets
-start at 0 and grow by one per record; the partition's *end* (its high
-watermark) is the offset the next record will get, and it moves only once
-every record below it is durable and readable. A reader therefore never skips
-a record that becomes visible later. Retention removes records from the front
-and moves the partition's *start*.
+of its key, so one entity's changes stay in order. Each record, and each
+version of a row, is stored with its partition and offset: the stored data is
+the stream. Offsets grow within a partition, with gaps where a write was
+refused; the partition's *end* (its high watermark) moves only once every
+record below it is durable and readable. A reader therefore never skips a
+record that becomes visible later. Retention moves the partition's *start*.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from model.inventory import INVENTORY_TYPES
+from model.metrics import METRICS_TYPES, Downsampling, Metrics
 from model.records import RECORD_MODELS
+from model.stream import StreamData
 
 
 class Topic(enum.Enum):
@@ -32,10 +35,25 @@ class Topic(enum.Enum):
 
     @property
     def of_records(self) -> bool:
-        """Whether the topic's entries are the stored records themselves (each
-        segment and log line is written once, with its partition and offset),
-        rather than copies appended after a row was stored."""
+        """Whether the topic's entries are records, each written once (segments
+        and log lines), rather than rows updated in place (metrics, inventory)."""
         return self.value in RECORD_MODELS
+
+    @property
+    def tables(self) -> tuple[Table, ...]:
+        """The stored rows or records that are the topic's entries."""
+        if self is Topic.METRICS:
+            return tuple(Table(m, level) for m in METRICS_TYPES for level in Downsampling)
+        if self is Topic.INVENTORY:
+            return tuple(Table(m) for m in INVENTORY_TYPES)
+        return (Table(RECORD_MODELS[self.value]),)
+
+    @classmethod
+    def of(cls, model: type[StreamData]) -> Topic:
+        """The topic ``model``'s rows or records are entries of."""
+        if model.MODEL in RECORD_MODELS:
+            return cls(model.MODEL)
+        return cls.METRICS if issubclass(model, Metrics) else cls.INVENTORY
 
     @classmethod
     def named(cls, name: str) -> Topic:
@@ -53,12 +71,24 @@ def partition_of(key: str, partitions: int) -> int:
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One record to append: what the writer knows before it has an offset."""
+class Table:
+    """The rows of one model (and downsampling level, for metrics): a row, as
+    it is stored, is the entry of its current version on the model's topic."""
 
-    key: str
-    value: dict[str, Any]
-    timestamp_ms: int
+    model: type[StreamData]
+    level: Downsampling | None = None
+
+    def value(self, item: StreamData) -> dict[str, Any]:
+        """The value of ``item``'s entry: its key and columns, and for rows,
+        what they are rows of."""
+        if self.model.MODEL in RECORD_MODELS:
+            return {"key": item.key(), **item.to_row()}
+        kind = (
+            {"model": self.model.MODEL}
+            if self.level is None
+            else {"model": self.model.MODEL, "level": self.level.value}
+        )
+        return {"key": item.key(), **kind, **item.to_row()}
 
 
 @dataclass(frozen=True)

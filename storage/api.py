@@ -12,12 +12,12 @@ from model.inventory import Inventory
 from model.metrics import Downsampling, Metrics
 from model.records import Record
 from model.stream import ColumnType, StreamData
-from model.topics import Bounds, Entry, Fetched, Position, Reservation, Retention
+from model.topics import Bounds, Fetched, Position, Reservation, Retention, TopicRecord
 
 I = TypeVar("I", bound=Inventory)  # noqa: E741
 M = TypeVar("M", bound=Metrics)
 R = TypeVar("R", bound=Record)
-S = TypeVar("S", bound=StreamData)
+S = TypeVar("S", bound=StreamData, covariant=True)
 
 
 def check_where(model: type[StreamData], where: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -52,6 +52,8 @@ class Stored(Generic[S]):
     rounds: Mapping[str, int] = field(default_factory=dict)
     """Metrics rows: the last persistence round of each writer that the row's
     value includes (see ``MetricsWrite``)."""
+    position: Position | None = None
+    """Where this version of the row is on its topic (None: not on it)."""
 
 
 @dataclass
@@ -72,12 +74,21 @@ class InventoryDAO(Protocol):
 
     def get_by_sequence(self, model: type[I], sequence: int) -> I | None: ...
 
-    def update(self, model: type[I], rows: Sequence[tuple[Stored[I], I]]) -> list[str]:
-        """Replaces each stored row with its new value if the row is unchanged
-        since it was read; returns the keys that changed meanwhile."""
+    def update(
+        self,
+        model: type[I],
+        rows: Sequence[tuple[Stored[I], I]],
+        positions: Sequence[Position] | None = None,
+    ) -> list[str]:
+        """Replaces each stored row with its new value (at its topic position)
+        if the row is unchanged since it was read; returns the keys that
+        changed meanwhile."""
 
-    def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
-        """Inserts new rows, whose sequences were reserved. A key is never stored twice."""
+    def insert(
+        self, model: type[I], items: Sequence[I], positions: Sequence[Position] | None = None
+    ) -> InsertOutcome:
+        """Inserts new rows (at their topic positions), whose sequences were
+        reserved. A key is never stored twice."""
 
     def reserve_sequences(self, model: type[Inventory], first: int, last: int) -> bool:
         """Records that ids ``first..last`` of ``model``'s scope are handed out,
@@ -92,9 +103,8 @@ class InventoryDAO(Protocol):
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         """Rows ordered by sequence."""
 
-    def deactivate_stale(self, model: type[Inventory], cutoff_ms: int) -> int:
-        """Marks active rows whose heartbeat is older than ``cutoff_ms`` inactive,
-        each only if unchanged since it was found; returns how many."""
+    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
+        """Active rows whose heartbeat is older than ``cutoff_ms``."""
 
     def close(self) -> None: ...
 
@@ -131,6 +141,8 @@ class MetricsWrite(Generic[M]):
     stored: Stored[M] | None
     value: M
     rounds: Mapping[str, int]
+    position: Position | None = None
+    """Where the value is on the metrics topic."""
 
 
 @dataclass
@@ -242,20 +254,22 @@ class OffsetRanges(Protocol):
 
 
 class TopicDAO(Protocol):
-    """Partitioned topics: appends that move a partition's end only once the
-    records are durable and readable, reads by offset, and retention.
+    """Partitioned topics, read by offset, whose ends move only over what is
+    readable, and their retention.
 
-    The topics of records (``Topic.of_records``) are the records themselves,
-    written by ``RecordDAO.insert`` with their positions; their end moves by
-    ``advance``, not by ``append``."""
+    A topic's entries are the stored records and rows themselves
+    (``Topic.tables``), written with their positions by the DAO that stores
+    them. A row updated in place leaves its position: the version it held is
+    first kept in the topic's history (``keep``)."""
 
     def install(self, topics: Mapping[str, int]) -> None:
         """Creates the topics (name → partition count) that do not exist yet.
         A topic keeps the partition count it was first created with."""
 
-    def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
-        """Stores ``entries`` at the end of the partition, in order; returns the
-        partition's bounds once they are readable."""
+    def keep(self, topic: str, versions: Sequence[TopicRecord]) -> None:
+        """Writes ``versions`` of rows into the topic's history at their
+        positions (written again, a version is stored once) and makes them
+        readable before it returns."""
 
     def advance(self, topic: str, partition: int, end: int) -> None:
         """Moves the partition's end up to ``end`` (never down): the records

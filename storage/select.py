@@ -27,7 +27,7 @@ class OpenStorage:
     state: StateStore
     sequences: SequenceAllocator
     offsets: OffsetRanges
-    """Where writers of records get their topic offsets."""
+    """Where writers of records and rows get their topic offsets."""
     inventory_within: Callable[[float], InventoryDAO]
     """The inventory, read with one try of at most the given seconds (what an
     agent's call waits on); closing it closes nothing."""
@@ -56,7 +56,7 @@ def open_storage(config: StorageConfig) -> OpenStorage:
             ElasticsearchInventoryDAO(client),
             ElasticsearchMetricsDAO(client),
             ElasticsearchRecordDAO(client),
-            ElasticsearchTopicDAO(client, allocator),
+            ElasticsearchTopicDAO(client),
             ElasticsearchStateStore(client),
             allocator,
             RedisOffsetRanges(config.redis_url, config.redis_key_prefix, config.topic_lease_s),
@@ -85,8 +85,8 @@ def open_storage(config: StorageConfig) -> OpenStorage:
 
 
 def open_topics(config: StorageConfig) -> tuple[TopicDAO, StateStore]:
-    """What a consumer needs: topics to read (not to append to) and the shared
-    state of consumer groups. No Redis: readers take no lock."""
+    """What a consumer needs: topics to read and the shared state of consumer
+    groups. No Redis: readers take no lock."""
     if config.kind is StorageKind.ELASTICSEARCH:
         from storage.elasticsearch.client import ElasticsearchClient
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO

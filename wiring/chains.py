@@ -18,9 +18,8 @@ from collections.abc import Callable, Sequence
 
 from aggregator.metrics import MetricsPersistentWorker
 from aggregator.persistent import InventoryPersistentWorker
-from aggregator.publish import TopicPublisher
-from aggregator.record_topics import RecordTopics
 from aggregator.records import RecordPersistentWorker
+from aggregator.topics import Topics
 from model.inventory import INVENTORY_TYPES, Inventory
 from model.metrics import METRICS_TYPES, Metrics
 from model.records import RECORD_TYPES, Record
@@ -112,7 +111,7 @@ class InventoryStreamProcessor:
         instruments: Instruments,
         selector: SelectorKind = SelectorKind.FOREVER_FIRST,
         on_stored: Callable[[type[Inventory], list[Inventory]], None] | None = None,
-        publisher: TopicPublisher | None = None,
+        topics: Topics | None = None,
     ) -> None:
         """``selector`` defaults to forever-first: every new name goes to one
         node, so one writer allocates each scope's sequences. ``on_stored`` hears
@@ -137,7 +136,7 @@ class InventoryStreamProcessor:
                         l2_buffer(config),
                         batch=BatchPolicy(max_items=config.workers.l2_batch_size),
                         on_stored=on_stored,
-                        publisher=publisher,
+                        topics=topics,
                     )
                 )
             if not role.takes_agents:
@@ -179,7 +178,7 @@ class MetricsStreamProcessor:
         sender: RemoteSender | None,
         instruments: Instruments,
         budget: MemoryBudget,
-        publisher: TopicPublisher | None = None,
+        topics: Topics | None = None,
     ) -> None:
         role, w = config.cluster.role, config.workers
         self._entries: dict[type[Metrics], Worker[Metrics]] = {}
@@ -198,7 +197,7 @@ class MetricsStreamProcessor:
                     instruments,
                     admitted_buffer(config, w.l2_channels),
                     budget.limit_bytes,
-                    publisher,
+                    topics,
                 )
                 budget.hold(l2.held_bytes)
                 workers.register(l2)
@@ -277,7 +276,7 @@ class RecordStreamProcessor:
         workers: Workers,
         instruments: Instruments,
         budget: MemoryBudget,
-        topics: RecordTopics | None = None,
+        topics: Topics | None = None,
     ) -> None:
         w = config.workers
         self._entries: dict[type[Record], RecordPersistentWorker] = {}

@@ -8,8 +8,7 @@ import threading
 import time
 
 from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
-from aggregator.publish import TopicPublisher
-from aggregator.record_topics import RecordTopics
+from aggregator.topics import Topics
 from edge.server import GrpcServer
 from model.inventory import INVENTORY_TYPES
 from model.metrics import METRICS_TYPES
@@ -129,12 +128,9 @@ class Node:
         STORAGE_WRITES.call(lambda: self._install(storage))  # a busy server is asked again
         # A topic keeps the partition count it was created with.
         partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
-        publisher = (
-            TopicPublisher(storage.topics, partitions, self.instruments) if cfg.topics.publish else None
-        )
-        record_topics = None
-        if cfg.topics.publish and role.takes_agents:
-            record_topics = RecordTopics(
+        topics = None
+        if cfg.topics.publish:
+            topics = Topics(
                 storage.topics,
                 storage.records,
                 storage.offsets,
@@ -142,8 +138,8 @@ class Node:
                 self.instruments,
                 cfg.topics.commit_interval_s,
             )
-            self.budget.hold(record_topics.held_bytes)
-            life.start(record_topics)  # closes after the record workers drain, with a last round
+            self.budget.hold(topics.held_bytes)
+            life.start(topics)  # closes after the workers drain, with a last round
         # The server binds its port first, so the node knows the address it
         # registers and routes under before anything is built on it.
         self.server = server = GrpcServer(
@@ -178,22 +174,18 @@ class Node:
             selector=cfg.cluster.inventory_selector,
             # A mixed node's L2 tells its own receiver of new ids at once.
             on_stored=cache.learn if role is Role.MIXED else None,
-            publisher=publisher,
+            topics=topics,
         )
         metrics = MetricsStreamProcessor(
-            cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, publisher
+            cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, topics
         )
         records = RecordStreamProcessor(
-            cfg, storage.records, self.workers, self.instruments, self.budget, record_topics
+            cfg, storage.records, self.workers, self.instruments, self.budget, topics
         )
         processors = (inventory, metrics, records)
         for level in (p.l2 for p in processors):
             if level is not None:
                 life.start(level)
-        if publisher is not None:
-            # Closing, the publisher stops waiting to retry before L2 drains: as
-            # there, what storage does not take at once is dropped.
-            life.on_close(publisher.interrupt_retries)
         if sender is not None and clients is not None:
             life.start(sender)
             life.start(clients)  # each client sends what it holds before it goes
@@ -211,7 +203,10 @@ class Node:
             )
             life.start(
                 HeartbeatExpiry(
-                    storage.inventory, cfg.workers.heartbeat_expiry_s, cfg.workers.housekeeping_interval_s
+                    storage.inventory,
+                    cfg.workers.heartbeat_expiry_s,
+                    cfg.workers.housekeeping_interval_s,
+                    topics,
                 )
             )
             retention = Retention(cfg.topics.retention_s, cfg.topics.retention_records)

@@ -14,6 +14,7 @@ from elasticsearch import Elasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 
 from model.stream import ColumnType, StreamData
+from model.topics import Position
 from runtime import deadline
 from runtime.batching import BatchPolicy
 from storage.api import StorageError, StorageUnavailable
@@ -38,6 +39,28 @@ _SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval":
 
 def mapping_of(model: type[StreamData]) -> dict[str, Any]:
     return {"dynamic": "strict", "properties": {c.name: _ES_TYPES[c.type] for c in model.stored_columns()}}
+
+
+POSITION_FIELDS: dict[str, Any] = {
+    "topic_partition": {"type": "integer"},
+    "topic_offset": {"type": "long"},
+    "published_ms": {"type": "long"},
+}
+"""A record's or a row version's place on its topic, in its document."""
+
+
+def position_fields(p: Position) -> dict[str, int]:
+    return {"topic_partition": p.partition, "topic_offset": p.offset, "published_ms": p.published_ms}
+
+
+def position_of(source: Mapping[str, Any]) -> Position | None:
+    partition = source.get("topic_partition")
+    return None if partition is None else Position(partition, source["topic_offset"], source["published_ms"])
+
+
+def with_position(row: dict[str, Any], position: Position | None) -> dict[str, Any]:
+    """A document's source: its row, and its place on its topic when it has one."""
+    return row if position is None else {**row, **position_fields(position)}
 
 
 def doc_id(key: str) -> str:

@@ -19,13 +19,17 @@ from typing import Any
 import elasticsearch
 
 from model.inventory import Inventory
+from model.topics import Position
 from storage.api import I, InsertOutcome, StorageError, Stored
 from storage.elasticsearch.client import (
+    POSITION_FIELDS,
     ElasticsearchClient,
     doc_id,
     mapping_of,
+    position_of,
     raise_if_busy,
     translated_errors,
+    with_position,
 )
 
 FENCE_INDEX = "sequence_fence"
@@ -43,7 +47,9 @@ class ElasticsearchInventoryDAO:
     def install(self, models: Sequence[type[Inventory]]) -> None:
         self._client.create_index(FENCE_INDEX, _FENCE_MAPPING)
         for model in models:
-            self._client.create_index(model.MODEL, mapping_of(model))
+            mapping = mapping_of(model)
+            mapping["properties"].update(POSITION_FIELDS)
+            self._client.create_index(model.MODEL, mapping)
 
     def _mget(self, index: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         if not ids:
@@ -56,7 +62,9 @@ class ElasticsearchInventoryDAO:
         found: dict[str, Stored[I]] = {}
         for d in self._mget(model.MODEL, [doc_id(k) for k in keys]):
             item = model.from_row(d["_source"])
-            found[item.key()] = Stored(item, (d["_seq_no"], d["_primary_term"]))
+            found[item.key()] = Stored(
+                item, (d["_seq_no"], d["_primary_term"]), position=position_of(d["_source"])
+            )
         return found
 
     def get_by_sequence(self, model: type[I], sequence: int) -> I | None:
@@ -84,17 +92,23 @@ class ElasticsearchInventoryDAO:
         self._client.refresh(name)
         return True
 
-    def update(self, model: type[I], rows: Sequence[tuple[Stored[I], I]]) -> list[str]:
+    def update(
+        self,
+        model: type[I],
+        rows: Sequence[tuple[Stored[I], I]],
+        positions: Sequence[Position] | None = None,
+    ) -> list[str]:
         index = self._client.index(model.MODEL)
         actions = []
-        for stored, new in rows:
+        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(rows)
+        for (stored, new), position in zip(rows, placed, strict=True):
             seq_no, term = typing.cast(tuple[int, int], stored.version)
             actions.append(
                 {
                     "_op_type": "index",
                     "_index": index,
                     "_id": doc_id(new.key()),
-                    "_source": new.to_row(),
+                    "_source": with_position(new.to_row(), position),
                     "if_seq_no": seq_no,
                     "if_primary_term": term,
                 }
@@ -111,11 +125,19 @@ class ElasticsearchInventoryDAO:
             raise StorageError(f"{len(other)} writes to {index} failed, the first: {other[0].get('error')}")
         return failures
 
-    def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
+    def insert(
+        self, model: type[I], items: Sequence[I], positions: Sequence[Position] | None = None
+    ) -> InsertOutcome:
         index = self._client.index(model.MODEL)
+        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
         docs = [
-            {"_op_type": "create", "_index": index, "_id": doc_id(i.key()), "_source": i.to_row()}
-            for i in items
+            {
+                "_op_type": "create",
+                "_index": index,
+                "_id": doc_id(i.key()),
+                "_source": with_position(i.to_row(), p),
+            }
+            for i, p in zip(items, placed, strict=True)
         ]
         keys = {d["_id"]: i.key() for d, i in zip(docs, items, strict=True)}
         failures = self._client.bulk(docs, f"inserting {len(docs)} rows into {index}")
@@ -179,15 +201,14 @@ class ElasticsearchInventoryDAO:
             )
         return [model.from_row(h["_source"]) for h in res["hits"]["hits"]]
 
-    def deactivate_stale(self, model: type[Inventory], cutoff_ms: int) -> int:
+    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
         self._client.refresh(model.MODEL)
         index = self._client.index(model.MODEL)
         with translated_errors(f"finding stale rows of {index}"):
-            res = self._es.search(
+            hits = self._es.search(
                 index=index,
-                size=10_000,
+                size=limit,
                 seq_no_primary_term=True,
-                source=False,
                 query={
                     "bool": {
                         "filter": [
@@ -196,20 +217,15 @@ class ElasticsearchInventoryDAO:
                         ]
                     }
                 },
+            )["hits"]["hits"]
+        return [
+            Stored(
+                model.from_row(h["_source"]),
+                (h["_seq_no"], h["_primary_term"]),
+                position=position_of(h["_source"]),
             )
-        actions = [
-            {
-                "_op_type": "update",
-                "_index": index,
-                "_id": h["_id"],
-                "doc": {"active": False},
-                "if_seq_no": h["_seq_no"],
-                "if_primary_term": h["_primary_term"],
-            }
-            for h in res["hits"]["hits"]
+            for h in hits
         ]
-        changed = self._only_conflicts(self._client.bulk(actions, f"deactivating rows of {index}"), index)
-        return len(actions) - len(changed)
 
     def close(self) -> None:
         self._client.close()

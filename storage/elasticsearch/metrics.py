@@ -1,7 +1,8 @@
 """Metrics rows in Elasticsearch: an index per model and downsampling level,
 one document per key, written with the version read (``if_seq_no``) so that a
 merge never overwrites a value it did not see. Each document keeps the rounds
-its value includes in ``applied_rounds``, a field stored but not indexed."""
+its value includes in ``applied_rounds``, a field stored but not indexed, and
+its version's place on the metrics topic (``POSITION_FIELDS``)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from model.metrics import Downsampling, Metrics
 from storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_where
 from storage.elasticsearch.client import (
     BUSY_STATUSES,
+    POSITION_FIELDS,
     ElasticsearchClient,
     doc_id,
     mapping_of,
+    position_of,
     translated_errors,
     where_query,
+    with_position,
 )
 
 RETRIABLE_STATUSES = frozenset({409, *BUSY_STATUSES})
@@ -37,6 +41,7 @@ class ElasticsearchMetricsDAO:
         for model in models:
             mapping = mapping_of(model)
             mapping["properties"][APPLIED_ROUNDS] = {"type": "object", "enabled": False}
+            mapping["properties"].update(POSITION_FIELDS)
             for level in Downsampling:
                 self._client.create_index(index_name(model, level), mapping)
 
@@ -52,7 +57,10 @@ class ElasticsearchMetricsDAO:
                 source = d["_source"]
                 item = model.from_row(source)
                 found[item.key()] = Stored(
-                    item, (d["_seq_no"], d["_primary_term"]), source.get(APPLIED_ROUNDS) or {}
+                    item,
+                    (d["_seq_no"], d["_primary_term"]),
+                    source.get(APPLIED_ROUNDS) or {},
+                    position_of(source),
                 )
         return found
 
@@ -62,7 +70,7 @@ class ElasticsearchMetricsDAO:
         actions: list[dict[str, Any]] = []
         for row in rows:
             key = row.value.key()
-            source = {**row.value.to_row(), APPLIED_ROUNDS: row.rounds}
+            source = with_position({**row.value.to_row(), APPLIED_ROUNDS: row.rounds}, row.position)
             action: dict[str, Any] = {"_index": index, "_id": doc_id(key), "_source": source}
             if row.stored is None:
                 action["_op_type"] = "create"

@@ -11,26 +11,20 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from model.records import Record
 from model.topics import Position
 from storage.api import R, check_where
 from storage.elasticsearch.client import (
+    POSITION_FIELDS,
     ElasticsearchClient,
     doc_id,
     mapping_of,
     raise_if_busy,
     translated_errors,
     where_query,
+    with_position,
 )
-
-POSITION_FIELDS: dict[str, Any] = {
-    "topic_partition": {"type": "integer"},
-    "topic_offset": {"type": "long"},
-    "published_ms": {"type": "long"},
-}
-"""A record's place on its topic, in the record's document."""
 
 MAX_DAYS_NAMED = 62
 """A query over more days than this searches every day's index of the model
@@ -46,10 +40,6 @@ def day_of(bucket: int) -> datetime.date | None:
         return datetime.date(day // 10_000, day // 100 % 100, day % 100)
     except ValueError:
         return None
-
-
-def position_fields(p: Position) -> dict[str, int]:
-    return {"topic_partition": p.partition, "topic_offset": p.offset, "published_ms": p.published_ms}
 
 
 class ElasticsearchRecordDAO:
@@ -82,7 +72,7 @@ class ElasticsearchRecordDAO:
                 "_op_type": "index",
                 "_index": self._index(model, i.day),
                 "_id": doc_id(i.key()),
-                "_source": i.to_row() if p is None else {**i.to_row(), **position_fields(p)},
+                "_source": with_position(i.to_row(), p),
             }
             for i, p in zip(items, placed, strict=True)
         )

@@ -3,52 +3,50 @@
 A partition's bounds are a document of ``{prefix}_topic_partitions``, changed
 only by versioned writes.
 
-The topics of records are the records' own day indices (``{prefix}_segment-*``):
-each document carries its partition and offset (``storage/elasticsearch/records.py``),
-written by whichever node stored it at offsets reserved from the partition's
-ranges (``OffsetRanges``); the node's committer moves the end (``advance``)
-once they are readable. Retention drops whole day indices.
+A topic's entries are the documents of its records and rows themselves
+(``Topic.tables``): each carries its partition and offset
+(``POSITION_FIELDS``), given by whichever node wrote it from ranges reserved
+for the partition (``OffsetRanges``); that node moves the end (``advance``)
+once they are readable. A row updated in place keeps only its current version,
+so the version it overwrites is first copied into the topic's history
+(``{prefix}_topic_{name}_versions-{day}``, ``keep``), readable before the
+overwrite is. A read searches the history and the rows together.
 
-Any other topic is one index (``{prefix}_topic_{name}``) of entries appended
-after their rows were stored; an entry is the document ``{partition}-{offset}``,
-created with ``op_type=create`` so that no offset is ever written twice.
-
-Appends to one partition take the partition's global lock (Redis), write the
-records above the end, refresh the index and only then move the end: readers,
-who never read at or above the end, see every record below it. A writer that
-died or stalled holding the lock may have left records above the end; the
-next writer finds them by the conflict of its own write, keeps the ones
-contiguous with the end (they are durable) and deletes the rest (never
-visible), then writes again.
+Retention drops whole day indices: of the records, or of the history (rows
+stay, below the start).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import elasticsearch
 
-from model.metrics import Downsampling
+from model.metrics import Downsampling, Metrics
 from model.records import RECORD_MODELS
-from model.topics import Bounds, Entry, Fetched, Retention, TopicRecord
-from storage.api import OffsetOutOfRange, SequenceAllocator, StorageError, StorageUnavailable
-from storage.elasticsearch.client import BUSY_STATUSES, ElasticsearchClient, translated_errors
-from storage.elasticsearch.records import POSITION_FIELDS
+from model.topics import Bounds, Fetched, Position, Retention, Table, Topic, TopicRecord
+from storage.api import OffsetOutOfRange, StorageError
+from storage.elasticsearch.client import (
+    POSITION_FIELDS,
+    ElasticsearchClient,
+    position_fields,
+    raise_if_busy,
+    translated_errors,
+)
+from storage.elasticsearch.metrics import index_name
 
 log = logging.getLogger(__name__)
 
-_RECORD_MAPPING = {
+_HISTORY_MAPPING = {
     "dynamic": "strict",
     "properties": {
-        "partition": {"type": "integer"},
-        "offset": {"type": "long"},
-        "timestamp_ms": {"type": "long"},
         "key": {"type": "keyword"},
         "value": {"type": "object", "enabled": False},
+        **POSITION_FIELDS,
     },
 }
 _BOUNDS_MAPPING = {
@@ -63,62 +61,81 @@ _BOUNDS_MAPPING = {
 _STATE_MAPPING = {"dynamic": "strict", "properties": {"value": {"type": "object", "enabled": False}}}
 BOUNDS = "topic_partitions"
 STATE = "shared_state"
-_APPEND_ATTEMPTS = 5
+PARTITION, OFFSET, PUBLISHED = POSITION_FIELDS
 
 
-def _records(topic: str) -> str:
-    return f"topic_{topic}"
+def _history(topic: str) -> str:
+    return f"topic_{topic}_versions"
 
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where a topic's entries are and what their fields are called."""
+    """Where a topic's entries are."""
 
-    index: str
-    """The index, or the pattern of day indices, the entries are in."""
-    partition: str = "partition"
-    offset: str = "offset"
-    time: str = "timestamp_ms"
+    indices: str
+    """The indices (and patterns of day indices) searched, comma separated."""
+    days: str
+    """The pattern of the day indices retention drops."""
+    tables: dict[str, Table]
+    """The table of each index of rows."""
     record_key: str | None = None
     """The key column of the records a topic of records holds."""
 
-    def in_partition(self, partition: int, *more: dict[str, Any], **offsets: int) -> dict[str, Any]:
+    @staticmethod
+    def in_partition(partition: int, *more: dict[str, Any], **offsets: int) -> dict[str, Any]:
         """The query for a partition's entries with offsets in range (``gte=…, lt=…``)."""
-        filters = [{"term": {self.partition: partition}}, {"range": {self.offset: offsets}}, *more]
+        filters = [{"term": {PARTITION: partition}}, {"range": {OFFSET: offsets}}, *more]
         return {"bool": {"filter": filters}}
 
-    def entry(self, topic: str, partition: int, src: dict[str, Any]) -> TopicRecord:
-        if self.record_key is None:
-            return TopicRecord(topic, partition, src["offset"], src["timestamp_ms"], src["key"], src["value"])
-        offset, published = src.pop(self.offset), src.pop(self.time)
-        del src[self.partition]
-        key = src[self.record_key]
-        return TopicRecord(topic, partition, offset, published, key, {"key": key, **src})
+    def entry(self, topic: str, partition: int, hit: dict[str, Any]) -> TopicRecord:
+        src = hit["_source"]
+        offset, published = src.pop(OFFSET), src.pop(PUBLISHED)
+        del src[PARTITION]
+        if self.record_key is not None:
+            key = src[self.record_key]
+            return TopicRecord(topic, partition, offset, published, key, {"key": key, **src})
+        table = self.tables.get(hit["_index"])
+        if table is None:  # a version kept in the history
+            return TopicRecord(topic, partition, offset, published, src["key"], src["value"])
+        item = table.model.from_row(src)
+        return TopicRecord(topic, partition, offset, published, item.routing_key(), table.value(item))
 
 
 _SEARCH_DAYS: dict[str, Any] = {"ignore_unavailable": True, "allow_no_indices": True}
-"""Search options for a pattern of day indices, which may match none."""
+"""Search options for patterns of day indices, which may match none."""
 
 
 class ElasticsearchTopicDAO:
-    def __init__(self, client: ElasticsearchClient, locks: SequenceAllocator | None = None) -> None:
-        """``locks`` serialise appends; a DAO without them (a consumer's) only reads."""
+    def __init__(self, client: ElasticsearchClient) -> None:
         self._client = client
         self._es = client.es
-        self._locks = locks
+        self._layouts: dict[str, _Layout] = {}
 
     def _layout(self, topic: str) -> _Layout:
+        layout = self._layouts.get(topic)
+        if layout is not None:
+            return layout
         model = RECORD_MODELS.get(topic)
-        if model is None:
-            return _Layout(self._client.index(_records(topic)))
-        partition, offset, time = POSITION_FIELDS
-        return _Layout(f"{self._client.index(topic)}-*", partition, offset, time, model.KEY)
+        if model is not None:
+            days = f"{self._client.index(topic)}-*"
+            layout = _Layout(days, days, {}, model.KEY)
+        else:
+            days = f"{self._client.index(_history(topic))}-*"
+            tables = {
+                self._client.index(
+                    t.model.MODEL if t.level is None else index_name(cast(type[Metrics], t.model), t.level)
+                ): t
+                for t in Topic.named(topic).tables
+            }
+            layout = _Layout(",".join([days, *tables]), days, tables)
+        self._layouts[topic] = layout
+        return layout
 
     def install(self, topics: Mapping[str, int]) -> None:
         self._client.create_index(BOUNDS, _BOUNDS_MAPPING)
         for topic, partitions in topics.items():
             if topic not in RECORD_MODELS:
-                self._client.create_index(_records(topic), _RECORD_MAPPING)
+                self._client.put_template(_history(topic), _HISTORY_MAPPING)
             existing = {b.partition for b in self.bounds(topic)}
             # The last partition is created first: a topic whose install was
             # cut short is completed to the count it was first given.
@@ -167,109 +184,50 @@ class ElasticsearchTopicDAO:
             if moved == b or self._set_bounds(topic, moved, version):
                 return moved
 
-    def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
-        if self._locks is None:
-            raise StorageError("this stream storage only reads: it was opened without the global lock")
+    def keep(self, topic: str, versions: Sequence[TopicRecord]) -> None:
         if topic in RECORD_MODELS:
-            raise StorageError(f"the {topic} topic is its records: storing one publishes it")
-        with self._locks.lock(f"topic:{topic}:{partition}"):
-            busy: list[dict[str, Any]] = []
-            for _ in range(_APPEND_ATTEMPTS):
-                b, version = self._get_bounds(topic, partition)
-                failures = self._client.bulk(
-                    (
-                        {
-                            "_op_type": "create",
-                            "_index": self._client.index(_records(topic)),
-                            "_id": f"{partition}-{b.end + i}",
-                            "_source": {
-                                "partition": partition,
-                                "offset": b.end + i,
-                                "timestamp_ms": e.timestamp_ms,
-                                "key": e.key,
-                                "value": e.value,
-                            },
-                        }
-                        for i, e in enumerate(entries)
-                    ),
-                    f"appending {len(entries)} records to {topic}/{partition}",
-                )
-                self._client.refresh(_records(topic))
-                busy = failures
-                if failures:
-                    log.warning(
-                        "%d of %d records not appended to %s/%d (%s); repairing the partition and writing "
-                        "again", len(failures), len(entries), topic, partition, failures[0].get("error"),
-                    )  # fmt: skip
-                    self._repair(topic, partition)
-                    continue
-                moved = Bounds(partition, b.start, b.end + len(entries))
-                if self._set_bounds(topic, moved, version):
-                    return moved
-                self._repair(topic, partition)  # a stale writer moved them: look again
-        error = StorageUnavailable if any(f.get("status") in BUSY_STATUSES for f in busy) else StorageError
-        raise error(f"could not append to {topic}/{partition} in {_APPEND_ATTEMPTS} attempts")
-
-    def _repair(self, topic: str, partition: int) -> None:
-        """Moves the end over the records contiguous with it and deletes the
-        ones past the first gap, which no reader has seen."""
-        b, version = self._get_bounds(topic, partition)
-        layout = self._layout(topic)
-        end = b.end
-        with translated_errors(f"repairing {topic}/{b.partition}"):
-            hits = self._es.search(
-                index=layout.index,
-                query=layout.in_partition(b.partition, gte=end),
-                sort=[{"offset": "asc"}],
-                source=False,
-                docvalue_fields=[{"field": "offset"}],
-                size=10_000,
-            )["hits"]["hits"]
-            offsets = [h["fields"]["offset"][0] for h in hits]
-            for o in offsets:
-                if o != end:
-                    break
-                end += 1
-            stray = [o for o in offsets if o >= end]
-        if stray:
-            self._delete(topic, b.partition, stray)
-        if end == b.end and not stray:
+            raise StorageError(f"the {topic} topic is its records: they are never overwritten")
+        if not versions:
             return
-        if end != b.end:
-            self._set_bounds(topic, Bounds(b.partition, b.start, end), version)
-        log.warning(
-            "%s/%d repaired: the end moved from %d to %d over records a writer left; %d stray ones deleted",
-            topic, b.partition, b.end, end, len(stray),
-        )  # fmt: skip
-
-    def _delete(self, topic: str, partition: int, offsets: Iterable[int]) -> None:
-        """Deletes records by id (this Elasticsearch may lack delete-by-query)."""
+        history = self._client.index(_history(topic))
         actions = (
-            {"_op_type": "delete", "_index": self._client.index(_records(topic)), "_id": f"{partition}-{o}"}
-            for o in offsets
+            {
+                "_op_type": "index",
+                "_index": f"{history}-{Downsampling.DAY.bucket_of(v.timestamp_ms)}",
+                "_id": f"{v.partition}-{v.offset}",
+                "_source": {
+                    "key": v.key,
+                    "value": v.value,
+                    **position_fields(_position(v)),
+                },
+            }
+            for v in versions
         )
-        failures = self._client.bulk(actions, f"removing records of {topic}/{partition}")
-        failed = [f for f in failures if f.get("status") != 404]  # 404: gone already
-        if failed:
-            raise StorageError(f"{len(failed)} records of {topic}/{partition} not removed: {failed[0]}")
+        what = f"keeping {len(versions)} versions of {topic} rows"
+        failures = self._client.bulk(actions, what)
+        raise_if_busy(failures, what)
+        if failures:
+            raise StorageError(f"{what}: {len(failures)} refused, the first: {failures[0].get('error')}")
+        self._refresh(self._layout(topic).days)
 
     def advance(self, topic: str, partition: int, end: int) -> None:
         self._move_bounds(topic, partition, end=end)
 
     def make_readable(self, topic: str) -> None:
-        index = self._layout(topic).index
+        self._refresh(self._layout(topic).indices)
+
+    def _refresh(self, index: str) -> None:
         with translated_errors(f"refreshing {index}"):
             self._es.indices.refresh(index=index, **_SEARCH_DAYS)
 
     def next_offset(self, topic: str, partition: int) -> int:
         b, _ = self._get_bounds(topic, partition)
-        layout = self._layout(topic)
         with translated_errors(f"finding the highest offset of {topic}/{partition}"):
             answer = self._es.search(
-                index=layout.index,
-                query={"term": {layout.partition: partition}},
+                index=self._layout(topic).indices,
+                query={"term": {PARTITION: partition}},
                 size=0,
-                aggs={"top": {"max": {"field": layout.offset}}},
+                aggs={"top": {"max": {"field": OFFSET}}},
                 **_SEARCH_DAYS,
             )
         found = answer.get("aggregations", {}).get("top", {}).get("value")  # none: no index yet
@@ -304,100 +262,94 @@ class ElasticsearchTopicDAO:
         size = min(limit, 10_000)
         with translated_errors(f"reading {topic}/{partition} from {offset}"):
             hits = self._es.search(
-                index=layout.index,
+                index=layout.indices,
                 query=layout.in_partition(partition, gte=offset, lt=b.end),
-                sort=[{layout.offset: "asc"}],
+                sort=[{OFFSET: "asc"}],
                 size=size,
                 **_SEARCH_DAYS,
             )["hits"]["hits"]
-        records = [layout.entry(topic, partition, h["_source"]) for h in hits]
+        records: list[TopicRecord] = []
+        for h in hits:
+            r = layout.entry(topic, partition, h)
+            if not records or records[-1].offset != r.offset:  # a version both kept and still the row's
+                records.append(r)
         if not records or records[0].offset != offset:  # a gap, or retention ran between the two reads
             now, _ = self._get_bounds(topic, partition)
             if offset < now.start:
                 raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
-        return Fetched(records, records[-1].offset + 1 if len(records) == size else b.end)
+        return Fetched(records, records[-1].offset + 1 if len(hits) == size else b.end)
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         b, _ = self._get_bounds(topic, partition)
+        return self._first_since(topic, b, timestamp_ms)
+
+    def _first_since(self, topic: str, b: Bounds, timestamp_ms: int) -> int | None:
+        """The first readable offset of ``b``'s partition published at or after ``timestamp_ms``."""
         layout = self._layout(topic)
-        with translated_errors(f"finding the records of {topic}/{partition} from {timestamp_ms}"):
+        with translated_errors(f"finding the records of {topic}/{b.partition} from {timestamp_ms}"):
             hits = self._es.search(
-                index=layout.index,
+                index=layout.indices,
                 query=layout.in_partition(
-                    partition, {"range": {layout.time: {"gte": timestamp_ms}}}, gte=b.start, lt=b.end
+                    b.partition, {"range": {PUBLISHED: {"gte": timestamp_ms}}}, gte=b.start, lt=b.end
                 ),
-                sort=[{layout.offset: "asc"}],
+                sort=[{OFFSET: "asc"}],
                 source=False,
-                docvalue_fields=[{"field": layout.offset}],
+                docvalue_fields=[{"field": OFFSET}],
                 size=1,
                 **_SEARCH_DAYS,
             )["hits"]["hits"]
-        return int(hits[0]["fields"][layout.offset][0]) if hits else None
+        return int(hits[0]["fields"][OFFSET][0]) if hits else None
 
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
-        if self._locks is None:
-            raise StorageError("this stream storage only reads: it was opened without the global lock")
-        if topic in RECORD_MODELS:
-            return self._drop_days(topic, now_ms - int(retention.max_age_s * 1000))
-        removed = {}
         cutoff_ms = now_ms - int(retention.max_age_s * 1000)
-        for seen in self.bounds(topic):
-            with self._locks.lock(f"topic:{topic}:{seen.partition}"):
-                b, version = self._get_bounds(topic, seen.partition)
-                with translated_errors(f"finding the young records of {topic}/{b.partition}"):
-                    hits = self._es.search(
-                        index=self._client.index(_records(topic)),
-                        query=self._layout(topic).in_partition(
-                            b.partition,
-                            {"range": {"timestamp_ms": {"gte": cutoff_ms}}},
-                            gte=b.start,
-                            lt=b.end,
-                        ),
-                        sort=[{"offset": "asc"}],
-                        source=False,
-                        docvalue_fields=[{"field": "offset"}],
-                        size=1,
-                    )["hits"]["hits"]
-                young = hits[0]["fields"]["offset"][0] if hits else b.end
-                start = max(b.start, b.end - retention.max_records, young)
-                if start == b.start:
-                    continue
-                # The start moves first: a reader then finds the records gone
-                # only below a start that says so.
-                if not self._set_bounds(topic, Bounds(b.partition, start, b.end), version):
-                    continue  # changed meanwhile; the next round trims it
-                self._delete(topic, b.partition, range(b.start, start))
-                removed[b.partition] = start - b.start
+        if topic in RECORD_MODELS:
+            return self._drop_days(topic, cutoff_ms)
+        removed = {}
+        for b in self.bounds(topic):
+            young = self._first_since(topic, b, cutoff_ms)
+            start = max(b.start, b.end - retention.max_records, b.end if young is None else young)
+            if start > b.start:
+                moved = self._move_bounds(topic, b.partition, start=start)
+                removed[b.partition] = moved.start - b.start
+        self._drop_old(self._layout(topic).days, cutoff_ms)
         return removed
 
-    def _per_partition(self, topic: str, index: str, agg: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    def _per_partition(self, index: str, agg: dict[str, Any]) -> dict[int, dict[str, Any]]:
         """``agg`` over each partition's records in ``index``, by partition."""
-        layout = self._layout(topic)
         with translated_errors(f"summing up {index} by partition"):
             answer = self._es.search(
                 index=index,
                 size=0,
-                aggs={"p": {"terms": {"field": layout.partition, "size": 10_000}, "aggs": agg}},
+                aggs={"p": {"terms": {"field": PARTITION, "size": 10_000}, "aggs": agg}},
                 **_SEARCH_DAYS,
             )
         buckets = answer.get("aggregations", {}).get("p", {}).get("buckets", [])
         return {int(b["key"]): b for b in buckets}
 
+    def _old_days(self, pattern: str, cutoff_ms: int) -> tuple[list[str], list[str]]:
+        """The day indices of ``pattern`` before ``cutoff_ms``'s day, and the others."""
+        cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
+        with translated_errors(f"listing {pattern}"):
+            names = sorted(self._es.indices.get(index=pattern, allow_no_indices=True))
+        old = [n for n in names if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < cutoff]
+        return old, [n for n in names if n not in old]
+
+    def _drop_old(self, pattern: str, cutoff_ms: int) -> list[str]:
+        old, _ = self._old_days(pattern, cutoff_ms)
+        if old:
+            with translated_errors(f"dropping {', '.join(old)}"):
+                self._es.indices.delete(index=",".join(old))
+        return old
+
     def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
         """Drops the day indices of records older than ``cutoff_ms``'s day.
         Each partition's start moves first, to the lowest offset left (never
         past its end)."""
-        cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
-        layout = self._layout(topic)
-        with translated_errors(f"listing {layout.index}"):
-            names = sorted(self._es.indices.get(index=layout.index, allow_no_indices=True))
-        old = [n for n in names if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < cutoff]
+        old, kept = self._old_days(self._layout(topic).days, cutoff_ms)
         if not old:
             return {}
-        kept = ",".join(n for n in names if n not in old)
-        low_agg = {"low": {"min": {"field": layout.offset}}}
-        lowest = self._per_partition(topic, kept, low_agg) if kept else {}
-        removed = {p: b["doc_count"] for p, b in self._per_partition(topic, ",".join(old), {}).items()}
+        lowest = self._per_partition(",".join(kept), {"low": {"min": {"field": OFFSET}}}) if kept else {}
+        removed = {p: b["doc_count"] for p, b in self._per_partition(",".join(old), {}).items()}
         for b in self.bounds(topic):
             low = lowest.get(b.partition)
             self._move_bounds(topic, b.partition, start=b.end if low is None else int(low["low"]["value"]))
@@ -407,6 +359,10 @@ class ElasticsearchTopicDAO:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _position(v: TopicRecord) -> Position:
+    return Position(v.partition, v.offset, v.timestamp_ms)
 
 
 class ElasticsearchStateStore:

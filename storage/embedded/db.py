@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from model.stream import Column, ColumnType, StreamData
+from model.topics import Position
 from storage.api import StorageError, StorageUnavailable
 
 S = TypeVar("S", bound=StreamData)
@@ -40,6 +41,19 @@ def column_definitions(model: type[StreamData], leave_out: tuple[str, ...] = ())
         for c in model.stored_columns()
         if c.name not in leave_out
     )
+
+
+POSITION_COLUMNS = ("partition_no", "record_offset", "published_ms")
+"""A record's or a row version's place on its topic, in its row (NULL: not on it)."""
+
+
+def position_values(p: Position | None) -> tuple[int | None, ...]:
+    return (None, None, None) if p is None else (p.partition, p.offset, p.published_ms)
+
+
+def position_of(values: Sequence[Any]) -> Position | None:
+    """The position in the values of ``POSITION_COLUMNS``."""
+    return None if values[0] is None else Position(*values)
 
 
 @contextlib.contextmanager
@@ -81,6 +95,15 @@ class Database:
         lead = list(extra)
         rows = self.fetch(f"SELECT {', '.join([*lead, *names])} FROM {table} WHERE {where}", args)
         return [(model.from_row(dict(zip(names, r[len(lead) :], strict=True))), r[: len(lead)]) for r in rows]
+
+    def add_positions(self, table: str) -> None:
+        """Gives ``table`` the ``POSITION_COLUMNS`` (a table of an earlier
+        release lacks them) and an index on them."""
+        have = {row[1] for row in self.fetch(f"PRAGMA table_info({table})")}
+        for column in POSITION_COLUMNS:
+            if column not in have:
+                self.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER")
+        self.execute(f"CREATE INDEX IF NOT EXISTS {table}_position ON {table} (partition_no, record_offset)")
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

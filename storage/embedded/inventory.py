@@ -7,8 +7,17 @@ import sqlite3
 from collections.abc import Sequence
 
 from model.inventory import Inventory
+from model.topics import Position
 from storage.api import I, InsertOutcome, StorageError, Stored
-from storage.embedded.db import Database, chunks, column_definitions, sql_value
+from storage.embedded.db import (
+    POSITION_COLUMNS,
+    Database,
+    chunks,
+    column_definitions,
+    position_of,
+    position_values,
+    sql_value,
+)
 
 
 class EmbeddedInventoryDAO:
@@ -29,47 +38,58 @@ class EmbeddedInventoryDAO:
                 f"CREATE INDEX IF NOT EXISTS {model.MODEL}_heartbeat "
                 f"ON {model.MODEL} (active, heartbeat_time)"
             )
+            self._db.add_positions(model.MODEL)
 
     def get_many(self, model: type[I], keys: Sequence[str]) -> dict[str, Stored[I]]:
         found: dict[str, Stored[I]] = {}
         for chunk in chunks(keys):
             marks = ",".join("?" * len(chunk))
-            for item, (version,) in self._db.rows(
-                model, model.MODEL, f"key IN ({marks})", chunk, ("version",)
+            for item, (version, *position) in self._db.rows(
+                model, model.MODEL, f"key IN ({marks})", chunk, ("version", *POSITION_COLUMNS)
             ):
-                found[item.key()] = Stored(item, version)
+                found[item.key()] = Stored(item, version, position=position_of(position))
         return found
 
     def get_by_sequence(self, model: type[I], sequence: int) -> I | None:
         rows = self._db.rows(model, model.MODEL, "sequence = ?", [sequence])
         return rows[0][0] if rows else None
 
-    def update(self, model: type[I], rows: Sequence[tuple[Stored[I], I]]) -> list[str]:
+    def update(
+        self,
+        model: type[I],
+        rows: Sequence[tuple[Stored[I], I]],
+        positions: Sequence[Position] | None = None,
+    ) -> list[str]:
         cols = [c for c in model.columns() if c.name != "sequence"]
-        assignments = ", ".join(f"{c.name} = ?" for c in cols)
+        assignments = ", ".join(f"{n} = ?" for n in (*POSITION_COLUMNS, *(c.name for c in cols)))
+        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(rows)
         changed: list[str] = []
         with self._db.transaction() as db:
-            for stored, new in rows:
+            for (stored, new), position in zip(rows, placed, strict=True):
+                values = [*position_values(position), *(sql_value(c, getattr(new, c.name)) for c in cols)]
                 cur = db.execute(
                     f"UPDATE {model.MODEL} SET {assignments}, version = version + 1 "
                     "WHERE key = ? AND version = ?",
-                    [*(sql_value(c, getattr(new, c.name)) for c in cols), new.key(), stored.version],
+                    [*values, new.key(), stored.version],
                 )
                 if cur.rowcount == 0:
                     changed.append(new.key())
         return changed
 
-    def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
+    def insert(
+        self, model: type[I], items: Sequence[I], positions: Sequence[Position] | None = None
+    ) -> InsertOutcome:
         cols = list(model.columns())
-        sql = (
-            f"INSERT INTO {model.MODEL} (key, version, {', '.join(c.name for c in cols)}) "
-            f"VALUES (?, 1, {', '.join('?' * len(cols))})"
-        )
+        names = [*POSITION_COLUMNS, *(c.name for c in cols)]
+        marks = ", ".join("?" * len(names))
+        sql = f"INSERT INTO {model.MODEL} (key, version, {', '.join(names)}) VALUES (?, 1, {marks})"
+        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
         outcome = InsertOutcome()
         with self._db.transaction() as db:
-            for item in items:
+            for item, position in zip(items, placed, strict=True):
+                values = [*position_values(position), *(sql_value(c, getattr(item, c.name)) for c in cols)]
                 try:
-                    db.execute(sql, [item.key(), *(sql_value(c, getattr(item, c.name)) for c in cols)])
+                    db.execute(sql, [item.key(), *values])
                 except sqlite3.IntegrityError as e:
                     if ".sequence" in str(e):  # the UNIQUE column backs the fence up; never expected
                         raise StorageError(f"{model.MODEL}: id {item.sequence} is stored already") from e
@@ -98,13 +118,15 @@ class EmbeddedInventoryDAO:
             item for item, _ in self._db.rows(model, model.MODEL, "1 = 1 ORDER BY sequence LIMIT ?", [limit])
         ]
 
-    def deactivate_stale(self, model: type[Inventory], cutoff_ms: int) -> int:
-        cur = self._db.execute(
-            f"UPDATE {model.MODEL} SET active = 0, version = version + 1 "
-            "WHERE active = 1 AND heartbeat_time < ?",
-            [cutoff_ms],
+    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
+        rows = self._db.rows(
+            model,
+            model.MODEL,
+            "active = 1 AND heartbeat_time < ? LIMIT ?",
+            [cutoff_ms, limit],
+            ("version", *POSITION_COLUMNS),
         )
-        return cur.rowcount
+        return [Stored(item, version, position=position_of(p)) for item, (version, *p) in rows]
 
     def close(self) -> None:
         self._db.close()

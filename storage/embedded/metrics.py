@@ -1,6 +1,7 @@
 """Metrics rows in SQLite: a table per model and downsampling level, keyed like
 the inventory tables and written under the same version check, each row with
-the rounds its value includes (``applied_rounds``, JSON)."""
+the rounds its value includes (``applied_rounds``, JSON) and its version's
+place on the metrics topic (``POSITION_COLUMNS``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from typing import Any
 from model.metrics import Downsampling, Metrics
 from model.stream import StreamData
 from storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_where
-from storage.embedded.db import Database, chunks, column_definitions, sql_value
+from storage.embedded.db import (
+    POSITION_COLUMNS,
+    Database,
+    chunks,
+    column_definitions,
+    position_of,
+    position_values,
+    sql_value,
+)
 
 
 def table(model: type[Metrics], level: Downsampling) -> str:
@@ -49,38 +58,45 @@ class EmbeddedMetricsDAO:
                         f"ALTER TABLE {name} ADD COLUMN {APPLIED_ROUNDS} TEXT NOT NULL DEFAULT '{{}}'"
                     )
                 self._db.execute(f"CREATE INDEX IF NOT EXISTS {name}_bucket ON {name} (time_bucket)")
+                self._db.add_positions(name)
 
     def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
         found: dict[str, Stored[M]] = {}
         for chunk in chunks(keys):
             marks = ",".join("?" * len(chunk))
-            for item, (version, rounds) in self._db.rows(
-                model, table(model, level), f"key IN ({marks})", chunk, ("version", APPLIED_ROUNDS)
+            for item, (version, rounds, *position) in self._db.rows(
+                model,
+                table(model, level),
+                f"key IN ({marks})",
+                chunk,
+                ("version", APPLIED_ROUNDS, *POSITION_COLUMNS),
             ):
-                found[item.key()] = Stored(item, version, json.loads(rounds))
+                found[item.key()] = Stored(item, version, json.loads(rounds), position_of(position))
         return found
 
     def put(self, model: type[M], level: Downsampling, rows: Sequence[MetricsWrite[M]]) -> PutOutcome:
         name = table(model, level)
         cols = list(model.stored_columns())
-        insert = (
-            f"INSERT INTO {name} (key, version, {APPLIED_ROUNDS}, {', '.join(c.name for c in cols)}) "
-            f"VALUES (?, 1, ?, {', '.join('?' * len(cols))})"
-        )
+        names = [APPLIED_ROUNDS, *POSITION_COLUMNS, *(c.name for c in cols)]
+        marks = ", ".join("?" * len(names))
+        insert = f"INSERT INTO {name} (key, version, {', '.join(names)}) VALUES (?, 1, {marks})"
         update = (
-            f"UPDATE {name} SET {', '.join(f'{c.name} = ?' for c in cols)}, {APPLIED_ROUNDS} = ?, "
+            f"UPDATE {name} SET {', '.join(f'{n} = ?' for n in names)}, "
             "version = version + 1 WHERE key = ? AND version = ?"
         )
         outcome = PutOutcome()
         with self._db.transaction() as db:
             for write in rows:
                 key, row = write.value.key(), write.value.to_row()
-                values = [sql_value(c, row[c.name]) for c in cols]
-                rounds = json.dumps(write.rounds, separators=(",", ":"))
+                values = [
+                    json.dumps(write.rounds, separators=(",", ":")),
+                    *position_values(write.position),
+                    *(sql_value(c, row[c.name]) for c in cols),
+                ]
                 try:
                     if write.stored is None:
-                        db.execute(insert, [key, rounds, *values])
-                    elif db.execute(update, [*values, rounds, key, write.stored.version]).rowcount == 0:
+                        db.execute(insert, [key, *values])
+                    elif db.execute(update, [*values, key, write.stored.version]).rowcount == 0:
                         outcome.retry.append(key)
                 except sqlite3.IntegrityError:
                     outcome.retry.append(key)  # another writer inserted the key first

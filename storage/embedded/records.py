@@ -12,11 +12,8 @@ from collections.abc import Mapping, Sequence
 from model.records import Record
 from model.topics import Position
 from storage.api import R
-from storage.embedded.db import Database, column_definitions, sql_value
+from storage.embedded.db import POSITION_COLUMNS, Database, column_definitions, position_values, sql_value
 from storage.embedded.metrics import where_clause
-
-POSITION_COLUMNS = ("partition_no", "record_offset", "published_ms")
-"""A record's place on its topic, in the record's row (NULL: not on it)."""
 
 
 class EmbeddedRecordDAO:
@@ -29,16 +26,9 @@ class EmbeddedRecordDAO:
                 f"CREATE TABLE IF NOT EXISTS {model.MODEL} (key TEXT PRIMARY KEY, day INTEGER NOT NULL, "
                 f"{column_definitions(model)})"
             )
-            have = {row[1] for row in self._db.fetch(f"PRAGMA table_info({model.MODEL})")}
-            for column in POSITION_COLUMNS:
-                if column not in have:  # a table of an earlier release
-                    self._db.execute(f"ALTER TABLE {model.MODEL} ADD COLUMN {column} INTEGER")
+            self._db.add_positions(model.MODEL)
             self._db.execute(
                 f"CREATE INDEX IF NOT EXISTS {model.MODEL}_day ON {model.MODEL} (day, time_bucket)"
-            )
-            self._db.execute(
-                f"CREATE INDEX IF NOT EXISTS {model.MODEL}_position ON {model.MODEL} "
-                "(partition_no, record_offset)"
             )
 
     def insert(
@@ -56,7 +46,7 @@ class EmbeddedRecordDAO:
                     [
                         item.key(),
                         item.day,
-                        *((None, None, None) if p is None else (p.partition, p.offset, p.published_ms)),
+                        *position_values(p),
                         *(sql_value(c, row[c.name]) for c in cols),
                     ]
                     for item, p in zip(items, placed, strict=True)

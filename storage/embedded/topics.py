@@ -1,34 +1,40 @@
 """Topics and consumer-group state in SQLite.
 
-The topics of records are the records' own tables: each row carries its
-partition and offset (``storage/embedded/records.py``), at offsets the node
-reserved (``storage/embedded/offsets.py``); its committer moves the end
-(``advance``) once their insert committed. Retention deletes whole days.
+A topic's entries are the rows of its records and rows themselves
+(``Topic.tables``): each carries its partition and offset
+(``POSITION_COLUMNS``), at offsets the node reserved
+(``storage/embedded/offsets.py``); its committer moves the end (``advance``)
+once their writes committed. A row updated in place keeps only its current
+version, so the version it overwrites is first copied into the topic's history
+table (``topic_{name}``, ``keep``). A read merges the history and the rows.
 
-Any other topic is a table of entries appended after their rows were stored.
-An append allocates its offsets, inserts its records and moves the partition's
-end in one transaction, so the end never passes a record that is not readable."""
+Retention deletes whole days of records, and the history older than it (rows
+stay, below the start)."""
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from model.metrics import Downsampling
+from model.metrics import Downsampling, Metrics
 from model.records import RECORD_MODELS
-from model.topics import Bounds, Entry, Fetched, Retention, TopicRecord
+from model.topics import Bounds, Fetched, Retention, Table, Topic, TopicRecord
 from storage.api import OffsetOutOfRange, StorageError
-from storage.embedded.db import Database
-from storage.embedded.records import POSITION_COLUMNS
+from storage.embedded.db import POSITION_COLUMNS, Database
+from storage.embedded.metrics import table as metrics_table
 
 
-def _table(topic: str) -> str:
-    return topic if topic in RECORD_MODELS else f"topic_{topic}"
+def _history(topic: str) -> str:
+    return f"topic_{topic}"
 
 
-def _time(topic: str) -> str:
-    return "published_ms" if topic in RECORD_MODELS else "timestamp_ms"
+def _table_name(t: Table) -> str:
+    return t.model.MODEL if t.level is None else metrics_table(cast(type[Metrics], t.model), t.level)
+
+
+_IN_RANGE = "partition_no = ? AND record_offset >= ? AND record_offset < ?"
 
 
 class EmbeddedTopicDAO:
@@ -44,7 +50,7 @@ class EmbeddedTopicDAO:
         for topic, partitions in topics.items():
             if topic not in RECORD_MODELS:
                 self._db.execute(
-                    f"CREATE TABLE IF NOT EXISTS {_table(topic)} (partition_no INTEGER NOT NULL, "
+                    f"CREATE TABLE IF NOT EXISTS {_history(topic)} (partition_no INTEGER NOT NULL, "
                     "record_offset INTEGER NOT NULL, timestamp_ms INTEGER NOT NULL, key TEXT NOT NULL, "
                     "value TEXT NOT NULL, PRIMARY KEY (partition_no, record_offset))"
                 )
@@ -55,30 +61,28 @@ class EmbeddedTopicDAO:
                         [(topic, p) for p in range(partitions)],
                     )
 
-    def append(self, topic: str, partition: int, entries: Sequence[Entry]) -> Bounds:
+    def _tables(self, topic: str) -> list[Table]:
+        """The tables of the topic's entries that exist (a reader may come
+        before the node installed them)."""
+        names = {r[0] for r in self._db.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return [t for t in Topic.named(topic).tables if _table_name(t) in names]
+
+    def _sources(self, topic: str) -> list[tuple[str, str]]:
+        """Each table holding the topic's entries, with its time column."""
+        tables = [(_table_name(t), "published_ms") for t in self._tables(topic)]
+        return tables if topic in RECORD_MODELS else [(_history(topic), "timestamp_ms"), *tables]
+
+    def keep(self, topic: str, versions: Sequence[TopicRecord]) -> None:
         if topic in RECORD_MODELS:
-            raise StorageError(f"the {topic} topic is its records: storing one publishes it")
+            raise StorageError(f"the {topic} topic is its records: they are never overwritten")
         with self._db.transaction() as db:
-            row = db.execute(
-                "SELECT start_offset, end_offset FROM topic_partitions WHERE topic = ? AND partition_no = ?",
-                (topic, partition),
-            ).fetchone()
-            if row is None:
-                raise StorageError(f"topic {topic} has no partition {partition}")
-            start, end = row
             db.executemany(
-                f"INSERT INTO {_table(topic)} VALUES (?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO {_history(topic)} VALUES (?, ?, ?, ?, ?)",
                 [
-                    (partition, end + i, e.timestamp_ms, e.key, json.dumps(e.value, separators=(",", ":")))
-                    for i, e in enumerate(entries)
+                    (v.partition, v.offset, v.timestamp_ms, v.key, json.dumps(v.value, separators=(",", ":")))
+                    for v in versions
                 ],
             )
-            end += len(entries)
-            db.execute(
-                "UPDATE topic_partitions SET end_offset = ? WHERE topic = ? AND partition_no = ?",
-                (end, topic, partition),
-            )
-        return Bounds(partition, start, end)
 
     def advance(self, topic: str, partition: int, end: int) -> None:
         self._db.execute(
@@ -88,13 +92,16 @@ class EmbeddedTopicDAO:
         )
 
     def make_readable(self, topic: str) -> None:
-        pass  # a committed insert is readable
+        pass  # a committed write is readable
 
     def next_offset(self, topic: str, partition: int) -> int:
-        ((highest,),) = self._db.fetch(
-            f"SELECT MAX(record_offset) FROM {_table(topic)} WHERE partition_no = ?", (partition,)
-        )
-        return max(self._bounds_of(topic, partition).end, 0 if highest is None else highest + 1)
+        highest = -1
+        for table, _ in self._sources(topic):
+            ((top,),) = self._db.fetch(
+                f"SELECT MAX(record_offset) FROM {table} WHERE partition_no = ?", (partition,)
+            )
+            highest = max(highest, -1 if top is None else top)
+        return max(self._bounds_of(topic, partition).end, highest + 1)
 
     def bounds(self, topic: str) -> list[Bounds]:
         rows = self._db.fetch(
@@ -114,62 +121,66 @@ class EmbeddedTopicDAO:
         b = self._bounds_of(topic, partition)
         if not b.start <= offset <= b.end:
             raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
-        where = "partition_no = ? AND record_offset >= ? AND record_offset < ? ORDER BY record_offset LIMIT ?"
+        where = f"{_IN_RANGE} ORDER BY record_offset LIMIT ?"
         args = (partition, offset, b.end, limit)
-        model = RECORD_MODELS.get(topic)
-        if model is None:
+        found: list[list[TopicRecord]] = []
+        if topic not in RECORD_MODELS:
             rows = self._db.fetch(
-                f"SELECT record_offset, timestamp_ms, key, value FROM {_table(topic)} WHERE {where}", args
+                f"SELECT record_offset, timestamp_ms, key, value FROM {_history(topic)} WHERE {where}", args
             )
-            records = [TopicRecord(topic, partition, o, ts, k, json.loads(v)) for o, ts, k, v in rows]
-        else:
-            records = [
-                TopicRecord(topic, partition, o, ts, item.key(), {"key": item.key(), **item.to_row()})
-                for item, (o, ts) in self._db.rows(model, topic, where, args, POSITION_COLUMNS[1:])
-            ]
+            found.append([TopicRecord(topic, partition, o, ts, k, json.loads(v)) for o, ts, k, v in rows])
+        for t in self._tables(topic):
+            found.append(
+                [
+                    TopicRecord(topic, partition, o, ts, item.routing_key(), t.value(item))
+                    for item, (o, ts) in self._db.rows(
+                        t.model, _table_name(t), where, args, POSITION_COLUMNS[1:]
+                    )
+                ]
+            )
+        records: list[TopicRecord] = []
+        for r in heapq.merge(*found, key=lambda r: r.offset):
+            if not records or records[-1].offset != r.offset:  # a version both kept and still the row's
+                records.append(r)
+        cut = any(len(f) == limit for f in found) or len(records) > limit
+        records = records[:limit]
         if not records or records[0].offset != offset:  # a gap, or retention ran between the two reads
             now = self._bounds_of(topic, partition)
             if offset < now.start:
                 raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
-        return Fetched(records, records[-1].offset + 1 if len(records) == limit else b.end)
+        return Fetched(records, records[-1].offset + 1 if cut else b.end)
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         b = self._bounds_of(topic, partition)
-        ((offset,),) = self._db.fetch(
-            f"SELECT MIN(record_offset) FROM {_table(topic)} WHERE partition_no = ? "
-            f"AND record_offset >= ? AND record_offset < ? AND {_time(topic)} >= ?",
-            (partition, b.start, b.end, timestamp_ms),
-        )
-        return None if offset is None else int(offset)
+        return self._first_since(topic, b, timestamp_ms)
+
+    def _first_since(self, topic: str, b: Bounds, timestamp_ms: int) -> int | None:
+        firsts = []
+        for table, time in self._sources(topic):
+            ((first,),) = self._db.fetch(
+                f"SELECT MIN(record_offset) FROM {table} WHERE {_IN_RANGE} AND {time} >= ?",
+                (b.partition, b.start, b.end, timestamp_ms),
+            )
+            if first is not None:
+                firsts.append(int(first))
+        return min(firsts, default=None)
 
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
-        removed = {}
         cutoff_ms = now_ms - int(retention.max_age_s * 1000)
         if topic in RECORD_MODELS:
             return self._drop_days(topic, cutoff_ms)
+        removed = {}
         for b in self.bounds(topic):
-            with self._db.transaction() as db:
-                (young,) = db.execute(
-                    f"SELECT MIN(record_offset) FROM {_table(topic)} WHERE partition_no = ? "
-                    "AND timestamp_ms >= ?",
-                    (b.partition, cutoff_ms),
-                ).fetchone()
-                (end,) = db.execute(
-                    "SELECT end_offset FROM topic_partitions WHERE topic = ? AND partition_no = ?",
-                    (topic, b.partition),
-                ).fetchone()
-                start = max(b.start, end - retention.max_records, end if young is None else young)
-                if start == b.start:
-                    continue
-                db.execute(
-                    f"DELETE FROM {_table(topic)} WHERE partition_no = ? AND record_offset < ?",
-                    (b.partition, start),
-                )
-                db.execute(
-                    "UPDATE topic_partitions SET start_offset = ? WHERE topic = ? AND partition_no = ?",
+            young = self._first_since(topic, b, cutoff_ms)
+            start = max(b.start, b.end - retention.max_records, b.end if young is None else young)
+            if start > b.start:
+                self._db.execute(
+                    "UPDATE topic_partitions SET start_offset = MAX(start_offset, MIN(?, end_offset)) "
+                    "WHERE topic = ? AND partition_no = ?",
                     (start, topic, b.partition),
                 )
                 removed[b.partition] = start - b.start
+        self._db.execute(f"DELETE FROM {_history(topic)} WHERE timestamp_ms < ?", (cutoff_ms,))
         return removed
 
     def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:

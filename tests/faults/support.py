@@ -5,6 +5,7 @@ storage holds, and the line each test prints for ``docs/reliability.md``."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import threading
@@ -18,8 +19,11 @@ import grpc
 from elasticsearch import Elasticsearch, helpers
 
 from deploy.cluster import NodeProcess, read_metrics
+from model.inventory import INVENTORY_TYPES
 from model.metrics import Downsampling, EndpointMetrics, ServiceMetrics
+from model.topics import Table, TopicRecord
 from proto.skywalking import common_pb2, tracing_pb2
+from storage.api import StorageError
 from storage.config import StorageConfig, StorageKind
 from storage.select import open_storage, topics_of
 
@@ -202,28 +206,103 @@ def segment_ids(es_url: str, prefix: str) -> set[str]:
         return {h["_id"] for h in helpers.scan(es, index=f"{prefix}_segment-*", source=False)}
 
 
-def on_the_topic(config: StorageConfig) -> set[str]:
-    """The segments a reader of the segment topic finds below the ends."""
-    found: set[str] = set()
-    with topics_of(config) as (topics, _):
-        for b in topics.bounds("segment"):
-            offset = b.start
-            while offset < b.end:
-                fetched = topics.read("segment", b.partition, offset, 10_000)
-                found.update(r.key for r in fetched.records)
-                offset = fetched.next_offset
-    return found
-
-
 def unpublished(config: StorageConfig, timeout_s: float = 30.0) -> int:
     """Stored segments a reader of the topic does not find, once the ranges
     of a killed writer had time to pass their lease (``--topic-lease-s``)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        missing = segment_ids(config.es_hosts, config.es_index_prefix) - on_the_topic(config)
+        missing = segment_ids(config.es_hosts, config.es_index_prefix) - {
+            r.key for r in entries(config, "segment")
+        }
         if not missing or time.monotonic() > deadline:
             return len(missing)
         time.sleep(1.0)
+
+
+def entries(config: StorageConfig, topic: str) -> list[TopicRecord]:
+    """What a reader of ``topic`` finds below the ends."""
+    found: list[TopicRecord] = []
+    with topics_of(config) as (topics, _):
+        for b in topics.bounds(topic):
+            offset = b.start
+            while offset < b.end:
+                fetched = topics.read(topic, b.partition, offset, 10_000)
+                found += fetched.records
+                offset = fetched.next_offset
+    return found
+
+
+def fingerprint(value: dict[str, object]) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def stored_versions(config: StorageConfig) -> set[str]:
+    """The current version of every stored service and endpoint metric row
+    and every inventory row, as its topic entry's value."""
+    storage = open_storage(config)
+    try:
+        versions = set()
+        for model in (ServiceMetrics, EndpointMetrics):
+            for level in Downsampling:
+                table = Table(model, level)
+                versions |= {
+                    fingerprint(table.value(m)) for m in storage.metrics.query(model, level, 0, 10**12)
+                }
+        for inventory in INVENTORY_TYPES:
+            versions |= {fingerprint(Table(inventory).value(i)) for i in storage.inventory.list(inventory)}
+        return versions
+    finally:
+        storage.close()
+
+
+def unpublished_rows(config: StorageConfig, versions: set[str] | None = None, timeout_s: float = 30.0) -> int:
+    """Row versions (``versions``, or those stored now) a reader of the
+    metrics and inventory topics does not find, once the ranges of a killed
+    writer had time to pass their lease."""
+    want = stored_versions(config) if versions is None else versions
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = {fingerprint(r.value) for topic in ("metrics", "inventory") for r in entries(config, topic)}
+        if not want - found or time.monotonic() > deadline:
+            return len(want - found)
+        time.sleep(1.0)
+
+
+class VersionWatch:
+    """Reads the rows of the service metrics of the current minute, hour and
+    day every ``interval_s`` (by id, which sees every write at once) and
+    keeps each version seen: versions a reader of the topic must find."""
+
+    def __init__(self, config: StorageConfig, interval_s: float = 0.05) -> None:
+        self._config = config
+        self._interval_s = interval_s
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> VersionWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        storage = open_storage(self._config)
+        try:
+            while not self._stop.wait(self._interval_s):
+                now_ms = int(time.time() * 1000)
+                for level in Downsampling:
+                    keys = [
+                        ServiceMetrics(time_bucket=level.bucket_of(now_ms), service=s).key() for s in SERVICES
+                    ]
+                    table = Table(ServiceMetrics, level)
+                    with contextlib.suppress(StorageError):  # a fault under way: the next read sees it
+                        rows = storage.metrics.get_many(ServiceMetrics, level, keys)
+                        self.seen |= {fingerprint(table.value(r.item)) for r in rows.values()}
+        finally:
+            storage.close()
 
 
 def wait_until_idle(nodes: Sequence[NodeProcess], timeout_s: float = 120.0) -> None:
@@ -267,7 +346,7 @@ class Outcome:
     lost_at_most: int | None = None
     """What a killed node may have held: the most it may lose."""
     unpublished: int = 0
-    """Stored segments not on the segment topic."""
+    """Stored segments, and current versions of stored rows, not on their topics."""
 
     def line(self) -> str:
         refused = ", ".join(f"{n} {code}" for code, n in sorted(self.refused.items())) or "0"
@@ -317,10 +396,12 @@ def settle(
         ledger.slowest_answer_s,
         int(sum(s.total("skyoap_metrics_unconfirmed_total") for s in scrapes)),
         int(sum(s.total("skyoap_remote_unconfirmed_total") for s in scrapes)), lost_at_most,
-        unpublished(config),
+        unpublished(config) + unpublished_rows(config),
     )  # fmt: skip
     print(outcome.line())
     with FIGURES.open("a") as f:
         f.write(json.dumps(outcome.__dict__) + "\n")
-    assert outcome.unpublished == 0, f"{outcome.unpublished} stored segments are not on the segment topic"
+    assert outcome.unpublished == 0, (
+        f"{outcome.unpublished} stored segments or row versions are not on their topics"
+    )
     return outcome, levels

@@ -18,9 +18,9 @@ import pytest
 from consumer.client import Consumer, TopicPartition
 from consumer.group import CommitRefused
 from deploy.consumer_table import print_consumers
-from model.topics import Entry
 from storage.config import StorageConfig, StorageKind
 from storage.select import OpenStorage
+from tests.entries import Entry, publish
 from tests.integration.helpers import eventually
 from wiring.config import NodeConfig
 
@@ -31,7 +31,7 @@ FAST = {"session_timeout_s": 3.0, "heartbeat_interval_s": 0.5, "fetch_idle_s": 0
 def fill(storage: OpenStorage, per_partition: int, partitions: int = 4) -> None:
     storage.topics.install({TOPIC: partitions})
     for p in range(partitions):
-        storage.topics.append(TOPIC, p, [Entry(f"k{p}-{i}", {"i": i}, 1) for i in range(per_partition)])
+        publish(storage.topics, TOPIC, p, [Entry(f"k{p}-{i}", {"i": i}, 1) for i in range(per_partition)])
 
 
 @pytest.fixture
@@ -213,8 +213,8 @@ def test_offsets_for_times_replay_from_the_first_record_published_at_or_after_a_
     node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
 ) -> None:
     storage.topics.install({TOPIC: 2})
-    storage.topics.append(TOPIC, 0, [Entry(f"k{i}", {"i": i}, 1000 * (i + 1)) for i in range(5)])
-    storage.topics.append(TOPIC, 1, [Entry("k", {"i": 0}, 9000)])
+    publish(storage.topics, TOPIC, 0, [Entry(f"k{i}", {"i": i}, 1000 * (i + 1)) for i in range(5)])
+    publish(storage.topics, TOPIC, 1, [Entry("k", {"i": 0}, 9000)])
     tp0, tp1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
     consumer = open_consumer(node_config.storage, consumers, group=None)
     assert consumer.offsets_for_times({tp0: 2500, tp1: 2500}) == {tp0: 2, tp1: 0}

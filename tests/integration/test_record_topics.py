@@ -9,17 +9,18 @@ import time
 import pytest
 from elasticsearch import Elasticsearch
 
-from aggregator.record_topics import RecordTopics
+from aggregator.topics import Topics
 from model.metrics import Downsampling, minute_bucket
 from model.records import SegmentRecord
 from model.stream import Text
-from model.topics import Bounds, Retention, Topic
+from model.topics import Bounds, Retention, Table, Topic
 from runtime.instruments import Instruments
 from storage.api import OffsetOutOfRange
 from storage.redis.offsets import RedisOffsetRanges
 from storage.select import OpenStorage
 from wiring.config import NodeConfig
 
+SEGMENTS = Table(SegmentRecord)
 PARTITIONS = {Topic.SEGMENT: 2, Topic.LOG: 2, Topic.METRICS: 2, Topic.INVENTORY: 2}
 
 
@@ -49,8 +50,8 @@ def install(storage: OpenStorage) -> None:
     storage.topics.install({t.value: n for t, n in PARTITIONS.items()})
 
 
-def record_topics(storage: OpenStorage, ranges: object = None) -> RecordTopics:
-    return RecordTopics(
+def record_topics(storage: OpenStorage, ranges: object = None) -> Topics:
+    return Topics(
         storage.topics,
         storage.records,
         storage.offsets if ranges is None else ranges,  # type: ignore[arg-type]
@@ -60,9 +61,9 @@ def record_topics(storage: OpenStorage, ranges: object = None) -> RecordTopics:
     )
 
 
-def write(topics: RecordTopics, storage: OpenStorage, items: list[SegmentRecord]) -> None:
+def write(topics: Topics, storage: OpenStorage, items: list[SegmentRecord]) -> None:
     """What a record worker does with a bulk."""
-    placement = topics.place(SegmentRecord, items, 0)
+    placement = topics.place(SEGMENTS, items, 0)
     refused = storage.records.insert(SegmentRecord, items, placement.positions)
     topics.written(placement, refused)
 
@@ -117,7 +118,7 @@ def test_a_bulk_refused_or_given_up_leaves_a_gap_readers_pass(storage: OpenStora
     install(storage)
     topics = record_topics(storage)
     items = segments(12)
-    placement = topics.place(SegmentRecord, items[:6], 0)
+    placement = topics.place(SEGMENTS, items[:6], 0)
     topics.abandoned(placement)  # its write was given up
     write(topics, storage, items[6:])
     topics.run_once()
@@ -142,7 +143,7 @@ def test_records_whose_range_was_passed_over_are_written_again_above_the_end(
     short = RedisOffsetRanges(cfg.redis_url, cfg.redis_key_prefix, lease_s=0.3)
     slow, fast = record_topics(storage, short), record_topics(storage, short)
     stalled = segments(10, "slow")
-    placement = slow.place(SegmentRecord, stalled, 0)
+    placement = slow.place(SEGMENTS, stalled, 0)
     time.sleep(0.5)  # the lease runs out
     write(fast, storage, segments(10, "fast"))
     fast.run_once()
@@ -156,7 +157,7 @@ def test_records_whose_range_was_passed_over_are_written_again_above_the_end(
     assert sum(b.end for b in storage.topics.bounds("segment")) == 30
     found = on_topic(storage)
     assert sorted(found) == sorted([f"fast{i}" for i in range(10)] + [f"slow{i}" for i in range(10)])
-    before = zip(stalled, placement.positions, strict=True)
+    before = zip(stalled, placement.positions or [], strict=True)
     assert all(found[s.segment_id] != (p.partition, p.offset) for s, p in before)
     with Elasticsearch(node_config.storage.es_hosts) as es:
         es.indices.refresh(index=f"{node_config.storage.es_index_prefix}_segment-*")
@@ -200,7 +201,7 @@ def test_retention_never_moves_a_start_past_the_end(storage: OpenStorage) -> Non
     write(topics, storage, segments(8, "old", now_ms - 5 * 86_400_000))
     topics.run_once()
     ends = [b.end for b in storage.topics.bounds("segment")]
-    stalled = topics.place(SegmentRecord, segments(6, "slow", now_ms), 0)  # a writer still at work
+    stalled = topics.place(SEGMENTS, segments(6, "slow", now_ms), 0)  # a writer still at work
     assert {r.partition for r in stalled.reservations} == {0, 1}
     write(topics, storage, segments(6, "new", now_ms))  # above the stalled ranges
     storage.topics.make_readable("segment")

@@ -25,9 +25,9 @@ from model.metrics import (
     ServiceRelationMetrics,
     latency_bucket,
 )
-from model.topics import Entry
 from storage.api import MetricsWrite
 from storage.select import OpenStorage
+from tests.entries import Entry, publish
 from tests.integration.helpers import storage_options
 from wiring.config import NodeConfig
 
@@ -117,8 +117,8 @@ def test_error_spikes_stream_over_the_metrics_topic(
     shop += [minute("shop", base + 5, 50, 15), minute("shop", base + 5, 100, 30)]  # stored again, merged
     db = [minute("db", base + m, 10, 5) for m in range(3)]
     noise = [Entry("x", {"model": "endpoint_metrics", "level": "minute"}, 1), minute("tiny", base, 2, 2)]
-    storage.topics.append("metrics", 0, shop)
-    storage.topics.append("metrics", 1, [*db, *noise])
+    publish(storage.topics, "metrics", 0, shop)
+    publish(storage.topics, "metrics", 1, [*db, *noise])
 
     spikes: list[Spike] = []
     detector = SpikeDetector(spikes.append, threshold=0.2, factor=3.0, min_calls=10)

@@ -12,15 +12,18 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from consumer.group import Group
-from model.topics import Entry
 from storage.select import OpenStorage
+from tests.entries import Entry, publish
 from tests.integration.helpers import eventually, storage_options
 from wiring.config import NodeConfig
 
 
 def append(storage: OpenStorage, partition: int, first: int, count: int) -> None:
-    storage.topics.append(
-        "inventory", partition, [Entry(f"k{i}", {"n": i}, 1_000) for i in range(first, first + count)]
+    publish(
+        storage.topics,
+        "inventory",
+        partition,
+        [Entry(f"k{i}", {"n": i}, 1_000) for i in range(first, first + count)],
     )
 
 

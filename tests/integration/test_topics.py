@@ -1,10 +1,10 @@
-"""Topics in storage: offsets, the high watermark, retention, and what L2
-publishes into them. Runs on both storages."""
+"""Topics in storage: offsets, the high watermark, the versions of rows,
+retention, and what L2 publishes into them. Runs on both storages."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
-import threading
 import time
 from collections.abc import Callable
 
@@ -12,9 +12,13 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from agent.traces import chain_trace, report
-from model.topics import Bounds, Entry, Retention, Topic
+from aggregator.topics import Topics
+from model.inventory import INVENTORY_TYPES, ServiceInventory
+from model.topics import Bounds, Retention, Table, Topic, partition_of
+from runtime.instruments import Instruments
 from storage.api import OffsetOutOfRange
 from storage.select import OpenStorage
+from tests.entries import Entry, publish
 from tests.integration.helpers import eventually
 from wiring.config import NodeConfig
 from wiring.node import Node
@@ -24,15 +28,15 @@ def entries(n: int, prefix: str = "k", timestamp_ms: int = 1_000) -> list[Entry]
     return [Entry(f"{prefix}{i}", {"n": i, "who": prefix}, timestamp_ms) for i in range(n)]
 
 
-def test_appends_get_growing_offsets_and_reads_stop_at_the_end(storage: OpenStorage) -> None:
+def test_entries_get_growing_offsets_and_reads_stop_at_the_end(storage: OpenStorage) -> None:
     topics = storage.topics
     topics.install({"metrics": 4})
     topics.install({"metrics": 8})  # a topic keeps the partitions it was created with
     assert topics.bounds("metrics") == [Bounds(p, 0, 0) for p in range(4)]
     assert topics.bounds("never") == []
 
-    assert topics.append("metrics", 1, entries(3)) == Bounds(1, 0, 3)
-    assert topics.append("metrics", 1, entries(2, "x")) == Bounds(1, 0, 5)
+    assert publish(topics, "metrics", 1, entries(3)) == Bounds(1, 0, 3)
+    assert publish(topics, "metrics", 1, entries(2, "x")) == Bounds(1, 0, 5)
     got = topics.read("metrics", 1, 0, 100).records
     assert [(r.offset, r.key, r.value) for r in got] == [
         (0, "k0", {"n": 0, "who": "k"}),
@@ -51,33 +55,48 @@ def test_appends_get_growing_offsets_and_reads_stop_at_the_end(storage: OpenStor
         topics.read("metrics", 1, 6, 100)
 
 
-def test_concurrent_writers_never_share_an_offset_and_keep_their_order(storage: OpenStorage) -> None:
-    topics = storage.topics
-    topics.install({"inventory": 2})
+def test_every_version_of_a_row_is_on_its_topic_in_order(storage: OpenStorage) -> None:
+    """A row written five times: each version is on the inventory topic, in
+    order, at its own offset (the current one in the row itself, the others
+    kept in the history before they were overwritten). A version both kept
+    and still in its row (its writer died between the two) is read once."""
+    storage.inventory.install(INVENTORY_TYPES)
+    storage.topics.install({"inventory": 2})
+    topics = Topics(storage.topics, storage.records, storage.offsets, {Topic.INVENTORY: 2}, Instruments(), 60)
+    table = Table(ServiceInventory)
+    web = ServiceInventory(name="web", sequence=1, heartbeat_time=1)
+    with topics.writing(table, [(None, web)]) as placed:
+        placed.refused = storage.inventory.insert(ServiceInventory, [web], placed.positions).key_taken
+    for beat in range(2, 6):
+        row = storage.inventory.get_many(ServiceInventory, ["web"])["web"]
+        new = dataclasses.replace(row.item, heartbeat_time=beat)
+        with topics.writing(table, [(row, new)]) as placed:
+            placed.refused = storage.inventory.update(ServiceInventory, [(row, new)], placed.positions)
+    topics.run_once()
 
-    def write(name: str) -> None:
-        for batch in range(10):
-            topics.append("inventory", 0, [Entry(name, {"seq": batch * 5 + i}, 1) for i in range(5)])
+    def versions() -> list[tuple[int, object]]:
+        return [
+            (r.offset, r.value["heartbeat_time"])
+            for b in storage.topics.bounds("inventory")
+            for r in storage.topics.read("inventory", b.partition, b.start, 100).records
+        ]
 
-    writers = [threading.Thread(target=write, args=(f"w{i}",)) for i in range(4)]
-    for w in writers:
-        w.start()
-    for w in writers:
-        w.join()
-    assert topics.bounds("inventory")[0] == Bounds(0, 0, 200)
-    got = topics.read("inventory", 0, 0, 1000).records
-    assert [r.offset for r in got] == list(range(200))
-    for name in ("w0", "w1", "w2", "w3"):
-        assert [r.value["seq"] for r in got if r.key == name] == list(range(50))
+    assert [beat for _, beat in versions()] == [1, 2, 3, 4, 5]
+    assert versions()[0][0] == 0 and len({o for o, _ in versions()}) == 5
+    assert {
+        r.value["model"] for r in storage.topics.read("inventory", partition_of("web", 2), 0, 100).records
+    } == {"service_inventory"}
+    topics.keep(table, [storage.inventory.get_many(ServiceInventory, ["web"])["web"]])
+    assert [beat for _, beat in versions()] == [1, 2, 3, 4, 5]
 
 
 def test_retention_by_size_and_by_age_moves_the_start(storage: OpenStorage) -> None:
     topics = storage.topics
     topics.install({"metrics": 2})
     now_ms = int(time.time() * 1000)
-    topics.append("metrics", 0, entries(4, "old", now_ms - 7_200_000))
-    topics.append("metrics", 0, entries(6, "new", now_ms))
-    topics.append("metrics", 1, entries(3, "new", now_ms))
+    publish(topics, "metrics", 0, entries(4, "old", now_ms - 7_200_000))
+    publish(topics, "metrics", 0, entries(6, "new", now_ms))
+    publish(topics, "metrics", 1, entries(3, "new", now_ms))
 
     # Age: an hour keeps the 6 new ones of partition 0.
     assert topics.trim("metrics", Retention(3600, 1000), now_ms) == {0: 4}
@@ -90,34 +109,9 @@ def test_retention_by_size_and_by_age_moves_the_start(storage: OpenStorage) -> N
         OffsetOutOfRange, match=r"offset 3 of metrics/0 .* offsets 8 to 9 \(retention removed"
     ):
         topics.read("metrics", 0, 3, 10)
-    # Appends go on after the end, whatever retention removed.
-    assert topics.append("metrics", 0, entries(1)) == Bounds(0, 8, 11)
+    # Offsets go on after the end, whatever retention removed.
+    assert publish(topics, "metrics", 0, entries(1)) == Bounds(0, 8, 11)
     assert topics.trim("metrics", Retention(3600, 2), now_ms) == {0: 1}
-
-
-@pytest.mark.parametrize("node_config", ["elasticsearch"], indirect=True)
-def test_records_a_dead_writer_left_above_the_end_are_kept_or_removed(
-    storage: OpenStorage, node_config: NodeConfig
-) -> None:
-    """A writer that died after writing records but before moving the end:
-    the next append keeps those contiguous with the end (they are durable) and
-    deletes those past a gap (no reader can have seen them)."""
-    topics = storage.topics
-    topics.install({"metrics": 1})
-    topics.append("metrics", 0, entries(2))
-    index = f"{node_config.storage.es_index_prefix}_topic_metrics"
-    with Elasticsearch(node_config.storage.es_hosts) as es:
-        for offset in (2, 3, 5):
-            es.create(
-                index=index,
-                id=f"0-{offset}",
-                document={"partition": 0, "offset": offset, "timestamp_ms": 1, "key": "dead", "value": {}},
-                refresh=True,
-            )
-    assert topics.append("metrics", 0, entries(1, "live")) == Bounds(0, 0, 5)
-    assert [(r.offset, r.key) for r in topics.read("metrics", 0, 0, 100).records] == [
-        (0, "k0"), (1, "k1"), (2, "dead"), (3, "dead"), (4, "live0"),
-    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("node_config", ["elasticsearch"], indirect=True)

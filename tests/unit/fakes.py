@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 from model.inventory import Inventory
 from model.metrics import Downsampling, Metrics
 from model.stream import StreamData
+from model.topics import Position
 from runtime.worker import Worker
 from storage.api import I, InsertOutcome, M, MetricsWrite, PutOutcome, StorageUnavailable, Stored
 
@@ -54,7 +55,9 @@ class MemoryInventoryDAO:
     def get_by_sequence(self, model: type[I], sequence: int) -> I | None:
         return next((r for r, _ in self._table(model).values() if r.sequence == sequence), None)
 
-    def update(self, model: type[I], rows: Sequence[tuple[Stored[I], I]]) -> list[str]:
+    def update(
+        self, model: type[I], rows: Sequence[tuple[Stored[I], I]], positions: Sequence[Position] | None = None
+    ) -> list[str]:
         t = self._table(model)
         changed = []
         with self.lock:
@@ -65,7 +68,9 @@ class MemoryInventoryDAO:
                     t[new.key()] = (new, int(stored.version) + 1)
         return changed
 
-    def insert(self, model: type[I], items: Sequence[I]) -> InsertOutcome:
+    def insert(
+        self, model: type[I], items: Sequence[I], positions: Sequence[Position] | None = None
+    ) -> InsertOutcome:
         t = self._table(model)
         out = InsertOutcome()
         with self.lock:
@@ -94,8 +99,8 @@ class MemoryInventoryDAO:
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         return sorted((r for r, _ in self._table(model).values()), key=lambda r: r.sequence)[:limit]
 
-    def deactivate_stale(self, model: type[Inventory], cutoff_ms: int) -> int:
-        return 0
+    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
+        return []
 
     def close(self) -> None:
         pass

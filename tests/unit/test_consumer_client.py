@@ -16,8 +16,9 @@ from consumer.fetcher import Fetcher, FetchThreadStopped
 from consumer.group import ChannelState, CommitRefused, Group, NotAMember
 from consumer.membership import HEARTBEAT_ERRORS, HeartbeatAction, HeartbeatStopped, heartbeat_action
 from consumer.subscription import PartitionState, SubscriptionState
-from model.topics import Bounds, Entry, Fetched, Retention, TopicRecord
+from model.topics import Bounds, Fetched, Retention, TopicRecord
 from storage.api import OffsetOutOfRange, StorageError, StorageUnavailable
+from tests.entries import Entry
 from tests.unit.fakes import MemoryStateStore
 
 T = TypeVar("T")
@@ -51,6 +52,9 @@ class MemoryTopics:
                 for i, e in enumerate(entries)
             ]
             return Bounds(partition, self.starts[partition], len(held))
+
+    def keep(self, topic: str, versions: Sequence[TopicRecord]) -> None:
+        raise NotImplementedError("these topics are appended to")
 
     def advance(self, topic: str, partition: int, end: int) -> None:
         raise NotImplementedError("these topics are appended to")
