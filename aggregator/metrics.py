@@ -35,7 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from aggregator.topics import RowTopics, Unpublished
+from aggregator.topics import NotWritten, RowTopics, Unpublished
 from model.metrics import Downsampling, Metrics, merge_into
 from model.topics import Table
 from runtime.budget import memory_size
@@ -166,6 +166,9 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 return
             try:
                 outcome = self._put(level, writes)
+            except NotWritten as e:  # the deltas stay held as they were
+                self._storage_failed(level, len(writes), e)
+                return
             except Exception as e:  # the writes may or may not have landed
                 for w in writes:
                     key = w.value.key()

@@ -41,9 +41,13 @@ from model.topics import Position, Reservation, Table, Topic, TopicRecord, parti
 from runtime.crash import crash_point
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
-from storage.api import OffsetRanges, RecordDAO, Stored, TopicDAO
+from storage.api import OffsetRanges, RecordDAO, StorageUnavailable, Stored, TopicDAO
 
 log = logging.getLogger(__name__)
+
+
+class NotWritten(StorageUnavailable):
+    """A write of rows that did not start: their topic could not take them."""
 
 
 @dataclass
@@ -122,12 +126,15 @@ class Topics:
         overwrite in the history first. The writer stores the placement's
         positions and sets its ``refused``; what an exception interrupts may
         have been stored, and is handed over as such."""
-        placement = self.place(table, [new for _, new in rows])
+        try:
+            placement = self.place(table, [new for _, new in rows])
+        except Exception as e:
+            raise NotWritten(f"no offsets for {table.model.MODEL} rows: {e}") from e
         try:
             self.keep(table, (stored for stored, _ in rows if stored is not None))
-        except BaseException:
+        except BaseException as e:
             self.abandoned(placement)
-            raise
+            raise NotWritten(f"the versions {table.model.MODEL} rows held were not kept: {e}") from e
         try:
             yield placement
         finally:
