@@ -245,8 +245,13 @@ def main() -> None:
                 finally:
                     stop(node)
                 t = burst.time_to_id_s
+                share = (
+                    f", {burst.ids_per_s / ceiling_rows:.1%} of the bulk ceiling"
+                    if storage != "embedded"
+                    else ""
+                )
                 print(
-                    f"{storage:14s} new names, burst of {len(names)}: {burst.ids_per_s:8.0f} ids/s  "
+                    f"{storage:14s} new names, burst of {len(names)}: {burst.ids_per_s:8.0f} ids/s{share}  "
                     f"(time-to-id p50 {pct(t, 50) * 1000:.0f} ms, p99 {pct(t, 99) * 1000:.0f} ms: queueing)"
                 )
                 t = paced.time_to_id_s
