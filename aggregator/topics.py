@@ -57,7 +57,7 @@ class Placement:
     table: Table
     items: Sequence[StreamData]
     positions: list[Position] | None
-    """None: the items are not published."""
+    """None: not placed (yet, or at all: publishing is off)."""
     reservations: list[Reservation] = field(default_factory=list)
     nbytes: int = 0
     written: bool = True
@@ -100,13 +100,18 @@ class Topics:
 
     def place(self, table: Table, items: Sequence[StreamData], nbytes: int = 0) -> Placement:
         """Positions for ``items``, from one range per partition they fall in."""
-        topic = Topic.of(table.model)
+        placement = Placement(table, items, None, nbytes=nbytes)
+        self._reserve(placement)
+        return placement
+
+    def _reserve(self, placement: Placement) -> None:
+        topic = Topic.of(placement.table.model)
         count = self._partitions[topic]
         by_partition: dict[int, list[int]] = {}
-        for i, item in enumerate(items):
+        for i, item in enumerate(placement.items):
             by_partition.setdefault(partition_of(item.routing_key(), count), []).append(i)
         now_ms = int(time.time() * 1000)
-        positions: list[Position] = [Position(0, 0, 0)] * len(items)
+        positions: list[Position] = [Position(0, 0, 0)] * len(placement.items)
         reservations = []
         for p, indices in by_partition.items():
             r = self._ranges.reserve(
@@ -115,7 +120,7 @@ class Topics:
             reservations.append(r)
             for k, i in enumerate(indices):
                 positions[i] = Position(p, r.start + k, now_ms)
-        return Placement(table, items, positions, reservations, nbytes)
+        placement.positions, placement.reservations = positions, reservations
 
     @contextlib.contextmanager
     def writing(
@@ -144,27 +149,37 @@ class Topics:
     def keep(self, table: Table, versions: Iterable[Stored[StreamData]]) -> None:
         """Copies the stored ``versions`` into the history at their offsets,
         readable when this returns."""
-        topic = Topic.of(table.model)
-        copies = [self._entry(topic, table, v.item, v.position) for v in versions if v.position is not None]
-        if copies:
-            self._topics.keep(topic.value, copies)
-            self._kept.inc(len(copies))
+        kept = self._copy(table, [(v.item, v.position) for v in versions if v.position is not None])
+        self._kept.inc(kept)
         crash_point("versions-kept")
 
-    @staticmethod
-    def _entry(topic: Topic, table: Table, item: StreamData, at: Position) -> TopicRecord:
-        return TopicRecord(
-            topic.value, at.partition, at.offset, at.published_ms, item.routing_key(), table.value(item)
-        )
+    def _copy(self, table: Table, versions: Sequence[tuple[StreamData, Position]]) -> int:
+        """Writes row ``versions`` into the history at the positions given; how many."""
+        if versions:
+            topic = Topic.of(table.model)
+            self._topics.keep(
+                topic.value,
+                [
+                    TopicRecord(
+                        topic.value,
+                        at.partition,
+                        at.offset,
+                        at.published_ms,
+                        item.routing_key(),
+                        table.value(item),
+                    )
+                    for item, at in versions
+                ],
+            )
+        return len(versions)
 
     def publish_again(self, table: Table, items: Sequence[StreamData]) -> None:
         """Publishes row versions whose own place may have been passed unseen
-        (their write's outcome was unknown until now) at a new range."""
+        (their write's outcome was unknown until now) at a new range, placed
+        and written by the next round (not in the caller's thread)."""
         if items:
-            placement = self.place(table, items)
-            placement.written = False
             with self._lock:
-                self._pending.append(placement)
+                self._pending.append(Placement(table, items, None, written=False))
 
     def written(self, placement: Placement, refused: Collection[str] = ()) -> None:
         """Hands over a placement once storage took its items, except the
@@ -197,7 +212,9 @@ class Topics:
             pending, self._pending = self._pending, []
         try:
             for placement in pending:
-                if not placement.written:  # placed again
+                if not placement.written:  # to be placed again
+                    if placement.positions is None:
+                        self._reserve(placement)
                     self._write_again(placement)
                     placement.written = True
             for topic in {Topic.of(p.table.model) for p in pending}:
@@ -231,15 +248,8 @@ class Topics:
         model = placement.table.model
         if issubclass(model, Record):
             self._records.insert(model, cast(Sequence[Record], placement.items), placement.positions)
-            return
-        topic = Topic.of(model)
-        self._topics.keep(
-            topic.value,
-            [
-                self._entry(topic, placement.table, item, at)
-                for item, at in zip(placement.items, placement.positions, strict=True)
-            ],
-        )
+        else:
+            self._copy(placement.table, list(zip(placement.items, placement.positions, strict=True)))
 
     def _place_again(self, placement: Placement, passed: set[Reservation]) -> Placement | None:
         """The items of ``placement`` in ranges ``passed``, placed at new

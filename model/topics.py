@@ -34,12 +34,6 @@ class Topic(enum.Enum):
     """Metric rows (every scope and level) as L2 stored them after merging."""
 
     @property
-    def of_records(self) -> bool:
-        """Whether the topic's entries are records, each written once (segments
-        and log lines), rather than rows updated in place (metrics, inventory)."""
-        return self.value in RECORD_MODELS
-
-    @property
     def tables(self) -> tuple[Table, ...]:
         """The stored rows or records that are the topic's entries."""
         if self is Topic.METRICS:
@@ -133,9 +127,6 @@ class Reservation:
     end: int
     epoch: str
 
-    def __len__(self) -> int:
-        return self.end - self.start
-
 
 @dataclass(frozen=True)
 class Bounds:
@@ -157,3 +148,8 @@ class Retention:
 
     max_age_s: float
     max_records: int
+
+    def start(self, b: Bounds, first_young: int | None) -> int:
+        """Where partition ``b`` starts once trimmed, given its first offset
+        young enough to keep (None: none is)."""
+        return max(b.start, b.end - self.max_records, b.end if first_young is None else first_young)

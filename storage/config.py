@@ -29,6 +29,6 @@ class StorageConfig:
     redis_key_prefix: str = option("skyoap", "prefix of every Redis key the node uses")
     topic_lease_s: float = option(
         30.0,
-        "how long a writer of segments and logs may hold a range of topic offsets open; past it, "
-        "readers pass the range and the writer writes its records again at a new one",
+        "how long a writer may hold a range of topic offsets open; past it, readers pass the range "
+        "and the writer publishes what it wrote there again at a new one",
     )

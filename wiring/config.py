@@ -137,18 +137,20 @@ class TopicsConfig:
     )
     retention_s: float = option(
         3 * 86_400.0,
-        "topics keep records younger than this (segments and logs: whole days, their indices dropped)",
+        "topics keep entries younger than this (whole days: the day indices of segments, logs and "
+        "the rows' history are dropped; rows stay stored, below the start)",
         name="topic_retention_s",
     )
     retention_records: int = option(
         10_000_000,
-        "most records a partition of the inventory or metrics topic keeps (segments and logs: by day only)",
+        "most offsets a partition of the inventory or metrics topic keeps readable "
+        "(segments and logs: by day only)",
         name="topic_retention_records",
     )
     publish: bool = option(True, "publish what L2 stores on the topics", name="publish_topics")
     commit_interval_s: float = option(
         0.5,
-        "how often the segments and logs written are made readable on their topics",
+        "how often what was written (records and row versions) is made readable on the topics",
         name="topic_commit_interval_s",
     )
 

@@ -306,8 +306,7 @@ class ElasticsearchTopicDAO:
             return self._drop_days(topic, cutoff_ms)
         removed = {}
         for b in self.bounds(topic):
-            young = self._first_since(topic, b, cutoff_ms)
-            start = max(b.start, b.end - retention.max_records, b.end if young is None else young)
+            start = retention.start(b, self._first_since(topic, b, cutoff_ms))
             if start > b.start:
                 moved = self._move_bounds(topic, b.partition, start=start)
                 removed[b.partition] = moved.start - b.start

@@ -40,6 +40,7 @@ _IN_RANGE = "partition_no = ? AND record_offset >= ? AND record_offset < ?"
 class EmbeddedTopicDAO:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._existing: set[str] = set()
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS topic_partitions (topic TEXT NOT NULL, "
             "partition_no INTEGER NOT NULL, start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, "
@@ -63,9 +64,13 @@ class EmbeddedTopicDAO:
 
     def _tables(self, topic: str) -> list[Table]:
         """The tables of the topic's entries that exist (a reader may come
-        before the node installed them)."""
-        names = {r[0] for r in self._db.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        return [t for t in Topic.named(topic).tables if _table_name(t) in names]
+        before the node installed them); SQLite is asked only while some are missing."""
+        tables = Topic.named(topic).tables
+        if any(_table_name(t) not in self._existing for t in tables):
+            self._existing = {
+                r[0] for r in self._db.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        return [t for t in tables if _table_name(t) in self._existing]
 
     def _sources(self, topic: str) -> list[tuple[str, str]]:
         """Each table holding the topic's entries, with its time column."""
@@ -171,8 +176,7 @@ class EmbeddedTopicDAO:
             return self._drop_days(topic, cutoff_ms)
         removed = {}
         for b in self.bounds(topic):
-            young = self._first_since(topic, b, cutoff_ms)
-            start = max(b.start, b.end - retention.max_records, b.end if young is None else young)
+            start = retention.start(b, self._first_since(topic, b, cutoff_ms))
             if start > b.start:
                 self._db.execute(
                     "UPDATE topic_partitions SET start_offset = MAX(start_offset, MIN(?, end_offset)) "
