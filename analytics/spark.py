@@ -19,7 +19,12 @@ def session(master: str = LOCAL, app: str = "skyoap") -> SparkSession:
     3.11 with this project installed (``pip install skyoap``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName(app)
+    # The skyoap source has the storage run a read's filters (pushFilters).
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+    )
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (

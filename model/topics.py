@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from model.inventory import INVENTORY_TYPES
@@ -83,6 +83,32 @@ class Table:
             else {"model": self.model.MODEL, "level": self.level.value}
         )
         return {"key": item.key(), **kind, **item.to_row()}
+
+
+FILTERED_COLUMNS = ("service", "endpoint", "time_bucket")
+"""The columns a read of a topic may be filtered by (``Where``), besides the
+time an entry was published."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """The entries a filtered read of a topic returns: those whose column
+    ``c`` holds one of ``equal[c]`` and lies within ``between[c]``, and that
+    were published within ``published`` (ms since the epoch). Bounds are
+    inclusive; None leaves a side open. An entry without a filtered column (a
+    row of another model) does not match."""
+
+    equal: dict[str, frozenset[Any]] = field(default_factory=dict)
+    between: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    published: tuple[int | None, int | None] = (None, None)
+
+    def __post_init__(self) -> None:
+        unknown = sorted((set(self.equal) | set(self.between)) - set(FILTERED_COLUMNS))
+        if unknown:
+            raise ValueError(
+                f"a topic cannot be filtered by {', '.join(unknown)}; "
+                f"only by {', '.join(FILTERED_COLUMNS)} and the time published"
+            )
 
 
 @dataclass(frozen=True)

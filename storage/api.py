@@ -12,7 +12,7 @@ from model.inventory import Inventory
 from model.metrics import Downsampling, Metrics
 from model.records import Record
 from model.stream import ColumnType, StreamData
-from model.topics import Bounds, Fetched, Position, Reservation, Retention, TopicRecord
+from model.topics import Bounds, Fetched, Position, Reservation, Retention, TopicRecord, Where
 
 I = TypeVar("I", bound=Inventory)  # noqa: E741
 M = TypeVar("M", bound=Metrics)
@@ -285,9 +285,12 @@ class TopicDAO(Protocol):
     def bounds(self, topic: str) -> list[Bounds]:
         """Every partition's readable offsets (an empty list for a topic never installed)."""
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
-        """Up to ``limit`` records from ``offset`` on, below the partition's end.
-        Raises OffsetOutOfRange when ``offset`` is below the start or above the end."""
+    def read(
+        self, topic: str, partition: int, offset: int, limit: int, where: Where | None = None
+    ) -> Fetched:
+        """Up to ``limit`` records from ``offset`` on, below the partition's end;
+        only those matching ``where``, found by the storage itself. Raises
+        OffsetOutOfRange when ``offset`` is below the start or above the end."""
 
     def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
         """Removes what ``retention`` no longer keeps; returns the records removed per partition."""

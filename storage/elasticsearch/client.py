@@ -169,12 +169,16 @@ class ElasticsearchClient:
 
     def put_template(self, name: str, mappings: Mapping[str, Any]) -> None:
         """Indices named ``{prefix}_{name}-*`` are created with ``mappings`` by
-        the first write into them."""
+        the first write into them; those that exist get the fields they lack
+        (indices created by an earlier release)."""
         with translated_errors(f"installing the index template of {self.index(name)}"):
             self.es.indices.put_index_template(
                 name=self.index(name),
                 index_patterns=[f"{self.index(name)}-*"],
                 template={"settings": _SETTINGS, "mappings": dict(mappings)},
+            )
+            self.es.indices.put_mapping(
+                index=f"{self.index(name)}-*", properties=mappings["properties"], allow_no_indices=True
             )
 
     def refresh(self, name: str) -> None:

@@ -51,13 +51,7 @@ class ElasticsearchRecordDAO:
         for model in models:
             mapping = mapping_of(model)
             mapping["properties"].update(POSITION_FIELDS)
-            self._client.put_template(model.MODEL, mapping)
-            with translated_errors(f"adding topic positions to the {model.MODEL} indices"):
-                self._es.indices.put_mapping(  # day indices of earlier releases
-                    index=f"{self._client.index(model.MODEL)}-*",
-                    properties=POSITION_FIELDS,
-                    allow_no_indices=True,
-                )
+            self._client.put_template(model.MODEL, mapping)  # day indices of earlier releases gain positions
 
     def _index(self, model: type[Record], day: int) -> str:
         return f"{self._client.index(model.MODEL)}-{day}"

@@ -28,7 +28,17 @@ import elasticsearch
 
 from model.metrics import Downsampling, Metrics
 from model.records import RECORD_MODELS
-from model.topics import Bounds, Fetched, Position, Retention, Table, Topic, TopicRecord
+from model.topics import (
+    FILTERED_COLUMNS,
+    Bounds,
+    Fetched,
+    Position,
+    Retention,
+    Table,
+    Topic,
+    TopicRecord,
+    Where,
+)
 from storage.api import OffsetOutOfRange, StorageError
 from storage.elasticsearch.client import (
     POSITION_FIELDS,
@@ -46,6 +56,10 @@ _HISTORY_MAPPING = {
     "properties": {
         "key": {"type": "keyword"},
         "value": {"type": "object", "enabled": False},
+        # The version's own columns that reads filter by (``Where``).
+        "service": {"type": "keyword"},
+        "endpoint": {"type": "keyword"},
+        "time_bucket": {"type": "long"},
         **POSITION_FIELDS,
     },
 }
@@ -86,6 +100,21 @@ class _Layout:
         """The query for a partition's entries with offsets in range (``gte=…, lt=…``)."""
         filters = [{"term": {PARTITION: partition}}, {"range": {OFFSET: offsets}}, *more]
         return {"bool": {"filter": filters}}
+
+    @staticmethod
+    def matching(where: Where | None) -> list[dict[str, Any]]:
+        """The filters of the entries ``where`` selects."""
+        if where is None:
+            return []
+
+        def within(low: int | None, high: int | None) -> dict[str, Any]:
+            return {k: v for k, v in (("gte", low), ("lte", high)) if v is not None}
+
+        filters: list[dict[str, Any]] = [{"terms": {c: list(values)}} for c, values in where.equal.items()]
+        filters += [{"range": {c: within(*bounds)}} for c, bounds in where.between.items()]
+        if where.published != (None, None):
+            filters.append({"range": {PUBLISHED: within(*where.published)}})
+        return filters
 
     def entry(self, topic: str, partition: int, hit: dict[str, Any]) -> TopicRecord:
         src = hit["_source"]
@@ -198,6 +227,7 @@ class ElasticsearchTopicDAO:
                 "_source": {
                     "key": v.key,
                     "value": v.value,
+                    **{c: v.value[c] for c in FILTERED_COLUMNS if c in v.value},
                     **position_fields(_position(v)),
                 },
             }
@@ -252,7 +282,9 @@ class ElasticsearchTopicDAO:
             (Bounds(d["partition"], d["start"], d["end"]) for d in found), key=lambda b: b.partition
         )
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
+    def read(
+        self, topic: str, partition: int, offset: int, limit: int, where: Where | None = None
+    ) -> Fetched:
         b, _ = self._get_bounds(topic, partition)
         if not b.start <= offset <= b.end:
             raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
@@ -263,7 +295,7 @@ class ElasticsearchTopicDAO:
         with translated_errors(f"reading {topic}/{partition} from {offset}"):
             hits = self._es.search(
                 index=layout.indices,
-                query=layout.in_partition(partition, gte=offset, lt=b.end),
+                query=layout.in_partition(partition, *layout.matching(where), gte=offset, lt=b.end),
                 sort=[{OFFSET: "asc"}],
                 size=size,
                 **_SEARCH_DAYS,

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from model.metrics import Downsampling, Metrics
 from model.records import RECORD_MODELS
-from model.topics import Bounds, Fetched, Retention, Table, Topic, TopicRecord
+from model.topics import FILTERED_COLUMNS, Bounds, Fetched, Retention, Table, Topic, TopicRecord, Where
 from storage.api import OffsetOutOfRange, StorageError
 from storage.embedded.db import POSITION_COLUMNS, Database
 from storage.embedded.metrics import table as metrics_table
@@ -35,6 +35,32 @@ def _table_name(t: Table) -> str:
 
 
 _IN_RANGE = "partition_no = ? AND record_offset >= ? AND record_offset < ?"
+_HISTORY_COLUMNS = {c: f"json_extract(value, '$.{c}')" for c in FILTERED_COLUMNS}
+"""The filtered columns of a version kept in the history, where its row is JSON."""
+
+
+def _matching(
+    where: Where | None, columns: Mapping[str, str], published: str
+) -> tuple[str, list[Any]] | None:
+    """The SQL condition, and its arguments, of the entries ``where`` selects
+    from a table with ``columns`` (filtered column → SQL) and the time
+    published in ``published``; None when none of them can match."""
+    if where is None:
+        return "", []
+    if (set(where.equal) | set(where.between)) - set(columns):
+        return None
+    sql: list[str] = []
+    args: list[Any] = []
+    for c, values in where.equal.items():
+        sql.append(f"{columns[c]} IN ({', '.join('?' * len(values))})")
+        args += values
+    bounds = [(columns[c], low, high) for c, (low, high) in where.between.items()]
+    for column, low, high in [*bounds, (published, *where.published)]:
+        for op, value in ((">=", low), ("<=", high)):
+            if value is not None:
+                sql.append(f"{column} {op} ?")
+                args.append(value)
+    return "".join(f" AND {s}" for s in sql), args
 
 
 class EmbeddedTopicDAO:
@@ -122,24 +148,37 @@ class EmbeddedTopicDAO:
                 return b
         raise StorageError(f"topic {topic} has no partition {partition}")
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
+    def read(
+        self, topic: str, partition: int, offset: int, limit: int, where: Where | None = None
+    ) -> Fetched:
         b = self._bounds_of(topic, partition)
         if not b.start <= offset <= b.end:
             raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
-        where = f"{_IN_RANGE} ORDER BY record_offset LIMIT ?"
-        args = (partition, offset, b.end, limit)
+
+        def condition(matching: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
+            return f"{_IN_RANGE}{matching[0]} ORDER BY record_offset LIMIT ?", [
+                partition, offset, b.end, *matching[1], limit
+            ]  # fmt: skip
+
         found: list[list[TopicRecord]] = []
-        if topic not in RECORD_MODELS:
+        history = _matching(where, _HISTORY_COLUMNS, "timestamp_ms")
+        if topic not in RECORD_MODELS and history is not None:
+            sql, args = condition(history)
             rows = self._db.fetch(
-                f"SELECT record_offset, timestamp_ms, key, value FROM {_history(topic)} WHERE {where}", args
+                f"SELECT record_offset, timestamp_ms, key, value FROM {_history(topic)} WHERE {sql}", args
             )
             found.append([TopicRecord(topic, partition, o, ts, k, json.loads(v)) for o, ts, k, v in rows])
         for t in self._tables(topic):
+            columns = {c.name: c.name for c in t.model.columns() if c.name in FILTERED_COLUMNS}
+            rows_matching = _matching(where, columns, POSITION_COLUMNS[2])
+            if rows_matching is None:
+                continue
+            sql, args = condition(rows_matching)
             found.append(
                 [
                     TopicRecord(topic, partition, o, ts, item.routing_key(), t.value(item))
                     for item, (o, ts) in self._db.rows(
-                        t.model, _table_name(t), where, args, POSITION_COLUMNS[1:]
+                        t.model, _table_name(t), sql, args, POSITION_COLUMNS[1:]
                     )
                 ]
             )

@@ -9,63 +9,14 @@ import time
 import pytest
 from elasticsearch import Elasticsearch
 
-from aggregator.topics import Topics
-from model.metrics import Downsampling, minute_bucket
+from model.metrics import Downsampling
 from model.records import SegmentRecord
-from model.stream import Text
-from model.topics import Bounds, Retention, Table, Topic
-from runtime.instruments import Instruments
+from model.topics import Bounds, Retention
 from storage.api import OffsetOutOfRange
 from storage.redis.offsets import RedisOffsetRanges
 from storage.select import OpenStorage
+from tests.integration.segments import SEGMENTS, install, record_topics, segments, write
 from wiring.config import NodeConfig
-
-SEGMENTS = Table(SegmentRecord)
-PARTITIONS = {Topic.SEGMENT: 2, Topic.LOG: 2, Topic.METRICS: 2, Topic.INVENTORY: 2}
-
-
-def segments(n: int, prefix: str = "s", at_ms: int | None = None) -> list[SegmentRecord]:
-    at_ms = int(time.time() * 1000) if at_ms is None else at_ms
-    return [
-        SegmentRecord(
-            time_bucket=minute_bucket(at_ms),
-            segment_id=f"{prefix}{i}",
-            trace_id=f"t{i}",
-            service="web",
-            instance="web-1",
-            endpoint=f"GET:/{i}",
-            start_time=at_ms,
-            end_time=at_ms + i,
-            latency_ms=i,
-            is_error=i % 2 == 0,
-            spans=1,
-            data=Text("AA=="),
-        )
-        for i in range(n)
-    ]
-
-
-def install(storage: OpenStorage) -> None:
-    storage.records.install([SegmentRecord])
-    storage.topics.install({t.value: n for t, n in PARTITIONS.items()})
-
-
-def record_topics(storage: OpenStorage, ranges: object = None) -> Topics:
-    return Topics(
-        storage.topics,
-        storage.records,
-        storage.offsets if ranges is None else ranges,  # type: ignore[arg-type]
-        PARTITIONS,
-        Instruments(),
-        interval_s=60,  # rounds run when the test says
-    )
-
-
-def write(topics: Topics, storage: OpenStorage, items: list[SegmentRecord]) -> None:
-    """What a record worker does with a bulk."""
-    placement = topics.place(SEGMENTS, items, 0)
-    refused = storage.records.insert(SegmentRecord, items, placement.positions)
-    topics.written(placement, refused)
 
 
 def on_topic(storage: OpenStorage) -> dict[str, tuple[int, int]]:

@@ -4,17 +4,25 @@ from its checkpoint with nothing lost and nothing twice."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import EqualTo, In, StringStartsWith
 
+from analytics.source import FilteringTopicReader
 from consumer.group import Group
+from model.records import SegmentRecord
+from model.topics import Topic
 from storage.select import OpenStorage
 from tests.entries import Entry, publish
 from tests.integration.helpers import eventually, storage_options
+from tests.integration.segments import install, record_topics, segments, write
 from wiring.config import NodeConfig
 
 
@@ -51,6 +59,114 @@ def test_a_topic_reads_as_a_dataframe(
         (0, 0, "k0", '{"n":0}'), (0, 1, "k1", '{"n":1}'), (0, 2, "k2", '{"n":2}'),
         (1, 0, "k3", '{"n":3}'), (1, 1, "k4", '{"n":4}'),
     ]  # fmt: skip
+
+
+def stored_segments(storage: OpenStorage) -> list[SegmentRecord]:
+    """Forty segments on the segment topic: two services, two endpoints each,
+    two minutes, every tenth an error; the second twenty published at least
+    a millisecond after the first."""
+    install(storage)
+    topics = record_topics(storage)
+    items = [
+        dataclasses.replace(
+            s,
+            service=("shop", "db")[i % 2],
+            endpoint=f"/{i % 4 // 2}",
+            time_bucket=202611230900 + i // 20,
+            is_error=i % 10 == 0,
+        )
+        for i, s in enumerate(segments(40))
+    ]
+    write(topics, storage, items[:20])
+    time.sleep(0.01)
+    write(topics, storage, items[20:])
+    topics.run_once()
+    return items
+
+
+def test_a_topic_reads_with_typed_columns_and_its_filters_run_in_the_storage(
+    spark: SparkSession, node_config: NodeConfig, storage: OpenStorage
+) -> None:
+    items = {s.segment_id: s for s in stored_segments(storage)}
+    options = {**storage_options(node_config.storage), "topic": "segment"}
+    df = spark.read.format("skyoap").options(**options).load()
+    assert df.columns[:6] == ["topic", "partition", "offset", "timestamp", "key", "value"]
+    rows = df.collect()
+    assert len(rows) == 40
+    for r in rows:  # each typed column holds the stored field, and so does the JSON value
+        s = items[r.key]
+        assert (r.segment_id, r.service, r.endpoint, r.time_bucket, r.latency_ms, r.is_error, r.data) == (
+            s.segment_id, s.service, s.endpoint, s.time_bucket, s.latency_ms, s.is_error, s.data
+        )  # fmt: skip
+        assert json.loads(r.value) == {"key": s.segment_id, **s.to_row()}
+        assert r.topic == "segment"
+
+    def count(condition: str) -> int:
+        """The entries matching ``condition``, from a DataFrame loaded for it
+        alone (pyspark 4.3 keeps a DataFrame's last pushed filters)."""
+        pushing = spark.read.format("skyoap").options(**options).option("pushFilters", "true").load()
+        n = pushing.where(condition).count()
+        assert n == df.where(condition).count()  # what Spark finds when it filters alone
+        return n
+
+    assert count("service = 'shop'") == 20
+    assert count("service = 'shop' AND endpoint IN ('/1')") == 10
+    assert count("time_bucket >= 202611230901") == 20
+    assert count("time_bucket > 202611230900 AND time_bucket < 202611230901") == 0
+    assert count("partition = 1") == sum(1 for r in rows if r.partition == 1)
+    assert count("is_error AND service = 'shop'") == 4  # is_error is left to Spark
+    published = sorted(r.ms for r in df.selectExpr("unix_millis(timestamp) AS ms").collect())
+    assert published[19] < published[20]
+    second = published[20]  # when the second twenty were published
+    assert count(f"timestamp >= timestamp_millis({second})") == 20
+    assert count(f"timestamp < timestamp_millis({second})") == 20
+
+    # The storage ran the filters: the source fetched only the entries that match.
+    reader = FilteringTopicReader({k.lower(): v for k, v in options.items()}, Topic.SEGMENT)
+    starts_with = StringStartsWith(("trace_id",), "t1")
+    filters = [EqualTo(("service",), "shop"), In(("endpoint",), ("/1",)), starts_with]
+    assert list(reader.pushFilters(filters)) == [starts_with]
+    fetched = [b.to_pylist() for p in reader.partitions() for b in reader.read(p)]
+    assert sorted(r["key"] for batch in fetched for r in batch) == sorted(
+        k for k, s in items.items() if (s.service, s.endpoint) == ("shop", "/1")
+    )
+
+
+def test_a_topic_read_starts_and_ends_where_kafkas_options_say(
+    spark: SparkSession, node_config: NodeConfig, storage: OpenStorage
+) -> None:
+    stored_segments(storage)
+    options = {**storage_options(node_config.storage), "topic": "segment"}
+
+    def read(**more: str) -> list[tuple[int, int]]:
+        df = spark.read.format("skyoap").options(**options).options(**more).load()
+        return sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+
+    everything = read()
+    ends = {p: max(o for q, o in everything if q == p) + 1 for p in (0, 1)}
+    kafka_form = {
+        "startingOffsets": '{"segment": {"0": 2, "1": -2}}',
+        "endingOffsets": '{"segment": {"0": -1, "1": 3}}',
+    }
+    assert read(**kafka_form) == [*((0, o) for o in range(2, ends[0])), (1, 0), (1, 1), (1, 2)]
+    assert read(startingOffsets='{"1": 4}') == [
+        *((0, o) for o in range(ends[0])),
+        *((1, o) for o in range(4, ends[1])),
+    ]
+    df = spark.read.format("skyoap").options(**options).load()
+    by_time = sorted(
+        tuple(r) for r in df.selectExpr("unix_millis(timestamp)", "partition", "offset").collect()
+    )
+    second = by_time[20][0]  # when the second twenty were published
+    assert read(startingTimestamp=str(second)) == sorted((p, o) for t, p, o in by_time if t >= second)
+    assert read(endingTimestamp=str(second)) == sorted((p, o) for t, p, o in by_time if t < second)
+    assert read(startingTimestamp="4102444800000") == []  # 2100: nothing that recent
+    split = spark.read.format("skyoap").options(**options).option("minPartitions", "8").load()
+    assert split.rdd.getNumPartitions() >= 8 and split.count() == 40
+    with pytest.raises(Exception, match=r"startingOffsets must be earliest, latest or JSON like"):
+        read(startingOffsets="first")
+    with pytest.raises(Exception, match=r"topic segment has no partition 7 \(endingOffsets\)"):
+        read(endingOffsets='{"7": 1}')
 
 
 class Sink:
@@ -93,7 +209,7 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
             spark.readStream.format("skyoap")
             .options(**storage_options(node_config.storage))
             .option("topic", "inventory")
-            .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", "15")
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "15")
             .option("group", "spark-sink").load()
         )  # fmt: skip
         return (

@@ -14,14 +14,17 @@ from elasticsearch import Elasticsearch
 from agent.traces import chain_trace, report
 from aggregator.topics import Topics
 from model.inventory import INVENTORY_TYPES, ServiceInventory
-from model.topics import Bounds, Retention, Table, Topic, partition_of
+from model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, M, ServiceRelationMetrics
+from model.topics import Bounds, Retention, Table, Topic, Where, partition_of
 from runtime.instruments import Instruments
-from storage.api import OffsetOutOfRange
+from storage.api import MetricsWrite, OffsetOutOfRange
 from storage.select import OpenStorage
 from tests.entries import Entry, publish
 from tests.integration.helpers import eventually
 from wiring.config import NodeConfig
 from wiring.node import Node
+
+MINUTE = Downsampling.MINUTE
 
 
 def entries(n: int, prefix: str = "k", timestamp_ms: int = 1_000) -> list[Entry]:
@@ -88,6 +91,66 @@ def test_every_version_of_a_row_is_on_its_topic_in_order(storage: OpenStorage) -
     } == {"service_inventory"}
     topics.keep(table, [storage.inventory.get_many(ServiceInventory, ["web"])["web"]])
     assert [beat for _, beat in versions()] == [1, 2, 3, 4, 5]
+
+
+def test_a_filtered_read_returns_only_the_matching_versions_kept_or_current(storage: OpenStorage) -> None:
+    """A read filtered by service, endpoint, time bucket and time published
+    gets from the storage the versions that match and nothing else, whether
+    they are kept in the history or still in their rows; a model without the
+    column filtered by (a relation) matches nothing."""
+    storage.metrics.install(METRICS_TYPES)
+    storage.topics.install({"metrics": 1})
+    topics = Topics(storage.topics, storage.records, storage.offsets, {Topic.METRICS: 1}, Instruments(), 60)
+
+    def put(model: type[M], rows: list[M]) -> None:
+        stored = storage.metrics.get_many(model, MINUTE, [r.key() for r in rows])
+        versions = [(stored.get(r.key()), r) for r in rows]
+        with topics.writing(Table(model, MINUTE), versions) as placed:
+            assert placed.positions is not None
+            writes = [
+                MetricsWrite(old, new, {}, p)
+                for (old, new), p in zip(versions, placed.positions, strict=True)
+            ]
+            outcome = storage.metrics.put(model, MINUTE, writes)
+            assert not outcome.retry and not outcome.failed
+            placed.refused = set()
+
+    def endpoint(bucket: int, service: str, path: str, calls: int) -> EndpointMetrics:
+        return EndpointMetrics(time_bucket=bucket, service=service, endpoint=path, calls=calls)
+
+    for calls in (1, 2, 3):  # three versions of each row: two kept, one current
+        put(
+            EndpointMetrics,
+            [endpoint(202611230900, s, p, calls) for s in ("shop", "db") for p in ("/a", "/b")],
+        )
+        put(EndpointMetrics, [endpoint(202611231000, "shop", "/a", calls)])
+    put(ServiceRelationMetrics, [ServiceRelationMetrics(time_bucket=202611230900, source="shop", dest="db",
+                                                        detect_point="client", calls=1)])  # fmt: skip
+    topics.run_once()
+
+    def read(where: Where) -> list[tuple[object, ...]]:
+        b = storage.topics.bounds("metrics")[0]
+        got = storage.topics.read("metrics", 0, b.start, 1000, where).records
+        return sorted(
+            (r.value["service"], r.value["endpoint"], r.value["time_bucket"], r.value["calls"]) for r in got
+        )
+
+    shop_a = [("shop", "/a", 202611230900, n) for n in (1, 2, 3)] + [
+        ("shop", "/a", 202611231000, n) for n in (1, 2, 3)
+    ]
+    assert read(Where({"service": frozenset({"shop"}), "endpoint": frozenset({"/a"})})) == shop_a
+    assert read(Where({"service": frozenset({"shop"}), "endpoint": frozenset({"/a"})},
+                      {"time_bucket": (202611231000, None)})) == shop_a[3:]  # fmt: skip
+    assert len(read(Where({"service": frozenset({"db", "shop"})}))) == 15
+    assert read(Where({"service": frozenset({"nobody"})})) == []
+    b = storage.topics.bounds("metrics")[0]
+    everything = storage.topics.read("metrics", 0, b.start, 1000).records
+    assert len(everything) == 16
+    published = sorted(r.timestamp_ms for r in everything)
+    after = Where(published=(published[-1], None))
+    assert len(storage.topics.read("metrics", 0, b.start, 1000, after).records) == published.count(
+        published[-1]
+    )
 
 
 def test_retention_by_size_and_by_age_moves_the_start(storage: OpenStorage) -> None:

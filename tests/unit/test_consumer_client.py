@@ -16,7 +16,7 @@ from consumer.fetcher import Fetcher, FetchThreadStopped
 from consumer.group import ChannelState, CommitRefused, Group, NotAMember
 from consumer.membership import HEARTBEAT_ERRORS, HeartbeatAction, HeartbeatStopped, heartbeat_action
 from consumer.subscription import PartitionState, SubscriptionState
-from model.topics import Bounds, Fetched, Retention, TopicRecord
+from model.topics import Bounds, Fetched, Retention, TopicRecord, Where
 from storage.api import OffsetOutOfRange, StorageError, StorageUnavailable
 from tests.entries import Entry
 from tests.unit.fakes import MemoryStateStore
@@ -72,7 +72,9 @@ class MemoryTopics:
                 [Bounds(p, self.starts[p], len(r)) for p, r in self.records.items()] if topic == TOPIC else []
             )
 
-    def read(self, topic: str, partition: int, offset: int, limit: int) -> Fetched:
+    def read(
+        self, topic: str, partition: int, offset: int, limit: int, where: Where | None = None
+    ) -> Fetched:
         with self.lock:
             if self.broken is not None:
                 raise self.broken
