@@ -139,6 +139,8 @@ class ElasticsearchTopicDAO:
         self._client = client
         self._es = client.es
         self._layouts: dict[str, _Layout] = {}
+        self._seen: dict[tuple[str, int], Bounds] = {}
+        """The bounds each partition was last read with (ends only move up)."""
 
     def _layout(self, topic: str) -> _Layout:
         layout = self._layouts.get(topic)
@@ -282,10 +284,21 @@ class ElasticsearchTopicDAO:
             (Bounds(d["partition"], d["start"], d["end"]) for d in found), key=lambda b: b.partition
         )
 
+    def _bounds_for(self, topic: str, partition: int, offset: int = -1, limit: int = 0) -> Bounds:
+        """The partition's bounds, asked for again unless a read of ``limit``
+        offsets from ``offset`` stays below the end last seen: a reader
+        catching up makes one request per read, and what reaches the end
+        sees where it is now."""
+        b = self._seen.get((topic, partition))
+        if b is None or not b.start <= offset or offset + limit > b.end:
+            b, _ = self._get_bounds(topic, partition)
+            self._seen[(topic, partition)] = b
+        return b
+
     def read(
         self, topic: str, partition: int, offset: int, limit: int, where: Where | None = None
     ) -> Fetched:
-        b, _ = self._get_bounds(topic, partition)
+        b = self._bounds_for(topic, partition, offset, limit)
         if not b.start <= offset <= b.end:
             raise OffsetOutOfRange(topic, partition, offset, b.start, b.end)
         if offset == b.end:
@@ -305,8 +318,8 @@ class ElasticsearchTopicDAO:
             r = layout.entry(topic, partition, h)
             if not records or records[-1].offset != r.offset:  # a version both kept and still the row's
                 records.append(r)
-        if not records or records[0].offset != offset:  # a gap, or retention ran between the two reads
-            now, _ = self._get_bounds(topic, partition)
+        if not records or records[0].offset != offset:  # a gap, or retention ran since the bounds were read
+            now = self._bounds_for(topic, partition)
             if offset < now.start:
                 raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
         return Fetched(records, records[-1].offset + 1 if len(hits) == size else b.end)
