@@ -235,11 +235,11 @@ class Topics:
             self._pending += again
             self._held += sum(p.nbytes for p in again) - sum(p.nbytes for p in pending)
         for topic, partitions in self._partitions.items():
-            for partition in range(partitions):
-                mark = self._ranges.watermark(topic.value, partition)
-                if mark is not None and mark > self._ends.get((topic, partition), -1):
-                    self._topics.advance(topic.value, partition, mark)
-                    self._ends[(topic, partition)] = mark
+            marks = {p: self._ranges.watermark(topic.value, p) for p in range(partitions)}
+            ahead = {p: m for p, m in marks.items() if m is not None and m > self._ends.get((topic, p), -1)}
+            if ahead:
+                self._topics.advance(topic.value, ahead)
+                self._ends.update({(topic, p): m for p, m in ahead.items()})
 
     def _write_again(self, placement: Placement) -> None:
         """Records are written again by id at their new positions; row

@@ -271,9 +271,9 @@ class TopicDAO(Protocol):
         positions (written again, a version is stored once) and makes them
         readable before it returns."""
 
-    def advance(self, topic: str, partition: int, end: int) -> None:
-        """Moves the partition's end up to ``end`` (never down): the records
-        below it were made readable (``make_readable``)."""
+    def advance(self, topic: str, ends: Mapping[int, int]) -> None:
+        """Moves each partition's end up to ``ends[partition]`` (never down):
+        the records below it were made readable (``make_readable``)."""
 
     def make_readable(self, topic: str) -> None:
         """Makes the records written so far readable (Elasticsearch refreshes)."""

@@ -27,5 +27,5 @@ def publish(topics: TopicDAO, topic: str, partition: int, entries: Sequence[Entr
             for i, e in enumerate(entries)
         ],
     )
-    topics.advance(topic, partition, first + len(entries))
+    topics.advance(topic, {partition: first + len(entries)})
     return next(b for b in topics.bounds(topic) if b.partition == partition)

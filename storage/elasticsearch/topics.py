@@ -204,14 +204,12 @@ class ElasticsearchTopicDAO:
                 return False
         return True
 
-    def _move_bounds(self, topic: str, partition: int, start: int = 0, end: int = 0) -> Bounds:
-        """Moves the partition's start and end up to ``start`` and ``end``
-        (never down), whoever else moves them meanwhile. The start stops at
-        the end: only ``end`` says which records are readable."""
+    def _move_start(self, topic: str, partition: int, start: int) -> Bounds:
+        """Moves the partition's start up to ``start`` (never down, and never
+        past the end), whoever else moves its bounds meanwhile."""
         while True:
             b, version = self._get_bounds(topic, partition)
-            new_end = max(b.end, end)
-            moved = Bounds(partition, max(b.start, min(start, new_end)), new_end)
+            moved = Bounds(partition, max(b.start, min(start, b.end)), b.end)
             if moved == b or self._set_bounds(topic, moved, version):
                 return moved
 
@@ -242,8 +240,37 @@ class ElasticsearchTopicDAO:
             raise StorageError(f"{what}: {len(failures)} refused, the first: {failures[0].get('error')}")
         self._refresh(self._layout(topic).days)
 
-    def advance(self, topic: str, partition: int, end: int) -> None:
-        self._move_bounds(topic, partition, end=end)
+    def advance(self, topic: str, ends: Mapping[int, int]) -> None:
+        """One read of the partitions' bounds and one bulk of versioned
+        writes; a partition someone else moved meanwhile is tried again."""
+        index = self._client.index(BOUNDS)
+        left = dict(ends)
+        while left:
+            with translated_errors(f"reading the bounds of {topic}"):
+                docs = self._es.mget(index=index, ids=[f"{topic}-{p}" for p in left])["docs"]
+            actions = []
+            for partition, doc in zip(left, docs, strict=True):
+                if not doc.get("found"):
+                    raise StorageError(f"topic {topic} has no partition {partition}")
+                src = doc["_source"]
+                if left[partition] > src["end"]:
+                    actions.append(
+                        {
+                            "_op_type": "index",
+                            "_index": index,
+                            "_id": doc["_id"],
+                            "_source": {**src, "end": left[partition]},
+                            "if_seq_no": doc["_seq_no"],
+                            "if_primary_term": doc["_primary_term"],
+                        }
+                    )
+            what = f"moving the ends of {topic}"
+            failures = self._client.bulk(actions, what)
+            raise_if_busy(failures, what)
+            if any(f.get("status") != 409 for f in failures):
+                raise StorageError(f"{what}: {failures[0].get('error')}")
+            moved_meanwhile = {f["_id"] for f in failures}
+            left = {p: e for p, e in left.items() if f"{topic}-{p}" in moved_meanwhile}
 
     def make_readable(self, topic: str) -> None:
         self._refresh(self._layout(topic).indices)
@@ -353,7 +380,7 @@ class ElasticsearchTopicDAO:
         for b in self.bounds(topic):
             start = retention.start(b, self._first_since(topic, b, cutoff_ms))
             if start > b.start:
-                moved = self._move_bounds(topic, b.partition, start=start)
+                moved = self._move_start(topic, b.partition, start)
                 removed[b.partition] = moved.start - b.start
         self._drop_old(self._layout(topic).days, cutoff_ms)
         return removed
@@ -396,7 +423,7 @@ class ElasticsearchTopicDAO:
         removed = {p: b["doc_count"] for p, b in self._per_partition(",".join(old), {}).items()}
         for b in self.bounds(topic):
             low = lowest.get(b.partition)
-            self._move_bounds(topic, b.partition, start=b.end if low is None else int(low["low"]["value"]))
+            self._move_start(topic, b.partition, b.end if low is None else int(low["low"]["value"]))
         with translated_errors(f"dropping {', '.join(old)}"):
             self._es.indices.delete(index=",".join(old))
         return removed

@@ -115,12 +115,13 @@ class EmbeddedTopicDAO:
                 ],
             )
 
-    def advance(self, topic: str, partition: int, end: int) -> None:
-        self._db.execute(
-            "UPDATE topic_partitions SET end_offset = MAX(end_offset, ?) "
-            "WHERE topic = ? AND partition_no = ?",
-            (end, topic, partition),
-        )
+    def advance(self, topic: str, ends: Mapping[int, int]) -> None:
+        with self._db.transaction() as db:
+            db.executemany(
+                "UPDATE topic_partitions SET end_offset = MAX(end_offset, ?) "
+                "WHERE topic = ? AND partition_no = ?",
+                [(end, topic, partition) for partition, end in ends.items()],
+            )
 
     def make_readable(self, topic: str) -> None:
         pass  # a committed write is readable

@@ -4,7 +4,9 @@ retention, and what L2 publishes into them. Runs on both storages."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
+import threading
 import time
 from collections.abc import Callable
 
@@ -151,6 +153,33 @@ def test_a_filtered_read_returns_only_the_matching_versions_kept_or_current(stor
     assert len(storage.topics.read("metrics", 0, b.start, 1000, after).records) == published.count(
         published[-1]
     )
+
+
+def test_ends_moved_by_writers_at_once_end_at_the_highest(storage: OpenStorage) -> None:
+    """Several writers move the ends of the same partitions at once (each
+    write versioned, a conflict tried again): every end ends at the highest
+    any writer gave it, and never moved down on the way."""
+    storage.topics.install({"segment": 3})
+    seen: dict[int, list[list[int]]] = {}
+
+    def writer(first: int) -> None:
+        for step in range(first, 60, 4):
+            storage.topics.advance("segment", {p: step + p for p in range(3)})
+            seen.setdefault(first, []).append([b.end for b in storage.topics.bounds("segment")])
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert storage.topics.bounds("segment") == [Bounds(0, 0, 59), Bounds(1, 0, 60), Bounds(2, 0, 61)]
+    for ends in seen.values():  # what each writer saw after each move
+        assert len(ends) == 15
+        assert all(
+            x <= y for before, after in itertools.pairwise(ends) for x, y in zip(before, after, strict=True)
+        )
+    storage.topics.advance("segment", {0: 10})  # never down
+    assert storage.topics.bounds("segment")[0] == Bounds(0, 0, 59)
 
 
 def test_retention_by_size_and_by_age_moves_the_start(storage: OpenStorage) -> None:

@@ -56,7 +56,7 @@ class MemoryTopics:
     def keep(self, topic: str, versions: Sequence[TopicRecord]) -> None:
         raise NotImplementedError("these topics are appended to")
 
-    def advance(self, topic: str, partition: int, end: int) -> None:
+    def advance(self, topic: str, ends: Mapping[int, int]) -> None:
         raise NotImplementedError("these topics are appended to")
 
     def make_readable(self, topic: str) -> None:
