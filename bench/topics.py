@@ -210,6 +210,9 @@ def main() -> None:
         write_s = time.perf_counter() - start
         print(f"stored {args.records} segments in {write_s:.1f} s ({args.records / write_s:,.0f} records/s)")
 
+        # Twice, the second timed: the first warms Elasticsearch's caches, as
+        # the first read warms them for the readers after it.
+        raw_rate(es.url, f"{prefix}_{TOPIC}-*", args.partitions)
         n, raw_s = raw_rate(es.url, f"{prefix}_{TOPIC}-*", args.partitions)
         assert n == args.records, (n, args.records)
         consumer_s = consumer_rate(config, args.records)
