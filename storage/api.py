@@ -32,6 +32,12 @@ def check_where(model: type[StreamData], where: Mapping[str, str] | None) -> Map
     return where or {}
 
 
+def each_position(positions: Sequence[Position] | None, count: int) -> Sequence[Position | None]:
+    """The topic position of each of ``count`` items written (None for each
+    when they are not published)."""
+    return positions if positions is not None else [None] * count
+
+
 class StorageError(RuntimeError):
     """A storage operation failed. ``retriable`` says whether the same call may
     succeed later (server busy or unreachable) or never will."""

@@ -20,7 +20,7 @@ import elasticsearch
 
 from model.inventory import Inventory
 from model.topics import Position
-from storage.api import I, InsertOutcome, StorageError, Stored
+from storage.api import I, InsertOutcome, StorageError, Stored, each_position
 from storage.elasticsearch.client import (
     POSITION_FIELDS,
     ElasticsearchClient,
@@ -100,7 +100,7 @@ class ElasticsearchInventoryDAO:
     ) -> list[str]:
         index = self._client.index(model.MODEL)
         actions = []
-        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(rows)
+        placed = each_position(positions, len(rows))
         for (stored, new), position in zip(rows, placed, strict=True):
             seq_no, term = typing.cast(tuple[int, int], stored.version)
             actions.append(
@@ -129,7 +129,7 @@ class ElasticsearchInventoryDAO:
         self, model: type[I], items: Sequence[I], positions: Sequence[Position] | None = None
     ) -> InsertOutcome:
         index = self._client.index(model.MODEL)
-        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
+        placed = each_position(positions, len(items))
         docs = [
             {
                 "_op_type": "create",

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from model.records import Record
 from model.topics import Position
-from storage.api import R, check_where
+from storage.api import R, check_where, each_position
 from storage.elasticsearch.client import (
     POSITION_FIELDS,
     ElasticsearchClient,
@@ -60,7 +60,7 @@ class ElasticsearchRecordDAO:
         self, model: type[R], items: Sequence[R], positions: Sequence[Position] | None = None
     ) -> dict[str, str]:
         keys = {doc_id(i.key()): i.key() for i in items}
-        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
+        placed = each_position(positions, len(items))
         actions = (
             {
                 "_op_type": "index",

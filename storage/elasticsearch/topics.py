@@ -311,15 +311,19 @@ class ElasticsearchTopicDAO:
             (Bounds(d["partition"], d["start"], d["end"]) for d in found), key=lambda b: b.partition
         )
 
-    def _bounds_for(self, topic: str, partition: int, offset: int = -1, limit: int = 0) -> Bounds:
+    def _bounds_for(self, topic: str, partition: int, offset: int, limit: int) -> Bounds:
         """The partition's bounds, asked for again unless a read of ``limit``
         offsets from ``offset`` stays below the end last seen: a reader
         catching up makes one request per read, and what reaches the end
         sees where it is now."""
         b = self._seen.get((topic, partition))
         if b is None or not b.start <= offset or offset + limit > b.end:
-            b, _ = self._get_bounds(topic, partition)
-            self._seen[(topic, partition)] = b
+            b = self._fresh_bounds(topic, partition)
+        return b
+
+    def _fresh_bounds(self, topic: str, partition: int) -> Bounds:
+        b, _ = self._get_bounds(topic, partition)
+        self._seen[(topic, partition)] = b
         return b
 
     def read(
@@ -346,7 +350,7 @@ class ElasticsearchTopicDAO:
             if not records or records[-1].offset != r.offset:  # a version both kept and still the row's
                 records.append(r)
         if not records or records[0].offset != offset:  # a gap, or retention ran since the bounds were read
-            now = self._bounds_for(topic, partition)
+            now = self._fresh_bounds(topic, partition)
             if offset < now.start:
                 raise OffsetOutOfRange(topic, partition, offset, now.start, now.end)
         return Fetched(records, records[-1].offset + 1 if len(hits) == size else b.end)
@@ -405,12 +409,11 @@ class ElasticsearchTopicDAO:
         old = [n for n in names if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < cutoff]
         return old, [n for n in names if n not in old]
 
-    def _drop_old(self, pattern: str, cutoff_ms: int) -> list[str]:
+    def _drop_old(self, pattern: str, cutoff_ms: int) -> None:
         old, _ = self._old_days(pattern, cutoff_ms)
         if old:
             with translated_errors(f"dropping {', '.join(old)}"):
                 self._es.indices.delete(index=",".join(old))
-        return old
 
     def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
         """Drops the day indices of records older than ``cutoff_ms``'s day.

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from model.inventory import Inventory
 from model.topics import Position
-from storage.api import I, InsertOutcome, StorageError, Stored
+from storage.api import I, InsertOutcome, StorageError, Stored, each_position
 from storage.embedded.db import (
     POSITION_COLUMNS,
     Database,
@@ -62,7 +62,7 @@ class EmbeddedInventoryDAO:
     ) -> list[str]:
         cols = [c for c in model.columns() if c.name != "sequence"]
         assignments = ", ".join(f"{n} = ?" for n in (*POSITION_COLUMNS, *(c.name for c in cols)))
-        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(rows)
+        placed = each_position(positions, len(rows))
         changed: list[str] = []
         with self._db.transaction() as db:
             for (stored, new), position in zip(rows, placed, strict=True):
@@ -83,7 +83,7 @@ class EmbeddedInventoryDAO:
         names = [*POSITION_COLUMNS, *(c.name for c in cols)]
         marks = ", ".join("?" * len(names))
         sql = f"INSERT INTO {model.MODEL} (key, version, {', '.join(names)}) VALUES (?, 1, {marks})"
-        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
+        placed = each_position(positions, len(items))
         outcome = InsertOutcome()
         with self._db.transaction() as db:
             for item, position in zip(items, placed, strict=True):

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from model.records import Record
 from model.topics import Position
-from storage.api import R
+from storage.api import R, each_position
 from storage.embedded.db import POSITION_COLUMNS, Database, column_definitions, position_values, sql_value
 from storage.embedded.metrics import where_clause
 
@@ -37,7 +37,7 @@ class EmbeddedRecordDAO:
         cols = list(model.stored_columns())
         names = ["key", "day", *POSITION_COLUMNS, *(c.name for c in cols)]
         marks = ", ".join("?" * len(names))
-        placed: Sequence[Position | None] = positions if positions is not None else [None] * len(items)
+        placed = each_position(positions, len(items))
         sql = f"INSERT OR REPLACE INTO {model.MODEL} ({', '.join(names)}) VALUES ({marks})"
         with self._db.transaction() as db:
             db.executemany(
