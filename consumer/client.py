@@ -12,9 +12,10 @@ the way aiokafka splits its consumer:
 
 - ``SubscriptionState`` (``consumer/subscription.py``): what is owned, the
   positions, versions and read-ahead buffers, the group's grants; one lock.
-- ``Fetcher`` (``consumer/fetcher.py``): the fetch thread, which reads ahead
-  into a buffer per partition while the caller processes the previous batch
-  (the Kafka seed's pipelined ``poll``), and out-of-range resets.
+- ``Fetcher`` (``consumer/fetcher.py``): the fetch threads, which read ahead
+  into a buffer per partition, two partitions at once, while the caller
+  processes the previous batch (the Kafka seed's pipelined ``poll``), and
+  out-of-range resets.
 - ``Membership`` (``consumer/membership.py``): the heartbeat thread, the
   grants, the callbacks, and commits (auto, asynchronous, before hand-back).
 

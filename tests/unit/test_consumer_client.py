@@ -269,6 +269,30 @@ def test_a_storage_error_is_retried_for_its_partition_only_and_poll_never_sees_i
     assert thread_names("f1") == set()
 
 
+def test_two_partitions_are_read_at_once_so_a_slow_read_holds_back_only_its_own(
+    consumers: list[Consumer],
+) -> None:
+    class SlowPartition0(MemoryTopics):
+        """The read of partition 0 takes until the test has partition 1's records."""
+
+        released = threading.Event()
+
+        def read(
+            self, topic: str, partition: int, offset: int, limit: int, where: Where | None = None
+        ) -> Fetched:
+            if partition == 0:
+                self.released.wait(10)
+            return super().read(topic, partition, offset, limit, where)
+
+    topics = SlowPartition0(partitions=2, records=3)
+    consumer = Consumer(topics, member_id="c1", **FAST)
+    consumers.append(consumer)
+    consumer.assign([TP0, TopicPartition(TOPIC, 1)])
+    assert drain(consumer, 3) == [(1, 0), (1, 1), (1, 2)]
+    topics.released.set()
+    assert drain(consumer, 3) == [(0, 0), (0, 1), (0, 2)]
+
+
 def test_a_fetch_thread_that_fails_unexpectedly_stops_and_poll_raises_why(consumers: list[Consumer]) -> None:
     topics = MemoryTopics(records=10)
     topics.broken = KeyError("boom")
@@ -423,7 +447,12 @@ def test_close_commits_leaves_and_joins_every_thread_it_started(consumers: list[
     consumer.subscribe([TOPIC])
     assert len(drain(consumer, 6)) == 6
     assert consumer.commit({TP0: 1}, asynchronous=True).result() is None
-    assert thread_names("c1") == {"consumer-fetch-c1", "consumer-heartbeat-c1", "consumer-commit-c1_0"}
+    assert thread_names("c1") == {
+        "consumer-fetch-c1",
+        "consumer-fetch-c1-1",
+        "consumer-heartbeat-c1",
+        "consumer-commit-c1_0",
+    }
     consumer.close()
     assert thread_names("c1") == set()
     group = Group(store, "g").state()
