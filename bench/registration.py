@@ -26,6 +26,7 @@ from pathlib import Path
 
 import grpc
 
+from bench.cpu import Usage, measuring
 from deploy.servers import ElasticsearchServer, RedisServer
 from model.inventory import ServiceInventory
 from proto import register_pb2, register_pb2_grpc
@@ -141,9 +142,10 @@ def ask_known(address: str, names: list[str], threads: int, batch: int, duration
     return answered / (time.perf_counter() - started)
 
 
-def bulk_ceiling(es_url: str, count: int) -> float:
+def bulk_ceiling(es_url: str, count: int, es_pid: int, usage: Usage) -> float:
     """Rows per second Elasticsearch takes when the same rows are written with
-    nothing else in the way: one bulk create per 5000, as L2 writes them."""
+    nothing else in the way: one bulk create per 5000, as L2 writes them; what
+    it used fills ``usage``."""
     client = ElasticsearchClient(es_url, f"ceiling{uuid.uuid4().hex[:8]}")
     dao = ElasticsearchInventoryDAO(client)
     dao.install([ServiceInventory])
@@ -152,12 +154,11 @@ def bulk_ceiling(es_url: str, count: int) -> float:
         for i in range(count)
     ]
     dao.insert(ServiceInventory, rows[:5000])  # warm-up, like the node's
-    started = time.perf_counter()
-    for start in range(5000, count, 5000):
-        dao.insert(ServiceInventory, rows[start : start + 5000])
-    rate = (count - 5000) / (time.perf_counter() - started)
+    with measuring(usage, es_pid):
+        for start in range(5000, count, 5000):
+            dao.insert(ServiceInventory, rows[start : start + 5000])
     client.close()
-    return rate
+    return (count - 5000) / usage.wall_s
 
 
 def pct(values: list[float], q: float) -> float:
@@ -198,8 +199,11 @@ def main() -> None:
     names = [f"bench-service-{i}" for i in range(args.names)]
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
-        ceiling_rows = bulk_ceiling(es.url, args.names + 5000)
+        assert es.proc is not None
+        ceiling_usage = Usage()
+        ceiling_rows = bulk_ceiling(es.url, args.names + 5000, es.proc.pid, ceiling_usage)
         print(f"elasticsearch bulk create alone (storage ceiling): {ceiling_rows:8.0f} rows/s")
+        print(f"  CPU: {ceiling_usage.line(args.names, 'row')}")
         with tempfile.TemporaryDirectory() as tmp:
             storages = {
                 "embedded": ["--storage", "embedded", "--embedded-path", f"{tmp}/bench.db"],
@@ -234,7 +238,9 @@ def main() -> None:
                 try:
                     warm = [f"warmup-{i}" for i in range(args.warmup)]
                     register_new(address, warm, args.threads, args.batch, args.poll_s)
-                    burst = register_new(address, names, args.threads, args.batch, args.poll_s)
+                    burst_usage = Usage()
+                    with measuring(burst_usage, es.proc.pid if storage != "embedded" else None, node.pid):
+                        burst = register_new(address, names, args.threads, args.batch, args.poll_s)
                     paced_names = [f"paced-{i}" for i in range(int(args.paced_rate * args.paced_s))]
                     paced = register_new(
                         address, paced_names, args.threads, args.batch, args.paced_poll_s, args.paced_rate
@@ -254,6 +260,7 @@ def main() -> None:
                     f"{storage:14s} new names, burst of {len(names)}: {burst.ids_per_s:8.0f} ids/s{share}  "
                     f"(time-to-id p50 {pct(t, 50) * 1000:.0f} ms, p99 {pct(t, 99) * 1000:.0f} ms: queueing)"
                 )
+                print(f"  CPU: {burst_usage.line(len(names), 'id')}")
                 t = paced.time_to_id_s
                 print(
                     f"{storage:14s} new names at {args.paced_rate:.0f}/s: "

@@ -6,6 +6,11 @@ Elasticsearch, beside two ceilings measured in the same run:
 - storage: the segment documents the pipeline writes, written straight to
   Elasticsearch with the bulk helper and nothing else running.
 
+And where the two cores go: the CPU time the node, Elasticsearch and this
+process (the agents' load) each used per segment, beside what Elasticsearch
+used per document under the storage ceiling. The pipeline shares the machine
+with Elasticsearch and the load; each ceiling has it to itself.
+
 And freshness: the time from a segment's arrival to its metrics being readable
 (searchable) in Elasticsearch, while a steady load runs.
 
@@ -15,6 +20,7 @@ And freshness: the time from a segment's arrival to its metrics being readable
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -27,6 +33,7 @@ import grpc
 from elasticsearch import Elasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 
+from bench.cpu import Usage, measuring
 from bench.registration import spawn, stop
 from deploy.cluster import read_metrics
 from deploy.servers import ElasticsearchServer, RedisServer
@@ -109,8 +116,9 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def storage_ceiling(es_url: str, segments: list[bytes]) -> float:
-    """Segment documents per second written straight with the bulk helper."""
+def storage_ceiling(es_url: str, segments: list[bytes], es_pid: int, usage: Usage) -> float:
+    """Segment documents per second written straight with the bulk helper;
+    what it used fills ``usage``."""
     records = [record_of(segment_of(tracing_pb2.SegmentObject.FromString(b))) for b in segments]
     index = f"ceiling{uuid.uuid4().hex[:8]}-{records[0].day}"
     with Elasticsearch(es_url, request_timeout=120, serializer=OrjsonSerializer()) as es:
@@ -120,11 +128,10 @@ def storage_ceiling(es_url: str, segments: list[bytes]) -> float:
             settings={"number_of_shards": 1, "number_of_replicas": 0},
         )
         actions = ({"_index": index, "_id": r.key(), "_source": r.to_row()} for r in records)
-        began = time.perf_counter()
-        helpers.bulk(es, actions, chunk_size=2000)
-        elapsed = time.perf_counter() - began
+        with measuring(usage, es_pid):
+            helpers.bulk(es, actions, chunk_size=2000)
         es.indices.delete(index=index)
-    return len(records) / elapsed
+    return len(records) / usage.wall_s
 
 
 def freshness(address: str, es_url: str, prefix: str, probes: int, interval_s: float) -> list[float]:
@@ -179,17 +186,20 @@ def main() -> None:
 
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
-        storage = storage_ceiling(es.url, segments)
-        rates = {}
+        assert es.proc is not None
+        ceiling_usage = Usage()
+        storage = storage_ceiling(es.url, segments, es.proc.pid, ceiling_usage)
+        rates, usages = {}, {}
         for publish in ("off", "on"):  # on last: freshness is measured with it
             node, address, admin, prefix = start_node(es.url, rs.url, args.persist_interval_s, publish)
             try:
                 send(address, warmup, args.streams)
                 until_written(admin, len(warmup))
-                began = time.perf_counter()
-                send(address, segments, args.streams)
-                until_written(admin, len(warmup) + args.segments)
-                rates[publish] = args.segments / (time.perf_counter() - began)
+                usages[publish] = Usage()
+                with measuring(usages[publish], es.proc.pid, node.pid):
+                    send(address, segments, args.streams)
+                    until_written(admin, len(warmup) + args.segments)
+                rates[publish] = args.segments / usages[publish].wall_s
                 if publish == "on":
                     fresh = freshness(address, es.url, prefix, args.probes, 0.25)
             finally:
@@ -202,13 +212,25 @@ def main() -> None:
     pipeline = rates["on"]
     print(f"gRPC ceiling (decode only):        {grpc_ceiling:8.0f} segments/s")
     print(f"storage ceiling (bulk helper):     {storage:8.0f} segments/s (each segment document once)")
+    print(f"  CPU: {ceiling_usage.line(args.segments, 'document')}")
     print(
         f"pipeline into Elasticsearch:       {pipeline:8.0f} segments/s = {pipeline / lower:.1%} "
         f"of the lower ceiling ({5 * pipeline:.0f} spans/s, {pipeline / 2:.0f} segments/s per core)"
     )
+    print(f"  CPU: {usages['on'].line(args.segments, 'segment')}")
     print(
         f"the same, topics not published:    {rates['off']:8.0f} segments/s: publishing runs at "
         f"{pipeline / rates['off']:.0%} of it"
+    )
+    print(f"  CPU: {usages['off'].line(args.segments, 'segment')}")
+    on = usages["on"]
+    goal = 0.6 * lower
+    others_us = (on.es_s + on.load_s) / args.segments * 1e6
+    left_us = (os.cpu_count() or 1) * 1e6 / goal - others_us
+    print(
+        f"at 60% of the lower ceiling ({goal:.0f} segments/s), Elasticsearch and the load would use "
+        f"{goal * others_us / 1e6:.2f} of the {os.cpu_count()} cores at their CPU per segment above, "
+        f"leaving the node {left_us:.0f} us per segment (it used {on.node_s / args.segments * 1e6:.0f})"
     )
     print(
         f"freshness (arrival to searchable metrics): p50 {statistics.median(fresh):.2f} s  "
