@@ -69,16 +69,17 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
 
     def persist(self, pending: dict[str, I]) -> None:
         """Stores ``pending`` (key -> combined item): updates the rows that exist,
-        inserts the missing ones with fresh sequences."""
+        inserts the missing ones with fresh sequences.
+
+        What the lock guards is the sequence. A row another writer inserted
+        since it was read is not read again under the lock: the insert
+        creates by key, so it comes back taken and is updated at the next
+        attempt (its allocated id stays unused)."""
         for _ in range(MAX_ATTEMPTS):
             missing = self._update_existing(pending)
             if not missing:
                 return
             with self._sequences.lock(self.model.SCOPE):
-                # Double check under the lock: another writer may have stored some meanwhile.
-                missing = self._update_existing(missing)
-                if not missing:
-                    return
                 pending = self._insert(missing)
             if not pending:
                 return
