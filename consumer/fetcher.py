@@ -107,7 +107,7 @@ class Fetcher:
             # The same error may be raised by many polls: each gets a fresh traceback.
             raise error.with_traceback(None)
 
-    # The thread.
+    # The threads.
 
     def start(self) -> None:
         if self._threads or self._stopping.is_set():
