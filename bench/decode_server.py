@@ -23,7 +23,7 @@ class DecodeOnly:
 
 
 def main() -> None:
-    server = GrpcServer("127.0.0.1", 0, workers=16, max_message_bytes=4 * 1024 * 1024)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=4 * 1024 * 1024)
     server.add(tracing_pb2.DESCRIPTOR.services_by_name["TraceSegmentReportService"], DecodeOnly())
     serve_until_terminated(server, "decode-only server")
 

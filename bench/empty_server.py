@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--answer-names", type=int, default=100)
     args = parser.parse_args()
-    server = GrpcServer("127.0.0.1", args.port, workers=16, max_message_bytes=4 * 1024 * 1024)
+    server = GrpcServer("127.0.0.1", args.port, max_message_bytes=4 * 1024 * 1024)
     server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], EmptyRegister(args.answer_names))
     serve_until_terminated(server, "empty server")
 

@@ -61,7 +61,7 @@ def main() -> None:
         servicer = RemoteService(
             workers, StreamTypes(INVENTORY_TYPES), instruments, budget, limits.call_deadline_s
         )
-    server = GrpcServer("127.0.0.1", 0, workers=8, max_message_bytes=64 * 1024 * 1024)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=64 * 1024 * 1024)
     server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], servicer, keep_undecodable=True)
     serve_until_terminated(server, "remote server")
 

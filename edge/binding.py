@@ -17,6 +17,7 @@ import grpc
 from google.protobuf import descriptor, message, message_factory
 
 from edge.errors import InvalidRequest, UnknownReference
+from edge.limits import CallLimits
 from runtime import deadline
 from runtime.budget import Overloaded
 from runtime.buffer import BufferClosed
@@ -78,17 +79,20 @@ def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
 
 
 def _unary(
-    fn: Callable[[Any, grpc.ServicerContext], Any], deadline_s: float
+    fn: Callable[[Any, grpc.ServicerContext], Any], deadline_s: float, limits: CallLimits
 ) -> Callable[[Any, grpc.ServicerContext], Any]:
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
         if isinstance(request, Undecodable):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
+        limits.admit(context)
         with deadline.call():
             deadline.start(deadline_s)
             try:
                 return fn(request, context)
             except Exception as e:
                 abort_for(context, e)
+            finally:
+                limits.leave()
 
     return handle
 
@@ -107,15 +111,25 @@ def _deadline_once_received(requests: Iterator[Any], deadline_s: float) -> Itera
 
 
 def _stream_in(
-    fn: Callable[[Iterator[Any], grpc.ServicerContext], Any], keep_undecodable: bool, deadline_s: float
+    fn: Callable[[Iterator[Any], grpc.ServicerContext], Any],
+    keep_undecodable: bool,
+    deadline_s: float,
+    limits: CallLimits,
 ) -> Callable[..., Any]:
     def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-        requests = _deadline_once_received(requests, deadline_s)
+        limits.admit(context)
+        requests = _deadline_once_received(limits.watched(requests, context), deadline_s)
         with deadline.call():
             try:
                 return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
+            except grpc.RpcError:
+                if context.is_active():
+                    raise
+                return None  # cancelled: by the client, or as idle; nobody hears an answer
             except Exception as e:
                 abort_for(context, e)
+            finally:
+                limits.leave()
 
     return handle
 
@@ -125,6 +139,7 @@ def bind(
     service: descriptor.ServiceDescriptor,
     servicer: object,
     deadline_s: float,
+    limits: CallLimits,
     keep_undecodable: bool = False,
 ) -> str:
     """Serves the methods of ``service`` with the servicer's methods of the same
@@ -133,7 +148,8 @@ def bind(
     with ``keep_undecodable``, client-streaming handlers get it in their stream
     as an ``Undecodable`` instead, to count it and go on. Whatever a call
     waits on ends by its deadline, ``deadline_s`` after its request (the last
-    of its stream) came (``runtime/deadline.py``)."""
+    of its stream) came (``runtime/deadline.py``). Every call counts
+    against ``limits``, and a client stream idle for too long is closed."""
     handlers = {}
     for method in service.methods:
         request_cls = message_factory.GetMessageClass(method.input_type)
@@ -147,10 +163,12 @@ def bind(
         }
         if method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(
-                _stream_in(fn, keep_undecodable, deadline_s), **kwargs
+                _stream_in(fn, keep_undecodable, deadline_s, limits), **kwargs
             )
         elif not method.client_streaming and not method.server_streaming:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(_unary(fn, deadline_s), **kwargs)
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(fn, deadline_s, limits), **kwargs
+            )
         else:
             raise NotImplementedError(f"{method.full_name}: server streaming is not used by skyoap")
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

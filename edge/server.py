@@ -12,6 +12,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from edge.binding import bind
+from edge.limits import CallLimits
 
 log = logging.getLogger(__name__)
 
@@ -22,12 +23,21 @@ class GrpcServer:
     it; services are added next, and ``start`` opens it to calls."""
 
     def __init__(
-        self, host: str, port: int, workers: int, max_message_bytes: int, call_deadline_s: float = 5.0
+        self,
+        host: str,
+        port: int,
+        max_message_bytes: int,
+        call_deadline_s: float = 5.0,
+        limits: CallLimits | None = None,
     ) -> None:
         """Each call answers within ``call_deadline_s`` of its request's arrival
-        (``edge.binding.bind``)."""
+        (``edge.binding.bind``), and ``limits`` bound the calls served at once
+        and close idle streams (``edge/limits.py``)."""
         self.call_deadline_s = call_deadline_s
-        self._executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc")
+        self.limits = limits or CallLimits(max_calls=128, stream_idle_s=60.0)
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=self.limits.threads, thread_name_prefix="grpc"
+        )
         self.server = grpc.server(
             self._executor,
             options=[
@@ -52,10 +62,13 @@ class GrpcServer:
         self, service: descriptor.ServiceDescriptor, servicer: object, keep_undecodable: bool = False
     ) -> None:
         """Serves ``service`` with ``servicer`` (see ``edge.binding.bind``)."""
-        self.services.append(bind(self.server, service, servicer, self.call_deadline_s, keep_undecodable))
+        self.services.append(
+            bind(self.server, service, servicer, self.call_deadline_s, self.limits, keep_undecodable)
+        )
 
     def start(self) -> None:
         reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)
+        self.limits.start()
         self.server.start()
         self._started = True
         for name in ("", *self.services):
@@ -74,6 +87,7 @@ class GrpcServer:
             # node whose start failed halfway must not keep it).
             self.server.start()
         self.server.stop(timeout_s).wait(timeout_s + 1)
+        self.limits.close()
         # A handler still running past the grace period is waiting out a bound
         # of its own (its call's deadline); the join is bounded too.
         joiner = threading.Thread(target=self._executor.shutdown, name="grpc-shutdown", daemon=True)

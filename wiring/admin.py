@@ -28,7 +28,7 @@ class AdminServer:
                 pass
 
         self._httpd = ThreadingHTTPServer((host, port), Handler)  # bound now: the port is known at once
-        self.port = self._httpd.server_address[1]
+        self.host, self.port = str(self._httpd.server_address[0]), int(self._httpd.server_address[1])
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:

@@ -31,7 +31,13 @@ class ServerConfig:
     port: int = option(11800, "gRPC port for agents and other nodes (0 picks a free one)")
     advertised_host: str = option("127.0.0.1", "address other nodes use to reach this one")
     max_message_bytes: int = option(4 * 1024 * 1024, "largest gRPC message the node accepts")
-    grpc_workers: int = option(16, "threads serving gRPC calls")
+    max_concurrent_calls: int = option(
+        128,
+        "most agent and node calls (streams included) served at once; past it a call is answered "
+        "RESOURCE_EXHAUSTED (health checks are not counted)",
+    )
+    stream_idle_s: float = option(60.0, "a client stream that sends nothing for this long is closed")
+    admin_host: str = option("127.0.0.1", "address the admin HTTP server binds (its /metrics is open)")
     admin_port: int = option(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
 
 

@@ -9,6 +9,7 @@ import time
 
 from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
 from aggregator.topics import Topics
+from edge.limits import CallLimits
 from edge.server import GrpcServer
 from model.inventory import INVENTORY_TYPES
 from model.metrics import METRICS_TYPES
@@ -108,6 +109,11 @@ class Node:
     def admin_port(self) -> int | None:
         return self._admin.port if self._admin else None
 
+    @property
+    def admin_host(self) -> str | None:
+        """The address the admin server is bound to."""
+        return self._admin.host if self._admin else None
+
     def start(self) -> Node:
         """Builds and starts everything; on failure, closes what was started and
         releases the server's port."""
@@ -145,12 +151,14 @@ class Node:
         self.server = server = GrpcServer(
             cfg.server.host,
             cfg.server.port,
-            cfg.server.grpc_workers,
             cfg.server.max_message_bytes,
             cfg.limits.call_deadline_s,
+            CallLimits(cfg.server.max_concurrent_calls, cfg.server.stream_idle_s),
         )
         if cfg.server.admin_port >= 0:
-            self._admin = life.start(AdminServer(cfg.server.host, cfg.server.admin_port, self.instruments))
+            self._admin = life.start(
+                AdminServer(cfg.server.admin_host, cfg.server.admin_port, self.instruments)
+            )
         cluster = self._cluster()
         clients: RemoteClientManager | None = None
         sender: RemoteSender | None = None
@@ -243,7 +251,7 @@ class Node:
             self.address,
             cfg.storage.kind.value,
             cfg.cluster.kind.value,
-            f" admin=http://{cfg.server.host}:{self._admin.port}/metrics" if self._admin else "",
+            f" admin=http://{self._admin.host}:{self._admin.port}/metrics" if self._admin else "",
         )
         return self
 

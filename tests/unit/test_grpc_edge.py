@@ -33,7 +33,7 @@ class Failing:
 
 @pytest.fixture
 def served() -> Iterator[tuple[Failing, register_pb2_grpc.RegisterStub]]:
-    server = GrpcServer("127.0.0.1", 0, workers=2, max_message_bytes=1 << 20)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 20)
     servicer = Failing()
     server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], servicer)
     server.start()
@@ -83,7 +83,7 @@ def test_a_stream_message_that_does_not_decode_ends_the_call_with_invalid_argume
             taken.extend(requests)
             return remote_pb2.RemoteAck(received=len(taken))
 
-    server = GrpcServer("127.0.0.1", 0, workers=2, max_message_bytes=1 << 20)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 20)
     server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], Remote())
     server.start()
     good = remote_pb2.RemoteMessage(nextWorkerId=19, streamDataId=1).SerializeToString()
@@ -123,7 +123,7 @@ def test_every_wait_of_a_call_ends_by_the_call_deadline() -> None:
         with budget.admission(10, wait_s=3600):
             pass
 
-    server = GrpcServer("127.0.0.1", 0, workers=2, max_message_bytes=1 << 20, call_deadline_s=0.2)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 20, call_deadline_s=0.2)
     server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], Waiting())
     server.start()
     try:

@@ -38,7 +38,7 @@ def target() -> Iterator[tuple[str, Collect[StreamData], Instruments]]:
     collect = Collect[StreamData](L2)
     workers.register(collect)
     instruments = Instruments()
-    server = GrpcServer("127.0.0.1", 0, workers=4, max_message_bytes=1 << 22)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 22)
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
         RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments),
@@ -156,7 +156,7 @@ def test_a_stream_refused_halfway_is_sent_again_and_every_item_is_taken_once() -
     budget = MemoryBudget(10**9, server_instruments)
     room = threading.Event()
     budget.hold(lambda: 0 if room.is_set() or len(collect.items) < 500 else 10**9)
-    server = GrpcServer("127.0.0.1", 0, workers=4, max_message_bytes=1 << 22)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 22)
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
         RemoteService(workers, StreamTypes(INVENTORY_TYPES), server_instruments, budget, wait_s=0.05),
