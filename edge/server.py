@@ -11,6 +11,7 @@ from google.protobuf import descriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from edge.auth import AgentToken
 from edge.binding import bind
 from edge.limits import CallLimits
 
@@ -29,11 +30,14 @@ class GrpcServer:
         max_message_bytes: int,
         call_deadline_s: float = 5.0,
         limits: CallLimits | None = None,
+        token: AgentToken | None = None,
     ) -> None:
         """Each call answers within ``call_deadline_s`` of its request's arrival
         (``edge.binding.bind``), and ``limits`` bound the calls served at once
-        and close idle streams (``edge/limits.py``)."""
+        and close idle streams (``edge/limits.py``). With ``token``, every
+        call but health checks must carry it (``edge/auth.py``)."""
         self.call_deadline_s = call_deadline_s
+        self.token = token
         self.limits = limits or CallLimits(max_calls=128, stream_idle_s=60.0)
         self._executor = futures.ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix="grpc"
@@ -63,7 +67,15 @@ class GrpcServer:
     ) -> None:
         """Serves ``service`` with ``servicer`` (see ``edge.binding.bind``)."""
         self.services.append(
-            bind(self.server, service, servicer, self.call_deadline_s, self.limits, keep_undecodable)
+            bind(
+                self.server,
+                service,
+                servicer,
+                self.call_deadline_s,
+                self.limits,
+                self.token,
+                keep_undecodable,
+            )
         )
 
     def start(self) -> None:

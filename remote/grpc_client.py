@@ -16,6 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import Counter
 
+from edge.auth import SendingToken
 from model.stream import StreamData
 from proto import remote_pb2
 from runtime.batching import BatchPolicy
@@ -106,7 +107,9 @@ class GrpcRemoteClient:
         give_back: Callable[[list[tuple[int, StreamData]]], None],
         stream: BatchPolicy = STREAM,
         reconnect: RetryPolicy = RECONNECT,
+        token: str = "",
     ) -> None:
+        """``token``: the agent token the target requires (``edge/auth.py``), if any."""
         self._address = address
         self._give_back = give_back
         if stream.max_delay_s is None:
@@ -129,6 +132,8 @@ class GrpcRemoteClient:
         self._closing = threading.Event()
         self._leaving = threading.Event()
         self._channel = grpc.insecure_channel(address)
+        if token:
+            self._channel = grpc.intercept_channel(self._channel, SendingToken(token))
         self._call = self._channel.stream_unary(
             CALL_BATCHED,
             request_serializer=remote_pb2.RemoteBatch.SerializeToString,

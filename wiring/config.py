@@ -37,6 +37,11 @@ class ServerConfig:
         "RESOURCE_EXHAUSTED (health checks are not counted)",
     )
     stream_idle_s: float = option(60.0, "a client stream that sends nothing for this long is closed")
+    auth_token: str = option(
+        "",
+        "SkyWalking's agent token: every call but health checks must carry it as the gRPC metadata "
+        "'authentication' (empty: none needed)",
+    )
     admin_host: str = option("127.0.0.1", "address the admin HTTP server binds (its /metrics is open)")
     admin_port: int = option(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
 

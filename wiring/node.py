@@ -9,6 +9,7 @@ import time
 
 from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
 from aggregator.topics import Topics
+from edge.auth import AgentToken
 from edge.limits import CallLimits
 from edge.server import GrpcServer
 from model.inventory import INVENTORY_TYPES
@@ -154,6 +155,7 @@ class Node:
             cfg.server.max_message_bytes,
             cfg.limits.call_deadline_s,
             CallLimits(cfg.server.max_concurrent_calls, cfg.server.stream_idle_s),
+            AgentToken(cfg.server.auth_token) if cfg.server.auth_token else None,
         )
         if cfg.server.admin_port >= 0:
             self._admin = life.start(
@@ -282,7 +284,11 @@ class Node:
             return SelfRemoteClient(node.address, self.workers)
         assert self._sender is not None
         return GrpcRemoteClient(
-            node.address, self.instruments, self.config.cluster.remote_buffer_size, self._sender.reroute
+            node.address,
+            self.instruments,
+            self.config.cluster.remote_buffer_size,
+            self._sender.reroute,
+            token=self.config.server.auth_token,
         )
 
     def close(self, grace_s: float = 5.0) -> None:

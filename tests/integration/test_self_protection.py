@@ -14,8 +14,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agent import Agent
+from edge.auth import SendingToken
+from model.inventory import ServiceInventory
 from proto.skywalking import common_pb2
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, stored
 from wiring.config import NodeConfig
 from wiring.node import Node
 
@@ -112,5 +114,38 @@ def test_the_admin_port_is_bound_to_loopback_unless_told_otherwise(tmp_path: Pat
     node = node_with(tmp_path, admin_port=0, admin_host="0.0.0.0")
     try:
         assert node.admin_host == "0.0.0.0"
+    finally:
+        node.close(5)
+
+
+def test_with_an_agent_token_only_calls_that_carry_it_are_served(tmp_path: Path) -> None:
+    node = node_with(tmp_path, auth_token="s3cret")
+    try:
+        for channel, details in [
+            (
+                grpc.insecure_channel(node.address),
+                "this node requires an agent token: send it as the gRPC metadata 'authentication' "
+                "(SkyWalking's agents: SW_AGENT_AUTHENTICATION)",
+            ),
+            (
+                grpc.intercept_channel(grpc.insecure_channel(node.address), SendingToken("guess")),
+                "the agent token is not the one this node requires",
+            ),
+        ]:
+            with pytest.raises(grpc.RpcError) as refused:
+                Agent(node.address, "orders", channel=channel).register(timeout_s=5)
+            assert (refused.value.code(), refused.value.details()) == (
+                grpc.StatusCode.UNAUTHENTICATED,
+                details,
+            )
+            channel.close()
+        assert health(node.address) == health_pb2.HealthCheckResponse.SERVING
+        assert stored(node.config.storage, ServiceInventory) == []
+
+        with grpc.intercept_channel(grpc.insecure_channel(node.address), SendingToken("s3cret")) as channel:
+            agent = Agent(node.address, "orders", retry_interval_s=0.05, channel=channel)
+            ids = agent.register(timeout_s=30)
+        assert (ids.service_id, ids.instance_id) == (1, 1)
+        assert [s.name for s in stored(node.config.storage, ServiceInventory)] == ["orders"]
     finally:
         node.close(5)

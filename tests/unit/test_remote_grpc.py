@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from deploy.servers import free_port
+from edge.auth import AgentToken
 from edge.server import GrpcServer
 from model.inventory import INVENTORY_TYPES, ServiceInstanceInventory, ServiceInventory
 from model.stream import Stage, StreamData, StreamTypes, worker_id
@@ -180,5 +181,39 @@ def test_a_stream_refused_halfway_is_sent_again_and_every_item_is_taken_once() -
         assert server_instruments.value("skyoap_remote_service_duplicate_batches_total") >= 1
         assert server_instruments.value("skyoap_memory_shed_total") >= 1
         assert instruments.value("skyoap_remote_unconfirmed_total", target=address) == 0
+    finally:
+        server.close(0)
+
+
+def test_with_an_agent_token_a_client_that_sends_it_is_served_and_a_call_without_it_is_refused() -> None:
+    workers = Workers()
+    collect = Collect[StreamData](L2)
+    workers.register(collect)
+    server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 22, token=AgentToken("s3cret"))
+    server.add(
+        remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
+        RemoteService(workers, StreamTypes(INVENTORY_TYPES), Instruments()),
+        keep_undecodable=True,
+    )
+    server.start()
+    address = f"127.0.0.1:{server.port}"
+    try:
+        with grpc.insecure_channel(address) as channel:
+            call = channel.stream_unary(CALL_BATCHED, request_serializer=bytes, response_deserializer=bytes)
+            with pytest.raises(grpc.RpcError) as refused:
+                call(iter([b""]), timeout=5)
+            assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert collect.items == []
+
+        client = GrpcRemoteClient(
+            address, Instruments(), buffer_size=100, give_back=lambda items: None, token="s3cret"
+        )
+        client.start()
+        items = [ServiceInventory(name=f"s{i}") for i in range(10)]
+        for item in items:
+            client.push(L2, item)
+        wait_for(lambda: len(collect.items) == 10)
+        assert collect.items == items
+        client.close(5)
     finally:
         server.close(0)
