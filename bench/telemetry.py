@@ -189,7 +189,7 @@ def main() -> None:
         assert es.proc is not None
         ceiling_usage = Usage()
         storage = storage_ceiling(es.url, segments, es.proc.pid, ceiling_usage)
-        rates, usages = {}, {}
+        usages = {}
         for publish in ("off", "on"):  # on last: freshness is measured with it
             node, address, admin, prefix = start_node(es.url, rs.url, args.persist_interval_s, publish)
             try:
@@ -199,7 +199,6 @@ def main() -> None:
                 with measuring(usages[publish], es.proc.pid, node.pid):
                     send(address, segments, args.streams)
                     until_written(admin, len(warmup) + args.segments)
-                rates[publish] = args.segments / usages[publish].wall_s
                 if publish == "on":
                     fresh = freshness(address, es.url, prefix, args.probes, 0.25)
             finally:
@@ -209,7 +208,8 @@ def main() -> None:
         rs.stop()
 
     lower = min(grpc_ceiling, storage)
-    pipeline = rates["on"]
+    on, off = usages["on"], usages["off"]
+    pipeline, without = args.segments / on.wall_s, args.segments / off.wall_s
     print(f"gRPC ceiling (decode only):        {grpc_ceiling:8.0f} segments/s")
     print(f"storage ceiling (bulk helper):     {storage:8.0f} segments/s (each segment document once)")
     print(f"  CPU: {ceiling_usage.line(args.segments, 'document')}")
@@ -217,13 +217,12 @@ def main() -> None:
         f"pipeline into Elasticsearch:       {pipeline:8.0f} segments/s = {pipeline / lower:.1%} "
         f"of the lower ceiling ({5 * pipeline:.0f} spans/s, {pipeline / 2:.0f} segments/s per core)"
     )
-    print(f"  CPU: {usages['on'].line(args.segments, 'segment')}")
+    print(f"  CPU: {on.line(args.segments, 'segment')}")
     print(
-        f"the same, topics not published:    {rates['off']:8.0f} segments/s: publishing runs at "
-        f"{pipeline / rates['off']:.0%} of it"
+        f"the same, topics not published:    {without:8.0f} segments/s: publishing runs at "
+        f"{pipeline / without:.0%} of it"
     )
-    print(f"  CPU: {usages['off'].line(args.segments, 'segment')}")
-    on = usages["on"]
+    print(f"  CPU: {off.line(args.segments, 'segment')}")
     goal = 0.6 * lower
     others_us = (on.es_s + on.load_s) / args.segments * 1e6
     left_us = (os.cpu_count() or 1) * 1e6 / goal - others_us

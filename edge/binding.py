@@ -131,10 +131,10 @@ def _stream_in(
         with deadline.call():
             try:
                 return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
-            except grpc.RpcError:
-                if context.is_active():
-                    raise
-                return None  # cancelled: by the client, or as idle; nobody hears an answer
+            except grpc.RpcError as e:
+                if not context.is_active():
+                    return None  # cancelled: by the client, or as idle; nobody hears an answer
+                abort_for(context, e)
             except Exception as e:
                 abort_for(context, e)
             finally:

@@ -20,18 +20,22 @@ import grpc
 RESERVE_THREADS = 8
 
 
+class _Stream:
+    __slots__ = ("context", "last")
+
+    def __init__(self, context: grpc.ServicerContext) -> None:
+        self.context = context
+        self.last = time.monotonic()
+        """When its last message came; set by the call's thread alone, read by the reaper."""
+
+
 class CallLimits:
     def __init__(self, max_calls: int, stream_idle_s: float) -> None:
-        if max_calls < 1:
-            raise ValueError(f"--max-concurrent-calls must be at least 1, not {max_calls}")
-        if stream_idle_s <= 0:
-            raise ValueError(f"--stream-idle-s must be above 0, not {stream_idle_s:g}")
         self.max_calls = max_calls
         self.stream_idle_s = stream_idle_s
         self._lock = threading.Lock()
         self._calls = 0
-        self._streams: dict[int, tuple[grpc.ServicerContext, float]] = {}
-        """Each open client stream's context and when its last message came (``time.monotonic()``)."""
+        self._streams: set[_Stream] = set()
         self._stopping = threading.Event()
         self._reaper: threading.Thread | None = None
 
@@ -65,17 +69,16 @@ class CallLimits:
     def watched(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
         """The requests of a client stream, which is cancelled once
         ``stream_idle_s`` passes without one coming."""
-        key = id(context)
+        stream = _Stream(context)
         with self._lock:
-            self._streams[key] = (context, time.monotonic())
+            self._streams.add(stream)
         try:
             for request in requests:
-                with self._lock:
-                    self._streams[key] = (context, time.monotonic())
+                stream.last = time.monotonic()
                 yield request
         finally:
             with self._lock:
-                del self._streams[key]
+                self._streams.discard(stream)
 
     def start(self) -> None:
         self._reaper = threading.Thread(target=self._reap, name="grpc-idle-streams", daemon=True)
@@ -90,6 +93,6 @@ class CallLimits:
         while not self._stopping.wait(min(1.0, self.stream_idle_s / 4)):
             cutoff = time.monotonic() - self.stream_idle_s
             with self._lock:
-                idle = [context for context, last in self._streams.values() if last < cutoff]
+                idle = [s.context for s in self._streams if s.last < cutoff]
             for context in idle:
                 context.cancel()

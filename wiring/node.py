@@ -67,6 +67,17 @@ def check(config: NodeConfig) -> None:
             f"--topic-commit-interval-s ({config.topics.commit_interval_s:g}): a range is completed "
             "only at a commit, and one whose lease ran out first is written again"
         )
+    if config.server.max_concurrent_calls < 1:
+        raise ValueError(
+            f"--max-concurrent-calls must be at least 1, not {config.server.max_concurrent_calls}"
+        )
+    if config.server.stream_idle_s <= 0:
+        raise ValueError(f"--stream-idle-s must be above 0, not {config.server.stream_idle_s:g}")
+    token = config.server.auth_token
+    if token and not (token.isascii() and token.isprintable()):
+        raise ValueError(
+            "--auth-token must be printable ASCII: it travels as gRPC metadata, which carries nothing else"
+        )
     if config.limits.call_deadline_s <= 0:
         raise ValueError(
             f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "

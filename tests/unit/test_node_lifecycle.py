@@ -62,10 +62,14 @@ def test_a_node_that_fails_to_start_says_why_and_releases_its_port(tmp_path: Pat
             {"topic_lease_s": 0.5},
             r"--topic-lease-s \(0.5\) must be longer than --topic-commit-interval-s \(0.5\)",
         ),
+        ({"max_concurrent_calls": 0}, "--max-concurrent-calls must be at least 1, not 0"),
+        ({"stream_idle_s": 0.0}, "--stream-idle-s must be above 0, not 0"),
+        ({"auth_token": "s3cr\u00e9t"}, "--auth-token must be printable ASCII: it travels as gRPC metadata"),
+        ({"auth_token": "line\nbreak"}, "--auth-token must be printable ASCII"),
     ],
 )
 def test_limits_that_could_never_work_are_refused_with_the_option_named(
-    options: dict[str, float], message: str
+    options: dict[str, float | str], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Node(NodeConfig().with_options(**options))
