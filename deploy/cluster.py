@@ -184,7 +184,7 @@ class LocalCluster:
         argv = [
             sys.executable, "-m", "deploy.cli", "node",
             "--role", role, "--cluster", "redis", "--storage", "elasticsearch",
-            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
+            "--host", "127.0.0.1", "--port", "0", "--internal-port", "0", "--admin-port", "0",
             "--es-hosts", self.state.es_hosts, "--es-index-prefix", self.state.prefix,
             "--redis-url", self.state.redis_url, "--redis-key-prefix", self.state.prefix,
             *self.state.node_options, *extra,

@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from edge.auth import AgentToken
 from edge.binding import bind
 from edge.limits import CallLimits
+from edge.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,18 @@ class GrpcServer:
         call_deadline_s: float = 5.0,
         limits: CallLimits | None = None,
         token: AgentToken | None = None,
+        tls: ServerTls | None = None,
+        reflection: bool = True,
     ) -> None:
         """Each call answers within ``call_deadline_s`` of its request's arrival
         (``edge.binding.bind``), and ``limits`` bound the calls served at once
         and close idle streams (``edge/limits.py``). With ``token``, every
-        call but health checks must carry it (``edge/auth.py``)."""
+        call but health checks must carry it (``edge/auth.py``); with ``tls``,
+        the port speaks only TLS (``edge/tls.py``). ``reflection`` lists the
+        services to whoever asks."""
         self.call_deadline_s = call_deadline_s
         self.token = token
+        self._reflection = reflection
         self.limits = limits or CallLimits(max_calls=128, stream_idle_s=60.0)
         self._executor = futures.ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix="grpc"
@@ -52,7 +58,11 @@ class GrpcServer:
         )
         try:
             # Older gRPC answers 0 for an address it cannot bind, newer raises.
-            self.port = self.server.add_insecure_port(f"{host}:{port}")
+            where = f"{host}:{port}"
+            if tls is None:
+                self.port = self.server.add_insecure_port(where)
+            else:
+                self.port = self.server.add_secure_port(where, tls.credentials())
         except RuntimeError:
             self.port = 0
         if self.port == 0:
@@ -79,7 +89,8 @@ class GrpcServer:
         )
 
     def start(self) -> None:
-        reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)
+        if self._reflection:
+            reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)
         self.limits.start()
         self.server.start()
         self._started = True

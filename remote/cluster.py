@@ -37,8 +37,12 @@ class Role(enum.Enum):
 @dataclass(frozen=True, order=True)
 class RemoteNode:
     address: str
-    """``host:port`` where the node's RemoteService listens."""
+    """``host:port`` of the node's agent port: its name in routing."""
     is_self: bool = False
+    internal: str = ""
+    """``host:port`` where its RemoteService listens."""
+    identity: str = ""
+    """The name its cluster certificate must carry ("" without cluster TLS)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,10 @@ class Member:
     """Seconds since the epoch."""
     admin: str = ""
     """``host:port`` of the node's /metrics, if it serves one."""
+    internal: str = ""
+    """``host:port`` of its RemoteService, if it takes L1 results."""
+    identity: str = ""
+    """The name its cluster certificate carries, with cluster TLS on."""
 
 
 class ClusterNodesQuery(Protocol):
@@ -98,7 +106,9 @@ return redis.call('HMGET', KEYS[2], unpack(names))
 class RedisCluster:
     """Registers this node (``me``) in Redis and renews the registration every
     ``heartbeat_s``; a node whose registration is ``expiry_s`` old is gone, and
-    the next query drops it. ``me`` None only reads (``skyoap cluster status``)."""
+    the next query drops it. ``me`` None only reads (``skyoap cluster status``).
+    With ``require_identity`` (cluster TLS on), a member whose record names no
+    certificate identity is never a remote target."""
 
     def __init__(
         self,
@@ -107,6 +117,7 @@ class RedisCluster:
         me: Member | None = None,
         heartbeat_s: float = 2.0,
         expiry_s: float = 6.0,
+        require_identity: bool = False,
     ) -> None:
         if me is not None and expiry_s <= heartbeat_s:
             raise ValueError(
@@ -116,6 +127,8 @@ class RedisCluster:
         self._alive_key = f"{key_prefix}:cluster:alive"
         self._info_key = f"{key_prefix}:cluster:members"
         self._me = me
+        self._require_identity = require_identity
+        self._refused: set[str] = set()
         self._expiry_ms = int(expiry_s * 1000)
         self._beat = self._redis.register_script(_HEARTBEAT)
         self._live = self._redis.register_script(_LIVE)
@@ -138,9 +151,21 @@ class RedisCluster:
 
     def remote_nodes(self) -> list[RemoteNode]:
         mine = self._me.address if self._me else None
-        return [
-            RemoteNode(m.address, is_self=m.address == mine) for m in self.members() if Role(m.role).is_target
-        ]
+        nodes = []
+        for m in self.members():
+            if not Role(m.role).is_target:
+                continue
+            if self._require_identity and not m.identity:
+                if m.name not in self._refused:
+                    self._refused.add(m.name)
+                    log.warning(
+                        "not routing to %s (%s): its membership names no cluster certificate identity",
+                        m.name,
+                        m.internal or m.address,
+                    )
+                continue
+            nodes.append(RemoteNode(m.address, m.address == mine, m.internal or m.address, m.identity))
+        return nodes
 
     def start(self) -> None:
         """Registers now (failing loudly if Redis cannot be reached), then keeps renewing."""

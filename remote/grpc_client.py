@@ -108,8 +108,11 @@ class GrpcRemoteClient:
         stream: BatchPolicy = STREAM,
         reconnect: RetryPolicy = RECONNECT,
         token: str = "",
+        channel: grpc.Channel | None = None,
     ) -> None:
-        """``token``: the agent token the target requires (``edge/auth.py``), if any."""
+        """``address`` names the target in routing. ``channel`` reaches its
+        RemoteService (default: plaintext to ``address``); ``token`` is the
+        agent token the target requires (``edge/auth.py``), if any."""
         self._address = address
         self._give_back = give_back
         if stream.max_delay_s is None:
@@ -131,7 +134,7 @@ class GrpcRemoteClient:
         self._pending_lock = threading.Lock()
         self._closing = threading.Event()
         self._leaving = threading.Event()
-        self._channel = grpc.insecure_channel(address)
+        self._channel = channel or grpc.insecure_channel(address)
         if token:
             self._channel = grpc.intercept_channel(self._channel, SendingToken(token))
         self._call = self._channel.stream_unary(
@@ -293,12 +296,18 @@ class GrpcRemoteClient:
         if self._leaving.is_set():
             return True
         if not self._reachable:
-            try:
-                answer = self._health(health_pb2.HealthCheckRequest(), timeout=1.0)
-                self._reachable = answer.status == health_pb2.HealthCheckResponse.SERVING
-            except grpc.RpcError as e:
-                log.debug("%s is not reachable: %s", self._address, e)
+            self._reachable = self.answers()
         return self._reachable
+
+    def answers(self, timeout_s: float = 1.0) -> bool:
+        """Whether the target answers SERVING to a health check (with cluster
+        TLS: after presenting the certificate this client expects of it)."""
+        try:
+            answer = self._health(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+            return answer.status == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError as e:
+            log.debug("%s is not reachable: %s", self._address, e)
+            return False
 
     def close(self, timeout_s: float) -> None:
         """This node shuts down: lets the thread send what is held, for up to

@@ -22,17 +22,23 @@ class RemoteClientManager:
     one assignment; senders read the reference once per item, so they see the
     old list or the new one, never half of each (SkyWalking's clientsA/clientsB
     with a volatile pointer). Clients of departed nodes are closed after the swap.
+
+    ``make_client`` may answer None for a node it will not route to yet (one
+    that did not answer, or not as the member it claims to be): it is asked
+    again at the next refresh.
     """
 
     def __init__(
         self,
         nodes: ClusterNodesQuery,
-        make_client: Callable[[RemoteNode], RemoteClient],
+        make_client: Callable[[RemoteNode], RemoteClient | None],
         refresh_interval_s: float = 5.0,
     ) -> None:
         self._nodes = nodes
         self._make_client = make_client
         self._clients: tuple[RemoteClient, ...] = ()
+        self._targets: tuple[RemoteNode, ...] = ()
+        """The node of each client."""
         self._refresh_lock = threading.Lock()
         self._task = Periodic(
             "remote-client-refresh", refresh_interval_s, self.refresh, "refreshing the remote client list"
@@ -49,21 +55,26 @@ class RemoteClientManager:
             # One node per address (this node's own entry wins), sorted by address.
             by_address = {n.address: n for n in sorted(self._nodes.remote_nodes(), key=lambda n: n.is_self)}
             nodes = sorted(by_address.values())
-            current = {c.address: c for c in self._clients}
-            if [n.address for n in nodes] == list(current):
+            if tuple(nodes) == self._targets:
                 return
-            next_clients = tuple(current.get(n.address) or self._started(n) for n in nodes)
-            kept = {c.address for c in next_clients}
-            self._clients = next_clients
-            log.info("remote targets now: %s", ", ".join(sorted(kept)) or "none")
-            for address, client in current.items():
-                if address not in kept:
+            # A node that came back at another internal address or identity gets a new client.
+            current = dict(zip(self._targets, self._clients, strict=True))
+            chosen = [(n, current.get(n) or self._started(n)) for n in nodes]
+            targets = tuple(n for n, c in chosen if c is not None)
+            if targets == self._targets:
+                return
+            self._clients = tuple(c for _, c in chosen if c is not None)
+            self._targets = targets
+            log.info("remote targets now: %s", ", ".join(n.address for n in targets) or "none")
+            for node, client in current.items():
+                if node not in targets:
                     client.leave()
         self.on_change()
 
-    def _started(self, node: RemoteNode) -> RemoteClient:
+    def _started(self, node: RemoteNode) -> RemoteClient | None:
         client = self._make_client(node)
-        client.start()
+        if client is not None:
+            client.start()
         return client
 
     def start(self) -> None:
@@ -78,4 +89,4 @@ class RemoteClientManager:
             clients = self._clients
         for c in clients:
             c.close(timeout_s)
-        self._clients = ()
+        self._clients, self._targets = (), ()

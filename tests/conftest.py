@@ -43,7 +43,11 @@ def node_config(request: pytest.FixtureRequest, tmp_path) -> Iterator[NodeConfig
     """A mixed node's configuration on the storage named by the parameter, with
     its own index and key prefix, wiped after the test."""
     base = NodeConfig().with_options(
-        host="127.0.0.1", port=0, housekeeping_interval_s=0.5, remote_refresh_interval_s=0.5
+        host="127.0.0.1",
+        port=0,
+        internal_port=0,
+        housekeeping_interval_s=0.5,
+        remote_refresh_interval_s=0.5,
     )
     if request.param == "embedded":
         yield base.with_options(storage=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "skyoap.db"))

@@ -28,7 +28,12 @@ class ClusterKind(enum.Enum):
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = option("0.0.0.0", "address the gRPC server binds")
-    port: int = option(11800, "gRPC port for agents and other nodes (0 picks a free one)")
+    port: int = option(11800, "gRPC port for agents (0 picks a free one)")
+    internal_port: int = option(
+        11801,
+        "gRPC port where aggregator and mixed nodes of a cluster take L1 results from other nodes "
+        "(0 picks a free one; a standalone node opens none)",
+    )
     advertised_host: str = option("127.0.0.1", "address other nodes use to reach this one")
     max_message_bytes: int = option(4 * 1024 * 1024, "largest gRPC message the node accepts")
     max_concurrent_calls: int = option(
@@ -42,6 +47,10 @@ class ServerConfig:
         "SkyWalking's agent token: every call but health checks must carry it as the gRPC metadata "
         "'authentication' (empty: none needed)",
     )
+    tls_cert: str = option(
+        "", "PEM certificate chain the agent port serves over TLS (read again when the file changes)"
+    )
+    tls_key: str = option("", "PEM private key of --tls-cert")
     admin_host: str = option("127.0.0.1", "address the admin HTTP server binds (its /metrics is open)")
     admin_port: int = option(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
 
@@ -65,6 +74,15 @@ class ClusterConfig:
     )
     remote_buffer_size: int = option(20_000, "items each remote client holds for its target node")
     remote_refresh_interval_s: float = option(5.0, "how often the list of remote target nodes is refreshed")
+    cluster_ca: str = option(
+        "",
+        "PEM CA certificate of the cluster: with it, nodes talk to each other over mutual TLS and take "
+        "L1 results only from, and route them only to, nodes with a certificate it signed",
+    )
+    cluster_cert: str = option(
+        "", "PEM certificate (signed by --cluster-ca) this node presents to other nodes"
+    )
+    cluster_key: str = option("", "PEM private key of --cluster-cert")
 
 
 @dataclass(frozen=True)

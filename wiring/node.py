@@ -7,11 +7,14 @@ import os
 import threading
 import time
 
+import grpc
+
 from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
 from aggregator.topics import Topics
 from edge.auth import AgentToken
 from edge.limits import CallLimits
 from edge.server import GrpcServer
+from edge.tls import ClientTls, ServerTls
 from model.inventory import INVENTORY_TYPES
 from model.metrics import METRICS_TYPES
 from model.records import RECORD_TYPES
@@ -31,6 +34,7 @@ from remote.service import add_remote_service
 from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
 from runtime.lifecycle import Lifecycle
+from runtime.ratelimit import RateLimitedLog
 from runtime.retry import STORAGE_WRITES
 from runtime.worker import Workers
 from storage.config import StorageKind
@@ -78,6 +82,15 @@ def check(config: NodeConfig) -> None:
         raise ValueError(
             "--auth-token must be printable ASCII: it travels as gRPC metadata, which carries nothing else"
         )
+    if bool(config.server.tls_cert) != bool(config.server.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together: give both or neither")
+    cluster_tls = (config.cluster.cluster_ca, config.cluster.cluster_cert, config.cluster.cluster_key)
+    if any(cluster_tls) and not all(cluster_tls):
+        raise ValueError("--cluster-ca, --cluster-cert and --cluster-key go together: give all three or none")
+    if any(cluster_tls) and config.cluster.kind is ClusterKind.STANDALONE:
+        raise ValueError(
+            "--cluster-ca is for the nodes of a cluster (--cluster redis): a standalone node has no peers"
+        )
     if config.limits.call_deadline_s <= 0:
         raise ValueError(
             f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "
@@ -97,11 +110,16 @@ class Node:
         self.budget = MemoryBudget(config.limits.memory_limit_mb * 1024 * 1024, self.instruments)
         self.storage: OpenStorage | None = None
         self.server: GrpcServer | None = None
+        self.internal: GrpcServer | None = None
+        """The RemoteService's own server (targets of a cluster only)."""
         self.workers = Workers()
         self._admin: AdminServer | None = None
         self._sender: RemoteSender | None = None
         self._lifecycle = Lifecycle()
+        c = config.cluster
+        self._client_tls = ClientTls(c.cluster_ca, c.cluster_cert, c.cluster_key) if c.cluster_ca else None
         self._closed = threading.Event()
+        self._unanswered = RateLimitedLog(log)
 
     @property
     def port(self) -> int:
@@ -133,8 +151,9 @@ class Node:
             return self._start()
         except BaseException:
             self.close(grace_s=0)
-            if self.server is not None:  # bound at once, but in the lifecycle only once started
-                self.server.close(0)
+            for server in (self.server, self.internal):  # bound at once, in the lifecycle once started
+                if server is not None:
+                    server.close(0)
             raise
 
     def _start(self) -> Node:
@@ -158,16 +177,20 @@ class Node:
             )
             self.budget.hold(topics.held_bytes)
             life.start(topics)  # closes after the workers drain, with a last round
-        # The server binds its port first, so the node knows the address it
-        # registers and routes under before anything is built on it.
-        self.server = server = GrpcServer(
-            cfg.server.host,
-            cfg.server.port,
-            cfg.server.max_message_bytes,
-            cfg.limits.call_deadline_s,
-            CallLimits(cfg.server.max_concurrent_calls, cfg.server.stream_idle_s),
-            AgentToken(cfg.server.auth_token) if cfg.server.auth_token else None,
-        )
+        # The servers bind their ports first, so the node knows the addresses it
+        # registers and routes under before anything is built on them.
+        token = AgentToken(cfg.server.auth_token) if cfg.server.auth_token else None
+        agent_tls = ServerTls(cfg.server.tls_cert, cfg.server.tls_key) if cfg.server.tls_cert else None
+        self.server = server = self._server(cfg.server.port, token, agent_tls)
+        if role.is_target and cfg.cluster.kind is ClusterKind.REDIS:
+            # Other nodes' L1 results come in on a port of their own, with calls
+            # bounded apart from the agents'.
+            cluster_tls = None
+            if cfg.cluster.cluster_ca:
+                cluster_tls = ServerTls(
+                    cfg.cluster.cluster_cert, cfg.cluster.cluster_key, client_ca=cfg.cluster.cluster_ca
+                )
+            self.internal = self._server(cfg.server.internal_port, token, cluster_tls, reflection=False)
         if cfg.server.admin_port >= 0:
             self._admin = life.start(
                 AdminServer(cfg.server.admin_host, cfg.server.admin_port, self.instruments)
@@ -213,15 +236,16 @@ class Node:
         for level in (p.l1 for p in processors):
             if level is not None:
                 life.start(level)
-        if role.is_target:
+        if self.internal is not None:
             add_remote_service(
-                server,
+                self.internal,
                 self.workers,
                 StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)),
                 self.instruments,
                 self.budget,
                 cfg.limits.call_deadline_s,
             )
+        if role.is_target:
             life.start(
                 HeartbeatExpiry(
                     storage.inventory,
@@ -250,6 +274,9 @@ class Node:
             names = add_skywalking_services(server, registrar, sinks, telemetry, self.instruments)
             life.start(names)
         life.start(server)
+        if self.internal is not None:
+            life.start(self.internal)
+            life.on_close(self.internal.refuse)
         if isinstance(cluster, RedisCluster) and role.is_target:
             # After leaving, an aggregator serves on until every receiver's next
             # refresh has routed elsewhere.
@@ -268,6 +295,21 @@ class Node:
         )
         return self
 
+    def _server(
+        self, port: int, token: AgentToken | None, tls: ServerTls | None, reflection: bool = True
+    ) -> GrpcServer:
+        cfg = self.config
+        return GrpcServer(
+            cfg.server.host,
+            port,
+            cfg.server.max_message_bytes,
+            cfg.limits.call_deadline_s,
+            CallLimits(cfg.server.max_concurrent_calls, cfg.server.stream_idle_s),
+            token,
+            tls,
+            reflection,
+        )
+
     def _install(self, storage: OpenStorage) -> None:
         """Creates what is missing of the indices, tables and topics (each step
         leaves what exists as it is, so it can be run again)."""
@@ -280,27 +322,49 @@ class Node:
         cfg = self.config
         if cfg.cluster.kind is ClusterKind.STANDALONE:
             return StandaloneCluster(self.address)
-        admin = f"{cfg.server.advertised_host}:{self._admin.port}" if self._admin else ""
-        me = Member(self.name, cfg.cluster.role.value, self.address, time.time(), admin)
+        host = cfg.server.advertised_host
+        admin = f"{host}:{self._admin.port}" if self._admin else ""
+        internal = f"{host}:{self.internal.port}" if self.internal else ""
+        identity = self._client_tls.identity if self._client_tls else ""
+        me = Member(self.name, cfg.cluster.role.value, self.address, time.time(), admin, internal, identity)
         return RedisCluster(
             cfg.storage.redis_url,
             cfg.storage.redis_key_prefix,
             me,
             cfg.cluster.heartbeat_s,
             cfg.cluster.expiry_s,
+            require_identity=self._client_tls is not None,
         )
 
-    def _make_client(self, node: RemoteNode) -> RemoteClient:
+    def _make_client(self, node: RemoteNode) -> RemoteClient | None:
+        """A client for ``node``, or None until it answers over its channel
+        (with cluster TLS, only as the identity its membership names)."""
         if node.is_self:
             return SelfRemoteClient(node.address, self.workers)
         assert self._sender is not None
-        return GrpcRemoteClient(
+        if self._client_tls is not None:
+            channel = self._client_tls.channel(node.internal, node.identity)
+        else:
+            channel = grpc.insecure_channel(node.internal)
+        client = GrpcRemoteClient(
             node.address,
             self.instruments,
             self.config.cluster.remote_buffer_size,
             self._sender.reroute,
             token=self.config.server.auth_token,
+            channel=channel,
         )
+        if client.answers():
+            return client
+        client.close(0)
+        self._unanswered.warning(
+            node.address,
+            "not routing to %s yet: its RemoteService at %s does not answer%s",
+            node.address,
+            node.internal,
+            f" as {node.identity} with a certificate of the cluster's CA" if node.identity else "",
+        )
+        return None
 
     def close(self, grace_s: float = 5.0) -> None:
         """Answers NOT_SERVING to health checks and leaves the cluster (an
