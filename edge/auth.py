@@ -2,38 +2,65 @@
 node's services must carry the gRPC metadata ``authentication: <token>``, as
 SkyWalking's agents send it when ``SW_AGENT_AUTHENTICATION`` is set; a call
 without it, or with another, is answered UNAUTHENTICATED before anything of
-it is read. Health checks stay open. Nodes send the token to each other too
-(``SendingToken``)."""
+it is read, reflection included. Health checks stay open. Nodes send the
+token to each other too (``SendingToken``)."""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import grpc
 
 METADATA_KEY = "authentication"
+HEALTH = "/grpc.health.v1.Health/"
 
 
-class AgentToken:
+class AgentToken(grpc.ServerInterceptor):
+    """Installed on a server (``grpc.server(interceptors=[token])``), it sees
+    every call before its handler does."""
+
     def __init__(self, token: str) -> None:
         self._token = token.encode()
 
-    def check(self, context: grpc.ServicerContext) -> None:
-        """Answers UNAUTHENTICATED unless the call carries the token."""
-        given = next((v for k, v in context.invocation_metadata() if k == METADATA_KEY), None)
+    def refusal(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+        """Why a call with ``metadata`` is refused, if it is."""
+        given = next((v for k, v in metadata or () if k == METADATA_KEY), None)
         if given is None:
-            context.abort(
-                grpc.StatusCode.UNAUTHENTICATED,
+            return (
                 f"this node requires an agent token: send it as the gRPC metadata '{METADATA_KEY}' "
-                "(SkyWalking's agents: SW_AGENT_AUTHENTICATION)",
+                "(SkyWalking's agents: SW_AGENT_AUTHENTICATION)"
             )
         given_bytes = given if isinstance(given, bytes) else str(given).encode()
         if not hmac.compare_digest(given_bytes, self._token):
-            context.abort(
-                grpc.StatusCode.UNAUTHENTICATED, "the agent token is not the one this node requires"
-            )
+            return "the agent token is not the one this node requires"
+        return None
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(details)
+        if details.method.startswith(HEALTH):
+            return handler
+        refusal = self.refusal(details.invocation_metadata)
+        if refusal is None:
+            return handler
+
+        def refuse(request: object, context: grpc.ServicerContext) -> None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
+
+        # A handler of the same kind that decodes nothing; a method the node
+        # does not serve is refused alike, so that none is revealed.
+        if handler is None or (handler.request_streaming and handler.response_streaming):
+            return grpc.stream_stream_rpc_method_handler(refuse)
+        if handler.request_streaming:
+            return grpc.stream_unary_rpc_method_handler(refuse)
+        if handler.response_streaming:
+            return grpc.unary_stream_rpc_method_handler(refuse)
+        return grpc.unary_unary_rpc_method_handler(refuse)
 
 
 class _CallDetails(NamedTuple):

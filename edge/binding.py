@@ -16,7 +16,6 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
-from edge.auth import AgentToken
 from edge.errors import InvalidRequest, UnknownReference
 from edge.limits import CallLimits
 from runtime import deadline
@@ -83,11 +82,8 @@ def _unary(
     fn: Callable[[Any, grpc.ServicerContext], Any],
     deadline_s: float,
     limits: CallLimits,
-    token: AgentToken | None,
 ) -> Callable[[Any, grpc.ServicerContext], Any]:
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
-        if token is not None:
-            token.check(context)
         if isinstance(request, Undecodable):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
         limits.admit(context)
@@ -121,11 +117,8 @@ def _stream_in(
     keep_undecodable: bool,
     deadline_s: float,
     limits: CallLimits,
-    token: AgentToken | None,
 ) -> Callable[..., Any]:
     def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-        if token is not None:
-            token.check(context)
         limits.admit(context)
         requests = _deadline_once_received(limits.watched(requests, context), deadline_s)
         with deadline.call():
@@ -149,7 +142,6 @@ def bind(
     servicer: object,
     deadline_s: float,
     limits: CallLimits,
-    token: AgentToken | None = None,
     keep_undecodable: bool = False,
 ) -> str:
     """Serves the methods of ``service`` with the servicer's methods of the same
@@ -159,8 +151,7 @@ def bind(
     as an ``Undecodable`` instead, to count it and go on. Whatever a call
     waits on ends by its deadline, ``deadline_s`` after its request (the last
     of its stream) came (``runtime/deadline.py``). Every call counts
-    against ``limits``, and a client stream idle for too long is closed.
-    With ``token``, a call without it is answered UNAUTHENTICATED first."""
+    against ``limits``, and a client stream idle for too long is closed."""
     handlers = {}
     for method in service.methods:
         request_cls = message_factory.GetMessageClass(method.input_type)
@@ -174,11 +165,11 @@ def bind(
         }
         if method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(
-                _stream_in(fn, keep_undecodable, deadline_s, limits, token), **kwargs
+                _stream_in(fn, keep_undecodable, deadline_s, limits), **kwargs
             )
         elif not method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(fn, deadline_s, limits, token), **kwargs
+                _unary(fn, deadline_s, limits), **kwargs
             )
         else:
             raise NotImplementedError(f"{method.full_name}: server streaming is not used by skyoap")

@@ -42,7 +42,6 @@ class GrpcServer:
         the port speaks only TLS (``edge/tls.py``). ``reflection`` lists the
         services to whoever asks."""
         self.call_deadline_s = call_deadline_s
-        self.token = token
         self._reflection = reflection
         self.limits = limits or CallLimits(max_calls=128, stream_idle_s=60.0)
         self._executor = futures.ThreadPoolExecutor(
@@ -50,6 +49,7 @@ class GrpcServer:
         )
         self.server = grpc.server(
             self._executor,
+            interceptors=[token] if token else None,
             options=[
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
@@ -83,7 +83,6 @@ class GrpcServer:
                 servicer,
                 self.call_deadline_s,
                 self.limits,
-                self.token,
                 keep_undecodable,
             )
         )

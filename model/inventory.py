@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Self
 
+from model.checks import Reason, Refused, TelemetryLimits, consistent
 from model.stream import StreamData
 
 
@@ -41,6 +42,20 @@ class Inventory(StreamData):
             properties={**older.properties, **newer.properties},
         )
 
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        what = self.SCOPE.replace("_", " ")
+        limits.name(f"{what} name", self.name)
+        consistent(self.sequence >= 0, f"{what} {self.name!r} has the id {self.sequence}")
+        limits.not_ahead(f"the heartbeat of {what} {self.name!r}", self.heartbeat_time, now_ms)
+        limits.not_ahead(f"the registration of {what} {self.name!r}", self.register_time, now_ms)
+        limits.properties(f"the properties of {what} {self.name!r}", self.properties)
+        if not self.active:
+            raise Refused(
+                Reason.INCONSISTENT,
+                f"{what} {self.name!r} arrives inactive: only its aggregator's housekeeping makes a name "
+                "inactive, and a heartbeat makes it active again",
+            )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceInventory(Inventory):
@@ -64,6 +79,11 @@ class ServiceInstanceInventory(Inventory):
     def key(self) -> str:
         return f"{self.service_id}_{self.instance_uuid}"
 
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        Inventory.check(self, limits, now_ms)  # dataclasses with slots cannot use super()
+        consistent(self.service_id >= 1, f"instance {self.name!r} names the service id {self.service_id}")
+        limits.name("instance uuid", self.instance_uuid)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndpointInventory(Inventory):
@@ -77,6 +97,13 @@ class EndpointInventory(Inventory):
 
     def key(self) -> str:
         return f"{self.service_id}_{self.detect_point}_{self.name}"
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        Inventory.check(self, limits, now_ms)
+        consistent(self.service_id >= 1, f"endpoint {self.name!r} names the service id {self.service_id}")
+        consistent(
+            0 <= self.detect_point <= 2, f"endpoint {self.name!r} has the detect point {self.detect_point}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,11 +15,13 @@ import abc
 import bisect
 import enum
 import functools
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
+from model.checks import Reason, Refused, TelemetryLimits, consistent
 from model.stream import Column, ColumnType, StreamData
 
 SEP = "\x1f"
@@ -87,6 +89,18 @@ class Metrics(StreamData):
     def downsampled(self, level: Downsampling) -> Self:
         """The same value in the bucket of ``level`` holding this minute."""
         return replace(self, time_bucket=level.of_minute(self.time_bucket))
+
+    OPTIONAL_NAMES: ClassVar[frozenset[str]] = frozenset()
+    """String columns that may be empty; every other one is a required name."""
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        limits.minute(f"the time bucket of {self.MODEL}", self.time_bucket, now_ms)
+        for column in self.columns():
+            if column.type is ColumnType.STRING:
+                limits.name(column.name, getattr(self, column.name), column.name not in self.OPTIONAL_NAMES)
+
+    def describe(self) -> str:
+        return f"{self.MODEL} {self.entity().replace(SEP, ' ')!r} at {self.time_bucket}"
 
 
 M = TypeVar("M", bound=Metrics)
@@ -173,6 +187,21 @@ class CallMetrics(Metrics):
         """The share of calls that did not fail, from 0 to 1 (1 with no calls)."""
         return (self.calls - self.errors) / self.calls if self.calls else 1.0
 
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        Metrics.check(self, limits, now_ms)  # dataclasses with slots cannot use super()
+        consistent(
+            self.calls >= 0 and 0 <= self.errors <= self.calls and self.latency_sum_ms >= 0,
+            f"{self.describe()} counts {self.calls} calls, {self.errors} errors and {self.latency_sum_ms} ms",
+        )
+        consistent(
+            len(self.histogram) == len(LATENCY_BUCKETS_MS)
+            and min(self.histogram) >= 0
+            and sum(self.histogram) == self.calls,
+            f"{self.describe()} has a histogram of {len(self.histogram)} buckets adding up to "
+            f"{sum(self.histogram)} for {self.calls} calls: a receiver sends {len(LATENCY_BUCKETS_MS)} "
+            "buckets that add up to the calls",
+        )
+
     def derived(self) -> dict[str, Any]:
         values: dict[str, Any] = {"latency_avg_ms": self.latency_avg_ms, "success_rate": self.success_rate}
         values.update({f"p{p}": self.percentile(p) for p in PERCENTILES})
@@ -239,6 +268,11 @@ class ServiceRelationMetrics(CallMetrics):
     def entity(self) -> str:
         return f"{self.source}{SEP}{self.dest}{SEP}{self.detect_point}"
 
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        CallMetrics.check(self, limits, now_ms)
+        points = [p.value for p in DetectPoint]
+        consistent(self.detect_point in points, f"{self.describe()}: the detect point is not one of {points}")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MeterMetrics(Metrics):
@@ -276,8 +310,33 @@ class MeterMetrics(Metrics):
             value_sum=self.value_sum + other.value_sum,
         )
 
+    OPTIONAL_NAMES = frozenset({"labels"})
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        Metrics.check(self, limits, now_ms)
+        what = self.describe()
+        consistent(self.samples >= 1, f"{what} has {self.samples} samples")
+        if not (math.isfinite(self.value_sum) and math.isfinite(self.last_value)):
+            raise Refused(Reason.NOT_A_NUMBER, f"{what} has the values {self.value_sum}, {self.last_value}")
+        limits.time(f"the last report of {what}", self.last_time, now_ms)
+        limits.at_most(
+            f"buckets of {what}", len(self.buckets), limits.max_histogram_buckets, "--max-histogram-buckets"
+        )
+        for bound, count in self.buckets.items():
+            consistent(
+                (bound == "-inf" or _finite(bound)) and count.isdigit(),
+                f"{what} has the bucket {bound[:40]!r} counting {count[:40]!r}",
+            )
+
     def derived(self) -> dict[str, Any]:
         return {"value_avg": self.value_sum / self.samples if self.samples else 0.0}
+
+
+def _finite(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 CALL_METRICS: tuple[type[CallMetrics], ...] = (

@@ -17,7 +17,10 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+if TYPE_CHECKING:
+    from model.checks import TelemetryLimits
 
 
 class ColumnType(enum.Enum):
@@ -92,6 +95,11 @@ class StreamData:
     def derived(self) -> dict[str, Any]:
         """The values of the ``DERIVED`` columns."""
         return {}
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        """Raises ``Refused`` if the item breaks a rule no receiver's item
+        breaks: what comes from another node is checked with it. Records are
+        built from telemetry the receiver checked and never leave their node."""
 
     def size_hint(self) -> int:
         """About how many bytes the item takes on the wire (its strings dominate)."""

@@ -5,83 +5,14 @@ not. What is refused never reaches a metric, so it cannot corrupt one."""
 
 from __future__ import annotations
 
-import enum
 import logging
-import re
-from dataclasses import dataclass
 
 from edge.errors import InvalidRequest
+from model.checks import Reason, Refused
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
-
-
-class Reason(enum.Enum):
-    NO_SPANS = "no_spans"
-    END_BEFORE_START = "end_before_start"
-    UNKNOWN_ENUM = "unknown_enum"
-    TIME_OUT_OF_RANGE = "time_out_of_range"
-    NAME_TOO_LONG = "name_too_long"
-    CONTROL_CHARACTER = "control_character"
-    """A name holding a control character (the key separator among them)."""
-    MISSING_NAME = "missing_name"
-    NOT_A_NUMBER = "not_a_number"
-    NO_VALUE = "no_value"
-    """A meter with neither a single value nor a histogram."""
-    UNDECODABLE = "undecodable"
-    BROKEN_STREAM = "broken_stream"
-    """The agent's stream ended with an error: what came before it is kept."""
-
-
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
-"""What no name may hold: the entities' key separator (``model.metrics.SEP``)
-is one of them, and none has a place in a name shown to people."""
-
-
-def control_character(what: str, value: str) -> str | None:
-    """Why ``value`` cannot be a name, if it holds a control character."""
-    found = CONTROL_CHARACTERS.search(value)
-    if found is None:
-        return None
-    return f"{what} {value[:100]!r} holds the control character {found.group()!r} at {found.start()}"
-
-
-class Refused(ValueError):
-    def __init__(self, reason: Reason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class TelemetryLimits:
-    max_name_length: int
-    max_past_ms: int
-    """How old a time stamp may be (agents buffer while the backend is away)."""
-    max_future_ms: int
-    """How far ahead of this node's clock a time stamp may be (clock skew)."""
-
-    def name(self, what: str, value: str, required: bool = True) -> str:
-        if required and not value:
-            raise Refused(Reason.MISSING_NAME, f"{what} is empty")
-        if len(value) > self.max_name_length:
-            raise Refused(
-                Reason.NAME_TOO_LONG,
-                f"{what} has {len(value)} characters, more than the {self.max_name_length} allowed",
-            )
-        bad = control_character(what, value)
-        if bad is not None:
-            raise Refused(Reason.CONTROL_CHARACTER, bad)
-        return value
-
-    def time(self, what: str, ms: int, now_ms: int) -> int:
-        if not now_ms - self.max_past_ms <= ms <= now_ms + self.max_future_ms:
-            raise Refused(
-                Reason.TIME_OUT_OF_RANGE,
-                f"{what} {ms} ms since the epoch is more than {self.max_past_ms // 1000} s before or "
-                f"{self.max_future_ms // 1000} s after this node's clock ({now_ms})",
-            )
-        return ms
 
 
 class Refusals:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from edge.errors import InvalidRequest, UnknownReference
+from model.checks import CONTROL_CHARACTERS, control_character
 from model.inventory import (
     EndpointInventory,
     Inventory,
@@ -16,7 +17,6 @@ from model.inventory import (
     ServiceInventory,
 )
 from receiver.cache import InventoryCache, RecentKeys
-from receiver.checks import CONTROL_CHARACTERS, control_character
 from runtime.worker import Worker
 
 

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from model.checks import Reason, Refused, TelemetryLimits
 from model.metrics import (
     LATENCY_BUCKETS_MS,
     CallMetrics,
@@ -23,7 +24,6 @@ from model.metrics import (
 )
 from model.records import SegmentRecord
 from model.stream import Text
-from receiver.checks import Reason, Refused, TelemetryLimits
 
 USER = "User"
 """The caller of an entry span no other traced service called (SkyWalking's name)."""
@@ -62,6 +62,8 @@ class Span(NamedTuple):
     is_error: bool
     skip_analysis: bool
     refs: tuple[SpanRef, ...]
+    tags: int
+    """How many tags the span carries (they stay in the segment's data)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,12 @@ def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
     limits.name("serviceInstance", segment.instance)
     if not segment.spans:
         raise Refused(Reason.NO_SPANS, f"segment {segment.segment_id} has no spans")
+    limits.at_most(
+        f"spans of segment {segment.segment_id}",
+        len(segment.spans),
+        limits.max_spans_per_segment,
+        "--max-spans-per-segment",
+    )
     for span in segment.spans:
         if span.kind not in SpanKind._value2member_map_:
             raise Refused(Reason.UNKNOWN_ENUM, f"spanType {span.kind} is not one of Entry, Exit, Local")
@@ -98,6 +106,18 @@ def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
             )
         limits.name("operationName", span.operation, required=False)
         limits.name("peer", span.peer, required=False)
+        limits.at_most(
+            f"references of a span of segment {segment.segment_id}",
+            len(span.refs),
+            limits.max_refs_per_span,
+            "--max-refs-per-span",
+        )
+        limits.at_most(
+            f"tags of a span of segment {segment.segment_id}",
+            span.tags,
+            limits.max_tags_per_item,
+            "--max-tags-per-item",
+        )
         for ref in span.refs:
             if ref.ref_type not in REF_TYPES:
                 raise Refused(

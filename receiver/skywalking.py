@@ -22,6 +22,7 @@ from google.protobuf import descriptor
 
 from edge.binding import Undecodable
 from edge.server import GrpcServer
+from model.checks import Reason, Refused, TelemetryLimits
 from model.metrics import MeterMetrics, Metrics, minute_bucket
 from model.records import LogRecord, Record
 from model.stream import StreamData, Text
@@ -34,7 +35,7 @@ from proto.skywalking import (
     profile_pb2,
     tracing_pb2,
 )
-from receiver.checks import Reason, Refusals, Refused, Tally, TelemetryLimits
+from receiver.checks import Refusals, Tally
 from receiver.registration import Registrar
 from receiver.segments import Segment, Span, SpanKind, SpanRef, check, measure, record_of
 from runtime.batching import BatchPolicy
@@ -265,6 +266,7 @@ def segment_of(pb: tracing_pb2.SegmentObject) -> Segment:
                     )
                     for r in s.refs
                 ),
+                len(s.tags),
             )
             for s in pb.spans
         ),
@@ -366,6 +368,8 @@ class LogReportService:
     def _record(self, pb: logging_pb2.LogData, now_ms: int) -> LogRecord:
         lim = self._limits
         timestamp = lim.time("timestamp", pb.timestamp, now_ms) if pb.timestamp else now_ms
+        lim.at_most("bytes of a log body", pb.body.ByteSize(), lim.max_log_body_bytes, "--max-log-body-bytes")
+        lim.at_most("tags of a log line", len(pb.tags.data), lim.max_tags_per_item, "--max-tags-per-item")
         kind = pb.body.WhichOneof("content") or "text"
         body = getattr(pb.body, kind)
         ctx = pb.traceContext
@@ -447,6 +451,12 @@ class MeterReportService:
             if not math.isfinite(value.value):
                 raise Refused(Reason.NOT_A_NUMBER, f"meter {value.name} has the value {value.value}")
             return MeterMetrics(**common, value_sum=value.value, last_value=value.value)
+        lim.at_most(
+            f"buckets of meter {value.name}",
+            len(value.values),
+            lim.max_histogram_buckets,
+            "--max-histogram-buckets",
+        )
         buckets = {"-inf" if b.isNegativeInfinity else repr(b.bucket): str(b.count) for b in value.values}
         total = float(sum(b.count for b in value.values))
         return MeterMetrics(**common, value_sum=total, last_value=total, buckets=buckets)

@@ -2,6 +2,10 @@
 worker it names. Worker and stream ids mean the same on every node (see
 ``model/stream.py``).
 
+Every item is checked as strictly as a receiver checks what agents report
+(``model/checks.py``): a client of the internal port can make L2 merge or
+store nothing an agent could not.
+
 A batch is taken whole, once: it waits a bounded time for room in the node's
 memory budget and is refused (RESOURCE_EXHAUSTED, ending the stream) when none
 comes, and a batch sent again after a stream failed is recognised by its
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -18,6 +23,7 @@ import grpc
 
 from edge.binding import Undecodable
 from edge.server import GrpcServer
+from model.checks import Refused, TelemetryLimits
 from model.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
 from proto import remote_pb2
 from runtime.budget import MemoryBudget, memory_size
@@ -26,6 +32,7 @@ from runtime.ratelimit import RateLimitedLog
 from runtime.worker import UnknownWorker, Workers
 
 log = logging.getLogger(__name__)
+DEFAULT_LIMITS = TelemetryLimits()
 
 
 class TakenBatches:
@@ -60,8 +67,11 @@ class RemoteService:
         instruments: Instruments,
         budget: MemoryBudget | None = None,
         wait_s: float = 5.0,
+        limits: TelemetryLimits = DEFAULT_LIMITS,
     ) -> None:
-        """A batch waits up to ``wait_s`` for room in ``budget``."""
+        """A batch waits up to ``wait_s`` for room in ``budget``; items are
+        checked against ``limits``."""
+        self._limits = limits
         self._workers = workers
         self._types = types
         self._budget = budget
@@ -76,7 +86,7 @@ class RemoteService:
         )
         self._rejected = instruments.counter(
             "skyoap_remote_service_rejected_total",
-            "messages from other nodes refused (unknown ids, undecodable bodies)",
+            "items from other nodes refused (unknown ids, undecodable bodies, values no receiver sends)",
         )
         self._log = RateLimitedLog(log)
 
@@ -117,7 +127,9 @@ class RemoteService:
         if isinstance(message, Undecodable):
             return message.describe()
         data = message.remoteData
-        item = self._decode(message.nextWorkerId, message.streamDataId, data.dataStrings, data.dataLongs)
+        item = self._decode(
+            message.nextWorkerId, message.streamDataId, data.dataStrings, data.dataLongs, _now_ms()
+        )
         if isinstance(item, str):
             return item
         self._workers.get(message.nextWorkerId).accept(item)
@@ -142,9 +154,10 @@ class RemoteService:
         reasons: list[str | None] = []
         by_worker: dict[int, list[StreamData]] = {}
         sp = lp = 0
+        now_ms = _now_ms()
         for i in range(n):
             se, le = sp + string_counts[i], lp + long_counts[i]
-            item = self._decode(workers[i], streams[i], strings[sp:se], longs[lp:le])
+            item = self._decode(workers[i], streams[i], strings[sp:se], longs[lp:le], now_ms)
             if isinstance(item, str):
                 reasons.append(item)
             else:
@@ -166,7 +179,12 @@ class RemoteService:
             self._workers.get(worker_id).accept_many(items)
 
     def _decode(
-        self, next_worker_id: int, stream_data_id: int, strings: Sequence[str], longs: Sequence[int]
+        self,
+        next_worker_id: int,
+        stream_data_id: int,
+        strings: Sequence[str],
+        longs: Sequence[int],
+        now_ms: int,
     ) -> StreamData | str:
         """The item, or why there is none."""
         stream = self._types.get(stream_data_id)
@@ -176,9 +194,17 @@ class RemoteService:
             return f"worker {next_worker_id} does not take stream data {stream_data_id}"
         try:
             self._workers.get(next_worker_id)
-            return stream.from_remote(strings, longs)
+            item = stream.from_remote(strings, longs)
+            item.check(self._limits, now_ms)
+            return item
         except (UnknownWorker, UndecodableData) as e:
             return str(e)
+        except Refused as e:
+            return f"{e.reason.value}: {e}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def add_remote_service(
@@ -188,10 +214,11 @@ def add_remote_service(
     instruments: Instruments,
     budget: MemoryBudget,
     wait_s: float,
+    limits: TelemetryLimits,
 ) -> None:
     """Serves the RemoteService on ``server``: L1 results from other nodes."""
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-        RemoteService(workers, types, instruments, budget, wait_s),
+        RemoteService(workers, types, instruments, budget, wait_s, limits),
         keep_undecodable=True,  # one bad message from a peer must not end its stream
     )

@@ -151,6 +151,11 @@ class LimitsConfig:
     max_name_length: int = option(500, "longest name (in characters) a registration may carry")
     max_properties_chars: int = option(16_384, "most characters of tags and properties one name may carry")
     max_batch_items: int = option(1000, "most names one registration call may carry")
+    max_spans_per_segment: int = option(2000, "most spans one trace segment may carry")
+    max_refs_per_span: int = option(500, "most references (parents) one span may carry")
+    max_tags_per_item: int = option(128, "most tags one span or log line may carry")
+    max_log_body_bytes: int = option(128 * 1024, "largest log body, in bytes")
+    max_histogram_buckets: int = option(100, "most buckets one meter histogram may carry")
     telemetry_max_age_s: float = option(
         3 * 86_400.0, "segments, logs and meters time-stamped longer ago than this are refused"
     )

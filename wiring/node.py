@@ -15,13 +15,13 @@ from edge.auth import AgentToken
 from edge.limits import CallLimits
 from edge.server import GrpcServer
 from edge.tls import ClientTls, ServerTls
+from model.checks import TelemetryLimits
 from model.inventory import INVENTORY_TYPES
 from model.metrics import METRICS_TYPES
 from model.records import RECORD_TYPES
 from model.stream import StreamTypes
 from model.topics import Retention, Topic
 from receiver.cache import InventoryCache
-from receiver.checks import TelemetryLimits
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
 from receiver.skywalking import Sinks, add_skywalking_services
@@ -236,6 +236,18 @@ class Node:
         for level in (p.l1 for p in processors):
             if level is not None:
                 life.start(level)
+        lim = cfg.limits
+        item_limits = TelemetryLimits(
+            lim.max_name_length,
+            int(lim.telemetry_max_age_s * 1000),
+            int(lim.telemetry_max_ahead_s * 1000),
+            lim.max_properties_chars,
+            lim.max_spans_per_segment,
+            lim.max_refs_per_span,
+            lim.max_tags_per_item,
+            lim.max_log_body_bytes,
+            lim.max_histogram_buckets,
+        )
         if self.internal is not None:
             add_remote_service(
                 self.internal,
@@ -244,6 +256,7 @@ class Node:
                 self.instruments,
                 self.budget,
                 cfg.limits.call_deadline_s,
+                item_limits,
             )
         if role.is_target:
             life.start(
@@ -265,13 +278,8 @@ class Node:
             )
             registrar = Registrar(cache, inventory.entry, limits)
             add_agent_services(server, registrar)
-            telemetry = TelemetryLimits(
-                cfg.limits.max_name_length,
-                int(cfg.limits.telemetry_max_age_s * 1000),
-                int(cfg.limits.telemetry_max_ahead_s * 1000),
-            )
             sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
-            names = add_skywalking_services(server, registrar, sinks, telemetry, self.instruments)
+            names = add_skywalking_services(server, registrar, sinks, item_limits, self.instruments)
             life.start(names)
         life.start(server)
         if self.internal is not None:

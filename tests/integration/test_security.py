@@ -14,11 +14,13 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 
 from agent import Agent
 from deploy.servers import ElasticsearchServer, RedisServer
+from edge.auth import SendingToken
 from model.inventory import ServiceInstanceInventory, ServiceInventory
 from model.records import SegmentRecord
 from model.stream import Stage, worker_id
@@ -304,5 +306,71 @@ def list_services(address: str) -> list[str]:
         )
         (answer,) = stream(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
         return [s.name for s in answer.list_services_response.service]
+    finally:
+        channel.close()
+
+
+def test_a_client_without_credentials_is_refused_by_every_service_on_both_ports(
+    cluster_config: NodeConfig, tmp_path: Path
+) -> None:
+    """A mixed node of a cluster with everything on: TLS and a token on the
+    agent port, mutual TLS on the internal one."""
+    ca = TestCa(tmp_path / "ca", "cluster CA")
+    cert, key = ca.issue("oap.skyoap", "agent-port")
+    config = cluster_config.with_options(
+        tls_cert=str(cert), tls_key=str(key), auth_token="s3cret", **members_only(ca, "mixed-1.cluster")
+    )
+    node = Node(config).start()
+    try:
+        assert node.server is not None and node.internal is not None
+        internal = f"127.0.0.1:{node.internal.port}"
+        methods = [
+            method
+            for name in node.server.services
+            for method in descriptor_pool.Default().FindServiceByName(name).methods
+        ]
+        served = {m.containing_service.name for m in methods}
+        assert {"Register", "TraceSegmentReportService", "LogReportService", "Health"} <= served
+        for method in methods:
+            expected = grpc.StatusCode.UNAUTHENTICATED
+            if method.containing_service.full_name == "grpc.health.v1.Health":
+                if method.name != "Check":
+                    continue  # a Watch answers as long as the client waits
+                expected = grpc.StatusCode.OK  # health checks stay open
+            got = attempt(tls_channel(node.address, ca.path), method)
+            assert got is expected, (method.full_name, got)
+            assert attempt(grpc.insecure_channel(node.address), method) is grpc.StatusCode.UNAVAILABLE
+        reflection = descriptor_pool.Default().FindServiceByName("grpc.reflection.v1alpha.ServerReflection")
+        for method in reflection.methods:
+            assert attempt(tls_channel(node.address, ca.path), method) is grpc.StatusCode.UNAUTHENTICATED
+        for method in descriptor_pool.Default().FindServiceByName("skyoap.v1.RemoteService").methods:
+            # A client that trusts the cluster's CA but presents no certificate of it.
+            assert attempt(member_channel(internal, ca, None), method) is grpc.StatusCode.UNAVAILABLE
+        assert [stored(config.storage, m) for m in (ServiceInventory, ServiceInstanceInventory)] == [[], []]
+
+        channel = grpc.intercept_channel(tls_channel(node.address, ca.path), SendingToken("s3cret"))
+        agent = Agent(node.address, "trusted-svc", channel=channel)
+        ids = agent.register(timeout_s=60)
+        agent.close()
+        assert (ids.service_id, ids.instance_id) == (1, 1)
+    finally:
+        node.close()
+
+
+def attempt(channel: grpc.Channel, method: descriptor.MethodDescriptor) -> grpc.StatusCode:
+    """How a call of ``method`` with an empty message ends."""
+    path = f"/{method.containing_service.full_name}/{method.name}"
+    try:
+        if method.client_streaming and method.server_streaming:
+            list(channel.stream_stream(path)(iter([b""]), timeout=5))
+        elif method.client_streaming:
+            channel.stream_unary(path)(iter([b""]), timeout=5)
+        elif method.server_streaming:
+            list(channel.unary_stream(path)(b"", timeout=5))
+        else:
+            channel.unary_unary(path)(b"", timeout=5)
+        return grpc.StatusCode.OK
+    except grpc.RpcError as e:
+        return e.code()
     finally:
         channel.close()

@@ -6,8 +6,10 @@ counted (a real node, its gRPC server on a free port)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -16,8 +18,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agent import Agent
 from edge.auth import SendingToken
 from model.inventory import ServiceInventory
-from proto.skywalking import common_pb2
+from model.records import LogRecord, SegmentRecord
+from proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
+from storage.select import open_storage
 from tests.integration.helpers import eventually, stored
+from tests.integration.telemetry_data import span
 from wiring.config import NodeConfig
 from wiring.node import Node
 
@@ -149,3 +154,109 @@ def test_with_an_agent_token_only_calls_that_carry_it_are_served(tmp_path: Path)
         assert [s.name for s in stored(node.config.storage, ServiceInventory)] == ["orders"]
     finally:
         node.close(5)
+
+
+def test_what_one_item_may_carry_is_bounded_and_the_rest_of_the_call_is_taken(tmp_path: Path) -> None:
+    node = node_with(
+        tmp_path,
+        max_spans_per_segment=2,
+        max_refs_per_span=1,
+        max_tags_per_item=2,
+        max_log_body_bytes=100,
+        max_histogram_buckets=3,
+    )
+    now = int(time.time() * 1000)
+
+    def segment(sid: str, *spans: tracing_pb2.SpanObject) -> tracing_pb2.SegmentObject:
+        return tracing_pb2.SegmentObject(
+            traceId="t", traceSegmentId=sid, service="shop", serviceInstance="shop-1", spans=spans
+        )
+
+    def entry(**fields: object) -> tracing_pb2.SpanObject:
+        return span(0, -1, tracing_pb2.Entry, now, 5, False, operationName="GET:/", **fields)
+
+    ref = tracing_pb2.SegmentReference(parentService="web", parentTraceSegmentId="p", traceId="t")
+    tag = common_pb2.KeyStringValuePair(key="k", value="v")
+    text = logging_pb2.LogDataBody(text=logging_pb2.TextLog(text="x" * 200))
+    histogram = meter_pb2.MeterHistogram(
+        name="h", values=[meter_pb2.MeterBucketValue(bucket=b, count=1) for b in range(4)]
+    )
+    try:
+        with grpc.insecure_channel(node.address) as channel:
+            segments = call_of(channel, "TraceSegmentReportService", tracing_pb2.SegmentObject)
+            message = refused(
+                lambda: segments(
+                    iter(
+                        [
+                            segment("long", entry(), entry(), entry()),
+                            segment("refs", entry(refs=[ref, ref])),
+                            segment("tags", entry(tags=[tag, tag, tag])),
+                            segment("good", entry(refs=[ref], tags=[tag, tag])),
+                        ]
+                    ),
+                    timeout=10,
+                )
+            )
+            assert message == (
+                "3 segments refused (3 over_limit; the first: spans of segment long: 3, more than the 2 "
+                "allowed (--max-spans-per-segment)); the other 1 were taken"
+            )
+            logs = call_of(channel, "LogReportService", logging_pb2.LogData)
+            message = refused(
+                lambda: logs(
+                    iter(
+                        [
+                            logging_pb2.LogData(timestamp=now, service="shop", body=text),
+                            logging_pb2.LogData(
+                                timestamp=now, service="shop", tags=logging_pb2.LogTags(data=[tag, tag, tag])
+                            ),
+                            logging_pb2.LogData(timestamp=now, service="shop"),
+                        ]
+                    ),
+                    timeout=10,
+                )
+            )
+            assert message == (
+                "2 logs refused (2 over_limit; the first: bytes of a log body: 206, more than the 100 "
+                "allowed (--max-log-body-bytes)); the other 1 were taken"
+            )
+            meters = call_of(channel, "MeterReportService", meter_pb2.MeterData)
+            message = refused(
+                lambda: meters(
+                    iter(
+                        [meter_pb2.MeterData(histogram=histogram, service="shop", serviceInstance="shop-1")]
+                    ),
+                    timeout=10,
+                )
+            )
+            assert message == (
+                "1 meters refused (1 over_limit; the first: buckets of meter h: 4, more than the 3 "
+                "allowed (--max-histogram-buckets)); the other 0 were taken"
+            )
+        for kind, n in (("segments", 3), ("logs", 2), ("meters", 1)):
+            assert node.instruments.value("skyoap_v3_refused_total", kind=kind, reason="over_limit") == n
+        storage = open_storage(node.config.storage)
+        try:
+            everything = (0, 999_999_999_999)
+            eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 1, timeout_s=30)
+            eventually(lambda: len(storage.records.query(LogRecord, *everything)) == 1, timeout_s=30)
+            assert [s.segment_id for s in storage.records.query(SegmentRecord, *everything)] == ["good"]
+        finally:
+            storage.close()
+    finally:
+        node.close()
+
+
+def call_of(channel: grpc.Channel, service: str, message: Any) -> grpc.StreamUnaryMultiCallable:
+    return channel.stream_unary(
+        f"/skywalking.v3.{service}/collect",
+        request_serializer=message.SerializeToString,
+        response_deserializer=common_pb2.Commands.FromString,
+    )
+
+
+def refused(call: Callable[[], object]) -> str:
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    return str(e.value.details())

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import grpc
 
 from edge.binding import Undecodable
-from receiver.checks import Reason, Refusals
+from model.checks import Reason
+from receiver.checks import Refusals
 from receiver.skywalking import _taking
 from runtime.instruments import Instruments
 

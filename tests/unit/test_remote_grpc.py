@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import grpc
 import pytest
@@ -13,7 +14,14 @@ import pytest
 from deploy.servers import free_port
 from edge.auth import AgentToken
 from edge.server import GrpcServer
-from model.inventory import INVENTORY_TYPES, ServiceInstanceInventory, ServiceInventory
+from model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInstanceInventory, ServiceInventory
+from model.metrics import (
+    LATENCY_BUCKETS_MS,
+    METRICS_TYPES,
+    MeterMetrics,
+    ServiceMetrics,
+    minute_bucket,
+)
 from model.stream import Stage, StreamData, StreamTypes, worker_id
 from proto import remote_pb2
 from remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, encode_batch
@@ -217,3 +225,59 @@ def test_with_an_agent_token_a_client_that_sends_it_is_served_and_a_call_without
         client.close(5)
     finally:
         server.close(0)
+
+
+def test_items_no_receiver_sends_are_refused_with_the_rule_they_break() -> None:
+    """What a client of the internal port could craft: each would make L2
+    merge or store what no agent can make it store."""
+    workers = Workers()
+    sinks = {m: Collect[StreamData](worker_id(m, Stage.L2)) for m in (*INVENTORY_TYPES, *METRICS_TYPES)}
+    for sink in sinks.values():
+        workers.register(sink)
+    service = RemoteService(workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), Instruments())
+    now_ms = int(time.time() * 1000)
+    minute = minute_bucket(now_ms)
+    full = tuple(3 if i == 4 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+    good_metric = ServiceMetrics(
+        time_bucket=minute, service="svc", calls=3, latency_sum_ms=15, histogram=full
+    )
+    good_instance = ServiceInstanceInventory(name="i", service_id=1, instance_uuid="i", heartbeat_time=now_ms)
+    day = 86_400_000
+    items: list[StreamData] = [
+        good_metric,
+        replace(good_metric, histogram=(3, 0, 0)),
+        replace(good_metric, errors=4),
+        replace(good_metric, time_bucket=202613991234),
+        replace(good_metric, service="a\x1fb"),
+        good_instance,
+        replace(good_instance, heartbeat_time=now_ms + day, active=False),
+        replace(good_instance, active=False),
+        EndpointInventory(name="/e", service_id=0, detect_point=1),
+        MeterMetrics(
+            time_bucket=minute, service="svc", instance="i", name="m", labels="", samples=1,
+            last_time=now_ms, buckets={str(b): "1" for b in range(101)},
+        ),
+    ]  # fmt: skip
+    batch = encode_batch([(worker_id(type(i), Stage.L2), i) for i in items])
+    reasons = service._take_batch(batch)
+    assert reasons[0] is None and reasons[5] is None
+    assert [r.split(":")[0] if r else None for r in reasons] == [
+        None, "inconsistent", "inconsistent", "inconsistent", "control_character",
+        None, "time_out_of_range", "inconsistent", "inconsistent", "over_limit",
+    ]  # fmt: skip
+    assert reasons[1] == (
+        f"inconsistent: service_metrics 'svc' at {minute} has a histogram of 3 buckets adding up to 3 "
+        "for 3 calls: a receiver sends 29 buckets that add up to the calls"
+    )
+    assert (
+        reasons[3]
+        == "inconsistent: the time bucket of service_metrics 202613991234 is not a minute (yyyyMMddHHmm)"
+    )
+    assert str(reasons[7]).startswith("inconsistent: service instance 'i' arrives inactive")
+    assert reasons[9] == (
+        f"over_limit: buckets of meter_metrics 'svc i m ' at {minute}: 101, more than the 100 allowed "
+        "(--max-histogram-buckets)"
+    )
+    assert sinks[ServiceMetrics].items == [good_metric]
+    assert sinks[ServiceInstanceInventory].items == [good_instance]
+    assert all(not sinks[m].items for m in (EndpointInventory, MeterMetrics))

@@ -1,0 +1,135 @@
+"""What a valid item is: the rules every name, time and count obeys, whoever
+sends it. A receiver applies them to what agents report (``receiver/``), and
+an aggregator again to what other nodes send (``remote/service.py``), so that
+no client can make L2 merge or store what an agent could not."""
+
+from __future__ import annotations
+
+import calendar
+import enum
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class Reason(enum.Enum):
+    NO_SPANS = "no_spans"
+    END_BEFORE_START = "end_before_start"
+    UNKNOWN_ENUM = "unknown_enum"
+    TIME_OUT_OF_RANGE = "time_out_of_range"
+    NAME_TOO_LONG = "name_too_long"
+    CONTROL_CHARACTER = "control_character"
+    """A name holding a control character (the key separator among them)."""
+    MISSING_NAME = "missing_name"
+    NOT_A_NUMBER = "not_a_number"
+    NO_VALUE = "no_value"
+    """A meter with neither a single value nor a histogram."""
+    OVER_LIMIT = "over_limit"
+    """More spans, references, tags, buckets or bytes than the node's limits allow."""
+    INCONSISTENT = "inconsistent"
+    """Values no receiver produces: counts that do not add up, an id below 1."""
+    UNDECODABLE = "undecodable"
+    BROKEN_STREAM = "broken_stream"
+    """The agent's stream ended with an error: what came before it is kept."""
+
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+"""What no name may hold: the entities' key separator (``model.metrics.SEP``)
+is one of them, and none has a place in a name shown to people."""
+
+
+def control_character(what: str, value: str) -> str | None:
+    """Why ``value`` cannot be a name, if it holds a control character."""
+    found = CONTROL_CHARACTERS.search(value)
+    if found is None:
+        return None
+    return f"{what} {value[:100]!r} holds the control character {found.group()!r} at {found.start()}"
+
+
+class Refused(ValueError):
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class TelemetryLimits:
+    """The node's limits (``--max-name-length`` and the others of its limits
+    section); the defaults are the options' defaults."""
+
+    max_name_length: int = 500
+    max_past_ms: int = 3 * 86_400_000
+    """How old a time stamp may be (agents buffer while the backend is away)."""
+    max_future_ms: int = 600_000
+    """How far ahead of this node's clock a time stamp may be (clock skew)."""
+    max_properties_chars: int = 16_384
+    max_spans_per_segment: int = 2_000
+    max_refs_per_span: int = 500
+    max_tags_per_item: int = 128
+    max_log_body_bytes: int = 128 * 1024
+    max_histogram_buckets: int = 100
+
+    def name(self, what: str, value: str, required: bool = True) -> str:
+        if required and not value:
+            raise Refused(Reason.MISSING_NAME, f"{what} is empty")
+        if len(value) > self.max_name_length:
+            raise Refused(
+                Reason.NAME_TOO_LONG,
+                f"{what} has {len(value)} characters, more than the {self.max_name_length} allowed",
+            )
+        bad = control_character(what, value)
+        if bad is not None:
+            raise Refused(Reason.CONTROL_CHARACTER, bad)
+        return value
+
+    def time(self, what: str, ms: int, now_ms: int) -> int:
+        if not now_ms - self.max_past_ms <= ms <= now_ms + self.max_future_ms:
+            raise Refused(
+                Reason.TIME_OUT_OF_RANGE,
+                f"{what} {ms} ms since the epoch is more than {self.max_past_ms // 1000} s before or "
+                f"{self.max_future_ms // 1000} s after this node's clock ({now_ms})",
+            )
+        return ms
+
+    def not_ahead(self, what: str, ms: int, now_ms: int) -> None:
+        if ms > now_ms + self.max_future_ms:
+            raise Refused(
+                Reason.TIME_OUT_OF_RANGE,
+                f"{what} {ms} ms since the epoch is more than {self.max_future_ms // 1000} s "
+                f"after this node's clock ({now_ms})",
+            )
+
+    def minute(self, what: str, bucket: int, now_ms: int) -> None:
+        """``bucket`` is a minute (yyyyMMddHHmm) within the time limits."""
+        digits = str(bucket)
+        try:
+            if len(digits) != 12:
+                raise ValueError
+            ms = calendar.timegm(
+                (int(digits[:4]), int(digits[4:6]), int(digits[6:8]), int(digits[8:10]), int(digits[10:]), 0)
+            )
+            if minute_of(ms) != bucket:
+                raise ValueError
+        except ValueError:
+            raise Refused(Reason.INCONSISTENT, f"{what} {bucket} is not a minute (yyyyMMddHHmm)") from None
+        self.time(what, ms * 1000, now_ms)
+
+    def at_most(self, what: str, count: int, bound: int, option: str) -> None:
+        if count > bound:
+            raise Refused(Reason.OVER_LIMIT, f"{what}: {count}, more than the {bound} allowed ({option})")
+
+    def properties(self, what: str, properties: Mapping[str, str]) -> None:
+        size = sum(len(k) + len(v) for k, v in properties.items())
+        self.at_most(f"characters of {what}", size, self.max_properties_chars, "--max-properties-chars")
+
+
+def minute_of(seconds: int) -> int:
+    """The yyyyMMddHHmm bucket of ``seconds`` since the epoch (UTC)."""
+    y, mo, d, h, mi = time.gmtime(seconds)[:5]
+    return (((y * 100 + mo) * 100 + d) * 100 + h) * 100 + mi
+
+
+def consistent(condition: bool, detail: str) -> None:
+    if not condition:
+        raise Refused(Reason.INCONSISTENT, detail)
