@@ -35,6 +35,7 @@ from proto.skywalking import (
     profile_pb2,
     tracing_pb2,
 )
+from receiver.cardinality import Cardinality
 from receiver.checks import Refusals, Tally
 from receiver.registration import Registrar
 from receiver.segments import Segment, Span, SpanKind, SpanRef, check, measure, record_of
@@ -126,8 +127,20 @@ class NamesByService:
 
 
 class ManagementService:
-    def __init__(self, names: NamesByService) -> None:
+    def __init__(self, names: NamesByService, limits: TelemetryLimits, cardinality: Cardinality) -> None:
         self._names = names
+        self._limits = limits
+        self._cardinality = cardinality
+
+    def _instance(self, service: str, instance: str) -> str:
+        """The instance as it counts against its service's bound; a bad name
+        is left for registration to refuse, and never counted."""
+        try:
+            self._limits.name("service", service)
+            self._limits.name("serviceInstance", instance)
+        except Refused:
+            return instance
+        return self._cardinality.instance(service, instance)
 
     def reportInstanceProperties(
         self, request: management_pb2.InstanceProperties, context: grpc.ServicerContext
@@ -135,13 +148,14 @@ class ManagementService:
         properties = {kv.key: kv.value for kv in request.properties}
         if request.layer:
             properties["layer"] = request.layer
-        self._names.instance(request.service, request.serviceInstance, properties)
+        instance = self._instance(request.service, request.serviceInstance)
+        self._names.instance(request.service, instance, properties)
         return NO_COMMANDS
 
     def keepAlive(
         self, request: management_pb2.InstancePingPkg, context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        self._names.instance(request.service, request.serviceInstance, {})
+        self._names.instance(request.service, self._instance(request.service, request.serviceInstance), {})
         return NO_COMMANDS
 
 
@@ -285,12 +299,14 @@ class TraceSegmentReportService:
         registrar: Registrar,
         sinks: Sinks,
         limits: TelemetryLimits,
+        cardinality: Cardinality,
         instruments: Instruments,
     ) -> None:
         self._names = names
         self._registrar = registrar
         self._sinks = sinks
         self._limits = limits
+        self._cardinality = cardinality
         self._segments = instruments.counter(
             "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
         ).labels(kind="segments")
@@ -310,6 +326,7 @@ class TraceSegmentReportService:
             except Refused as e:
                 tally.refuse(e)
                 continue
+            segment = self._cardinality.segment(segment)
             taken.append(segment)
             self._sinks.count(tally, 2 * len(segment.data))  # its record (base64) and metrics
         if taken:
@@ -355,11 +372,17 @@ class LogReportService:
     and stores each as a record."""
 
     def __init__(
-        self, names: NamesByService, sinks: Sinks, limits: TelemetryLimits, instruments: Instruments
+        self,
+        names: NamesByService,
+        sinks: Sinks,
+        limits: TelemetryLimits,
+        cardinality: Cardinality,
+        instruments: Instruments,
     ) -> None:
         self._names = names
         self._sinks = sinks
         self._limits = limits
+        self._cardinality = cardinality
         self._logs = instruments.counter(
             "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
         ).labels(kind="logs")
@@ -373,13 +396,17 @@ class LogReportService:
         kind = pb.body.WhichOneof("content") or "text"
         body = getattr(pb.body, kind)
         ctx = pb.traceContext
+        service = lim.name("service", pb.service)
+        instance = lim.name("serviceInstance", pb.serviceInstance, required=False)
+        endpoint = lim.name("endpoint", pb.endpoint, required=False)
+        guard = self._cardinality
         return LogRecord(
             time_bucket=minute_bucket(timestamp),
             log_id=uuid.uuid4().hex,
             timestamp=timestamp,
-            service=lim.name("service", pb.service),
-            instance=lim.name("serviceInstance", pb.serviceInstance, required=False),
-            endpoint=lim.name("endpoint", pb.endpoint, required=False),
+            service=service,
+            instance=guard.instance(service, instance) if instance else "",
+            endpoint=guard.endpoint(service, endpoint) if endpoint else "",
             trace_id=lim.name("traceId", ctx.traceId, required=False),
             segment_id=lim.name("traceSegmentId", ctx.traceSegmentId, required=False),
             span_id=ctx.spanId,
@@ -420,11 +447,17 @@ class MeterReportService:
     in the first message of a stream only) and turns each value into a metric."""
 
     def __init__(
-        self, names: NamesByService, sinks: Sinks, limits: TelemetryLimits, instruments: Instruments
+        self,
+        names: NamesByService,
+        sinks: Sinks,
+        limits: TelemetryLimits,
+        cardinality: Cardinality,
+        instruments: Instruments,
     ) -> None:
         self._names = names
         self._sinks = sinks
         self._limits = limits
+        self._cardinality = cardinality
         self._meters = instruments.counter(
             "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
         ).labels(kind="meters")
@@ -469,10 +502,9 @@ class MeterReportService:
             self._meters.inc()
             try:
                 if pb.service and (pb.service, pb.serviceInstance) != source:
-                    source = (
-                        self._limits.name("service", pb.service),
-                        self._limits.name("serviceInstance", pb.serviceInstance),
-                    )
+                    service = self._limits.name("service", pb.service)
+                    instance = self._limits.name("serviceInstance", pb.serviceInstance)
+                    source = (service, self._cardinality.instance(service, instance))
                 if source is None:
                     raise Refused(Reason.MISSING_NAME, "the first meter of a stream names no service")
                 metric = self._metric(pb, source, now_ms)
@@ -514,20 +546,22 @@ def add_skywalking_services(
     registrar: Registrar,
     sinks: Sinks,
     limits: TelemetryLimits,
+    cardinality: Cardinality,
     instruments: Instruments,
 ) -> NamesByService:
     """Serves SkyWalking's v3 agent services on ``server``; returns the names
     that wait for their service's id, which the caller starts and closes."""
     names = NamesByService(registrar)
+    guarded = (limits, cardinality, instruments)
     services: list[tuple[descriptor.FileDescriptor, str, object]] = [
-        (management_pb2.DESCRIPTOR, "ManagementService", ManagementService(names)),
+        (management_pb2.DESCRIPTOR, "ManagementService", ManagementService(names, limits, cardinality)),
         (
             tracing_pb2.DESCRIPTOR,
             "TraceSegmentReportService",
-            TraceSegmentReportService(names, registrar, sinks, limits, instruments),
+            TraceSegmentReportService(names, registrar, sinks, *guarded),
         ),
-        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, limits, instruments)),
-        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, limits, instruments)),
+        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, *guarded)),
+        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, *guarded)),
         (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(instruments)),
         (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", ConfigurationDiscoveryService()),
     ]

@@ -109,6 +109,10 @@ class InventoryDAO(Protocol):
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         """Rows ordered by sequence."""
 
+    def names_of_service(self, model: type[Inventory], service_id: int, limit: int) -> Sequence[str]:
+        """The names of up to ``limit`` rows of ``model`` (instances or
+        endpoints) whose ``service_id`` is given, in the order they got ids."""
+
     def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
         """Active rows whose heartbeat is older than ``cutoff_ms``."""
 

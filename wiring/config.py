@@ -156,6 +156,20 @@ class LimitsConfig:
     max_tags_per_item: int = option(128, "most tags one span or log line may carry")
     max_log_body_bytes: int = option(128 * 1024, "largest log body, in bytes")
     max_histogram_buckets: int = option(100, "most buckets one meter histogram may carry")
+    endpoint_groups: str = option(
+        "",
+        "file of endpoint grouping rules: lines 'GROUP' ({name} matches one path segment) or "
+        "'GROUP = REGEX', under optional [SERVICE] headers (see the README's Security section)",
+    )
+    max_endpoints_per_service: int = option(
+        3000, "most endpoints a service has; past it new names count as the endpoint (other)"
+    )
+    max_instances_per_service: int = option(
+        5000, "most instances a service has; past it new names count as the instance (other)"
+    )
+    max_network_addresses: int = option(
+        50_000, "most peer addresses of all services; past it new ones count as the address (other)"
+    )
     telemetry_max_age_s: float = option(
         3 * 86_400.0, "segments, logs and meters time-stamped longer ago than this are refused"
     )

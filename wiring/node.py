@@ -16,12 +16,19 @@ from edge.limits import CallLimits
 from edge.server import GrpcServer
 from edge.tls import ClientTls, ServerTls
 from model.checks import TelemetryLimits
-from model.inventory import INVENTORY_TYPES
+from model.inventory import (
+    INVENTORY_TYPES,
+    EndpointInventory,
+    Inventory,
+    ServiceInstanceInventory,
+    ServiceInventory,
+)
 from model.metrics import METRICS_TYPES
 from model.records import RECORD_TYPES
 from model.stream import StreamTypes
 from model.topics import Retention, Topic
 from receiver.cache import InventoryCache
+from receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
 from receiver.skywalking import Sinks, add_skywalking_services
@@ -37,6 +44,7 @@ from runtime.lifecycle import Lifecycle
 from runtime.ratelimit import RateLimitedLog
 from runtime.retry import STORAGE_WRITES
 from runtime.worker import Workers
+from storage.api import InventoryDAO
 from storage.config import StorageKind
 from storage.select import OpenStorage, open_storage
 from wiring.admin import AdminServer
@@ -118,6 +126,8 @@ class Node:
         self._lifecycle = Lifecycle()
         c = config.cluster
         self._client_tls = ClientTls(c.cluster_ca, c.cluster_cert, c.cluster_key) if c.cluster_ca else None
+        groups = config.limits.endpoint_groups
+        self._groups = GroupingRules.load(groups) if groups else GroupingRules()
         self._closed = threading.Event()
         self._unanswered = RateLimitedLog(log)
 
@@ -279,7 +289,10 @@ class Node:
             registrar = Registrar(cache, inventory.entry, limits)
             add_agent_services(server, registrar)
             sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
-            names = add_skywalking_services(server, registrar, sinks, item_limits, self.instruments)
+            cardinality = self._cardinality(cache, edge_reads)
+            names = add_skywalking_services(
+                server, registrar, sinks, item_limits, cardinality, self.instruments
+            )
             life.start(names)
         life.start(server)
         if self.internal is not None:
@@ -316,6 +329,24 @@ class Node:
             token,
             tls,
             reflection,
+        )
+
+    def _cardinality(self, cache: InventoryCache, reads: InventoryDAO) -> Cardinality:
+        lim = self.config.limits
+
+        def service_id(name: str) -> int | None:
+            return cache.ids(ServiceInventory, [name]).get(name)
+
+        def bound(kind: str, most: int, model: type[Inventory] | None) -> NameBound:
+            seed = seed_from(reads.names_of_service, service_id, model, most) if model else None
+            option = f"--max-{kind.replace(' ', '-')}s" + ("-per-service" if model else "")
+            return NameBound(kind, most, option, self.instruments, seed)
+
+        return Cardinality(
+            self._groups,
+            bound("endpoint", lim.max_endpoints_per_service, EndpointInventory),
+            bound("instance", lim.max_instances_per_service, ServiceInstanceInventory),
+            bound("network address", lim.max_network_addresses, None),
         )
 
     def _install(self, storage: OpenStorage) -> None:

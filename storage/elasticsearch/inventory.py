@@ -201,6 +201,17 @@ class ElasticsearchInventoryDAO:
             )
         return [model.from_row(h["_source"]) for h in res["hits"]["hits"]]
 
+    def names_of_service(self, model: type[Inventory], service_id: int, limit: int) -> Sequence[str]:
+        with translated_errors(f"listing the names of service {service_id} in {model.MODEL}"):
+            res = self._es.search(
+                index=self._client.index(model.MODEL),
+                size=min(limit, 10_000),  # Elasticsearch's max_result_window
+                sort=[{"sequence": "asc"}],
+                source_includes=["name"],
+                query={"term": {"service_id": service_id}},
+            )
+        return [h["_source"]["name"] for h in res["hits"]["hits"]]
+
     def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
         self._client.refresh(model.MODEL)
         index = self._client.index(model.MODEL)

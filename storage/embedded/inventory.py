@@ -118,6 +118,13 @@ class EmbeddedInventoryDAO:
             item for item, _ in self._db.rows(model, model.MODEL, "1 = 1 ORDER BY sequence LIMIT ?", [limit])
         ]
 
+    def names_of_service(self, model: type[Inventory], service_id: int, limit: int) -> Sequence[str]:
+        rows = self._db.fetch(
+            f"SELECT name FROM {model.MODEL} WHERE service_id = ? ORDER BY sequence LIMIT ?",
+            [service_id, limit],
+        )
+        return [r[0] for r in rows]
+
     def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
         rows = self._db.rows(
             model,

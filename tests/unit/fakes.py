@@ -96,6 +96,10 @@ class MemoryInventoryDAO:
     def max_sequence(self, model: type[Inventory]) -> int:
         return self.fence.get(model.MODEL, 0)
 
+    def names_of_service(self, model: type[Inventory], service_id: int, limit: int) -> Sequence[str]:
+        rows = sorted((r for r, _ in self._table(model).values()), key=lambda r: r.sequence)
+        return [r.name for r in rows if getattr(r, "service_id", None) == service_id][:limit]
+
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         return sorted((r for r, _ in self._table(model).values()), key=lambda r: r.sequence)[:limit]
 

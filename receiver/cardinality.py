@@ -1,0 +1,244 @@
+"""Cardinality guards: what keeps the number of entities bounded whatever the
+agents name. Every entity gets an inventory row and minute, hour and day
+metric rows, so an agent that names endpoints by raw URL (``/orders/1``,
+``/orders/2``, ...) would otherwise grow storage without end.
+
+Applied at the receiver before anything is measured or registered:
+
+- endpoint grouping rules (``--endpoint-groups FILE``) rename a matching
+  endpoint to its group (``/orders/{id}``);
+- each service has at most ``--max-endpoints-per-service`` endpoints and
+  ``--max-instances-per-service`` instances, and all services together at
+  most ``--max-network-addresses`` peer addresses. Past a bound, a new name
+  is counted and folded into one catch-all entity, ``(other)``, itself one
+  of the bounded names: never a new row.
+
+A receiver learns which names a service has from storage the first time it
+sees the service, so a restart does not admit a new set of names."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from model.inventory import Inventory
+from receiver.segments import Segment, SpanKind
+from runtime.instruments import Instruments
+from runtime.ratelimit import RateLimitedLog
+from storage.api import StorageError
+
+log = logging.getLogger(__name__)
+
+OTHER = "(other)"
+"""The catch-all entity names past a bound are folded into."""
+RESEED_AFTER_S = 30.0
+"""A service whose names storage could not list is asked again after this long."""
+
+
+@dataclass(frozen=True)
+class GroupingRule:
+    service: str | None
+    """The service it applies to; None: every service."""
+    pattern: re.Pattern[str]
+    group: str
+
+
+class GroupingRules:
+    """Endpoint grouping rules, read from a file of lines:
+
+    - ``GROUP``: a name in which each ``{placeholder}`` stands for one path
+      segment (anything but ``/``), e.g. ``/orders/{id}`` or ``GET:/users/{id}/cart``;
+    - ``GROUP = REGEX``: the endpoints the regular expression matches whole;
+    - ``[SERVICE]``: the rules below apply to that service only (``[*]``: to every service);
+    - blank lines and lines starting with ``#`` are skipped.
+
+    An endpoint takes the group of the first rule of its service that
+    matches, else of the first rule for every service; else it keeps its name."""
+
+    def __init__(self, rules: Sequence[GroupingRule] = ()) -> None:
+        self._by_service: dict[str | None, list[GroupingRule]] = {}
+        for rule in rules:
+            self._by_service.setdefault(rule.service, []).append(rule)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_service)
+
+    @classmethod
+    def load(cls, path: str) -> GroupingRules:
+        """Raises ValueError naming the file and line of what is wrong."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            raise ValueError(f"cannot read the endpoint groups {path}: {e.strerror}") from None
+        rules = []
+        service: str | None = None
+        for number, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("[") and line.endswith("]"):
+                name = line[1:-1].strip()
+                service = None if name == "*" else name
+                continue
+            group, sep, regex = line.partition(" = ")
+            group = group.strip()
+            try:
+                pattern = re.compile(regex.strip() if sep else _placeholders(group))
+            except re.error as e:
+                raise ValueError(
+                    f"{path} line {number}: {regex.strip()!r} is not a regular expression: {e}"
+                ) from None
+            rules.append(GroupingRule(service, pattern, group))
+        return cls(rules)
+
+    def group(self, service: str, endpoint: str) -> str:
+        for rules in (self._by_service.get(service, ()), self._by_service.get(None, ())):
+            for rule in rules:
+                if rule.pattern.fullmatch(endpoint):
+                    return rule.group
+        return endpoint
+
+
+def _placeholders(group: str) -> str:
+    """The regular expression of a group whose ``{name}``s each match one path segment."""
+    parts = re.split(r"\{[^{}/]*\}", group)
+    return "[^/]+".join(re.escape(p) for p in parts)
+
+
+class NameBound:
+    """At most ``bound`` distinct names per scope (a service, or "" for all),
+    ``OTHER`` among them once the others are taken. ``seed`` lists the names
+    a scope already has in storage."""
+
+    def __init__(
+        self,
+        kind: str,
+        bound: int,
+        option: str,
+        instruments: Instruments,
+        seed: Callable[[str], Sequence[str]] | None = None,
+    ) -> None:
+        self._kind = kind
+        self._bound = bound
+        self._option = option
+        self._seed = seed
+        self._names: dict[str, set[str]] = {}
+        self._reseed_at: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._folded = instruments.counter(
+            "skyoap_cardinality_folded_total",
+            f"names past a bound counted under the catch-all entity {OTHER}",
+            ["kind"],
+        ).labels(kind=kind)
+        self._log = RateLimitedLog(log, interval_s=60.0)
+
+    def admit(self, scope: str, name: str) -> str:
+        """``name`` if the scope has it or room for it, else ``OTHER``."""
+        names = self._names.get(scope)
+        if names is not None and name in names:  # the usual case: no lock
+            return name
+        with self._lock:
+            names = self._scope(scope)
+            if name in names:
+                return name
+            if len(names) < self._bound - 1 or (name == OTHER and len(names) < self._bound):
+                names.add(name)
+                return name
+            names.add(OTHER)
+        self._folded.inc()
+        self._log.warning(
+            f"{self._kind}:{scope}",
+            "%s%s has %d %ss, the most %s allows: new ones are counted as %s",
+            "service " if scope else "",
+            scope or "all services",
+            self._bound,
+            self._kind,
+            self._option,
+            OTHER,
+        )
+        return OTHER
+
+    def _scope(self, scope: str) -> set[str]:
+        """The scope's names, read from storage at first sight (and again
+        after ``RESEED_AFTER_S`` if storage could not answer)."""
+        names = self._names.get(scope)
+        retry_at = self._reseed_at.get(scope)
+        if names is not None and (retry_at is None or retry_at > time.monotonic()):
+            return names
+        known = set(names or ())
+        try:
+            if self._seed is not None:
+                known.update(self._seed(scope))
+            self._reseed_at.pop(scope, None)
+        except StorageError as e:
+            self._reseed_at[scope] = time.monotonic() + RESEED_AFTER_S
+            log.warning(
+                "cannot list the %ss of %s yet (%s): counting from what arrives", self._kind, scope, e
+            )
+        self._names[scope] = known
+        return known
+
+
+class Cardinality:
+    """The guards a receiver applies to what agents name."""
+
+    def __init__(
+        self, groups: GroupingRules, endpoints: NameBound, instances: NameBound, addresses: NameBound
+    ) -> None:
+        self._groups = groups
+        self._endpoints = endpoints
+        self._instances = instances
+        self._addresses = addresses
+
+    def endpoint(self, service: str, name: str) -> str:
+        if self._groups:
+            name = self._groups.group(service, name)
+        return self._endpoints.admit(service, name)
+
+    def instance(self, service: str, name: str) -> str:
+        return self._instances.admit(service, name)
+
+    def address(self, name: str) -> str:
+        return self._addresses.admit("", name)
+
+    def segment(self, segment: Segment) -> Segment:
+        """The segment with its instance, its entry spans' endpoints and the
+        addresses of its exit spans and references guarded."""
+        service = segment.service
+        spans = list(segment.spans)
+        for i, span in enumerate(spans):
+            if span.kind == SpanKind.ENTRY and span.operation:
+                endpoint = self.endpoint(service, span.operation)
+                if endpoint != span.operation:
+                    spans[i] = span = span._replace(operation=endpoint)
+            elif span.kind == SpanKind.EXIT and span.peer:
+                peer = self.address(span.peer)
+                if peer != span.peer:
+                    spans[i] = span = span._replace(peer=peer)
+            if any(r.address for r in span.refs):
+                refs = tuple(
+                    r._replace(address=self.address(r.address)) if r.address else r for r in span.refs
+                )
+                if refs != span.refs:
+                    spans[i] = span._replace(refs=refs)
+        return replace(segment, instance=self.instance(service, segment.instance), spans=tuple(spans))
+
+
+def seed_from(
+    names_of_service: Callable[[type[Inventory], int, int], Sequence[str]],
+    service_id: Callable[[str], int | None],
+    model: type[Inventory],
+    bound: int,
+) -> Callable[[str], Sequence[str]]:
+    """Lists a service's stored names of ``model`` (none while the service has no id)."""
+
+    def seed(service: str) -> Sequence[str]:
+        sid = service_id(service)
+        return () if sid is None else names_of_service(model, sid, bound)
+
+    return seed
