@@ -35,7 +35,8 @@ def _node(args: argparse.Namespace) -> int:
     node = Node(config).start()
     # One line on stdout that scripts can wait for (the ports are real even when 0 was asked for).
     admin = f"{config.server.advertised_host}:{node.admin_port}" if node.admin_port else "-"
-    print(f"skyoap node listening on {node.address} admin {admin}", flush=True)
+    internal = node.internal_address or "-"
+    print(f"skyoap node listening on {node.address} admin {admin} internal {internal}", flush=True)
     try:
         stop.wait()
     finally:

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from deploy.servers import ElasticsearchServer, RedisServer, ServerError
 
 ROOT = Path(__file__).resolve().parents[1]
-_LISTENING = re.compile(r"skyoap node listening on (\S+) admin (\S+)")
+_LISTENING = re.compile(r"skyoap node listening on (\S+) admin (\S+) internal (\S+)")
 
 
 @dataclass
@@ -34,6 +34,8 @@ class NodeProcess:
     address: str
     admin: str
     log: str
+    internal: str = "-"
+    """``host:port`` of its RemoteService (aggregators and mixed nodes)."""
 
     @property
     def name(self) -> str:
@@ -208,7 +210,7 @@ class LocalCluster:
                 tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
                 raise ServerError(f"the {role} node did not start:\n{tail}")
             time.sleep(0.05)
-        node = NodeProcess(role, proc.pid, match.group(1), match.group(2), str(log_path))
+        node = NodeProcess(role, proc.pid, match.group(1), match.group(2), str(log_path), match.group(3))
         self.state.nodes.append(node)
         self.save()
         return node

@@ -208,7 +208,8 @@ class Cardinality:
 
     def segment(self, segment: Segment) -> Segment:
         """The segment with its instance, its entry spans' endpoints and the
-        addresses of its exit spans and references guarded."""
+        addresses of its exit spans and references guarded (itself when
+        nothing changes, as for nearly every segment)."""
         service = segment.service
         spans = list(segment.spans)
         for i, span in enumerate(spans):
@@ -221,12 +222,14 @@ class Cardinality:
                 if peer != span.peer:
                     spans[i] = span = span._replace(peer=peer)
             if any(r.address for r in span.refs):
-                refs = tuple(
-                    r._replace(address=self.address(r.address)) if r.address else r for r in span.refs
-                )
+                address = self.address
+                refs = tuple(r._replace(address=address(r.address)) if r.address else r for r in span.refs)
                 if refs != span.refs:
                     spans[i] = span._replace(refs=refs)
-        return replace(segment, instance=self.instance(service, segment.instance), spans=tuple(spans))
+        instance = self.instance(service, segment.instance)
+        if instance == segment.instance and all(a is b for a, b in zip(spans, segment.spans, strict=True)):
+            return segment
+        return replace(segment, instance=instance, spans=tuple(spans))
 
 
 def seed_from(

@@ -141,6 +141,11 @@ class Node:
         return f"{self.config.server.advertised_host}:{self.port}"
 
     @property
+    def internal_address(self) -> str | None:
+        """Where other nodes send this node L1 results, if it takes them."""
+        return f"{self.config.server.advertised_host}:{self.internal.port}" if self.internal else None
+
+    @property
     def name(self) -> str:
         where = self.address if self.server is not None else "(not started)"
         return self.config.cluster.node_name or f"{self.config.cluster.role.value}@{where}"
@@ -363,7 +368,7 @@ class Node:
             return StandaloneCluster(self.address)
         host = cfg.server.advertised_host
         admin = f"{host}:{self._admin.port}" if self._admin else ""
-        internal = f"{host}:{self.internal.port}" if self.internal else ""
+        internal = self.internal_address or ""
         identity = self._client_tls.identity if self._client_tls else ""
         me = Member(self.name, cfg.cluster.role.value, self.address, time.time(), admin, internal, identity)
         return RedisCluster(

@@ -194,7 +194,7 @@ def test_bad_remote_messages_are_counted_logged_and_the_stream_goes_on(
         b"\x0a\xff\xff",
         encode(l2, ServiceInventory(name="after")).SerializeToString(),
     ]
-    with grpc.insecure_channel(aggregator.address) as channel:
+    with grpc.insecure_channel(aggregator.internal) as channel:
         ack = channel.stream_unary(CALL, response_deserializer=remote_pb2.RemoteAck.FromString)(
             iter(messages), timeout=10
         )

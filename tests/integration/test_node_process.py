@@ -39,7 +39,7 @@ def start_node(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    match = re.fullmatch(r"skyoap node listening on (\S+) admin -\n", line)
+    match = re.fullmatch(r"skyoap node listening on (\S+) admin - internal -\n", line)
     assert match, f"unexpected first line {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
     return proc, match.group(1)
 
