@@ -5,11 +5,13 @@ them through here."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -149,33 +151,71 @@ class _Process:
 
 
 class ElasticsearchServer(_Process):
-    """A single-node Elasticsearch with security off, listening on 127.0.0.1."""
+    """A single-node Elasticsearch listening on 127.0.0.1, with security off,
+    or on (``secured``): HTTPS with a certificate of a CA its own
+    ``elasticsearch-certutil`` makes (``ca_path``), and one user of the file
+    realm, ``username`` with ``password``, a superuser."""
 
     def __init__(
-        self, port: int | None = None, heap_mb: int = 512, settings: dict[str, object] | None = None
+        self,
+        port: int | None = None,
+        heap_mb: int = 512,
+        settings: dict[str, object] | None = None,
+        secured: bool = False,
     ) -> None:
         """``settings`` are added to the node's (``thread_pool.write.queue_size``, ...)."""
         super().__init__("elasticsearch", Path(tempfile.mkdtemp(prefix="skyoap-es-")))
         self.port = port or free_port()
         self.heap_mb = heap_mb
         self.settings = settings or {}
+        self.secured = secured
+        self.username, self.password = "skyoap", "elastic-s3cret"
+        self.ca_path = self.workdir / "config" / "certs" / "ca" / "ca.crt"
         self._transport_port = free_port()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.secured else 'http'}://127.0.0.1:{self.port}"
+
+    def _secure(self, home: Path, conf: Path, env: dict[str, str]) -> dict[str, object]:
+        """Makes the CA, the node's certificate and the user; returns the settings that use them."""
+        certs = conf / "certs"
+        certs.mkdir()
+        certutil = str(home / "bin" / "elasticsearch-certutil")
+        for argv, archive in (
+            ([certutil, "ca", "--pem", "--silent", "--out", str(certs / "ca.zip")], "ca.zip"),
+            (
+                [
+                    certutil, "cert", "--pem", "--silent", "--ca-cert", str(self.ca_path),
+                    "--ca-key", str(certs / "ca" / "ca.key"), "--ip", "127.0.0.1", "--dns", "localhost",
+                    "--out", str(certs / "node.zip"),
+                ],
+                "node.zip",
+            ),
+        ):  # fmt: skip
+            subprocess.run(argv, env=env, check=True, capture_output=True, timeout=120)
+            with zipfile.ZipFile(certs / archive) as z:
+                z.extractall(certs)
+        users = str(home / "bin" / "elasticsearch-users")
+        subprocess.run(
+            [users, "useradd", self.username, "-p", self.password, "-r", "superuser"],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return {
+            "xpack.security.enabled": "true",
+            "xpack.security.http.ssl.enabled": "true",
+            "xpack.security.http.ssl.key": certs / "instance" / "instance.key",
+            "xpack.security.http.ssl.certificate": certs / "instance" / "instance.crt",
+            "xpack.security.http.ssl.certificate_authorities": self.ca_path,
+        }
 
     def start(self, timeout_s: float = 120.0) -> ElasticsearchServer:
         """Starts the server on its data directory, made empty the first time."""
         home = elasticsearch_home()
         conf = self.workdir / "config"
-        if not conf.exists():
-            shutil.copytree(home / "config", conf)
-            for sub in ("data", "logs", "tmp"):
-                (self.workdir / sub).mkdir()
-            if os.geteuid() == 0:
-                for p in (self.workdir, *self.workdir.rglob("*")):
-                    os.chown(p, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
         env = {
             **os.environ,
             "ES_JAVA_HOME": str(java_home()),
@@ -183,12 +223,24 @@ class ElasticsearchServer(_Process):
             "ES_TMPDIR": str(self.workdir / "tmp"),
             "ES_JAVA_OPTS": f"-Xms{self.heap_mb}m -Xmx{self.heap_mb}m",
         }
+        security: dict[str, object] = {"xpack.security.enabled": "false"}
+        if not conf.exists():
+            shutil.copytree(home / "config", conf)
+            for sub in ("data", "logs", "tmp"):
+                (self.workdir / sub).mkdir()
+            if self.secured:
+                self._security = self._secure(home, conf, env)
+            if os.geteuid() == 0:
+                for p in (self.workdir, *self.workdir.rglob("*")):
+                    os.chown(p, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+        if self.secured:
+            security = self._security
         settings = {
             "http.port": self.port,
             "transport.port": self._transport_port,
             "network.host": "127.0.0.1",
             "discovery.type": "single-node",
-            "xpack.security.enabled": "false",
+            **security,
             "path.data": self.workdir / "data",
             "path.logs": self.workdir / "logs",
             # Shared machines often have little free disk; never go read-only for it.
@@ -203,10 +255,14 @@ class ElasticsearchServer(_Process):
         return self
 
     def _healthy(self) -> bool:
+        request = urllib.request.Request(f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s")
+        context = None
+        if self.secured:
+            token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+            context = ssl.create_default_context(cafile=str(self.ca_path))
         try:
-            with urllib.request.urlopen(
-                f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=3
-            ):
+            with urllib.request.urlopen(request, timeout=3, context=context):
                 return True
         except OSError:
             return False
@@ -219,13 +275,17 @@ class ElasticsearchServer(_Process):
 class RedisServer(_Process):
     """A Redis with no persistence, listening on 127.0.0.1."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, password: str = "") -> None:
+        """With ``password``, clients must give it (``requirepass``)."""
         super().__init__("redis", Path(tempfile.mkdtemp(prefix="skyoap-redis-")))
         self.port = port or free_port()
+        self.password = password
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """With the password in it, if the server requires one."""
+        credentials = f":{self.password}@" if self.password else ""
+        return f"redis://{credentials}127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 30.0) -> RedisServer:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -234,8 +294,11 @@ class RedisServer(_Process):
                 "redis-server is not installed: run deploy/install.sh (apt-get install redis-server)"
             )
         self._spawn(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        )
+            [
+                binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                *(["--requirepass", self.password] if self.password else []),
+            ]
+        )  # fmt: skip
         self._wait_until(self._answers, timeout_s)
         return self
 
@@ -243,7 +306,8 @@ class RedisServer(_Process):
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                 s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
+                # A server that requires a password answers: it is up.
+                return s.recv(16).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
             return False
 

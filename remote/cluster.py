@@ -13,6 +13,7 @@ from typing import Protocol
 import redis
 
 from runtime.periodic import Periodic
+from storage.redis.connect import connect
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +119,13 @@ class RedisCluster:
         heartbeat_s: float = 2.0,
         expiry_s: float = 6.0,
         require_identity: bool = False,
+        ca: str = "",
     ) -> None:
         if me is not None and expiry_s <= heartbeat_s:
             raise ValueError(
                 f"the cluster expiry ({expiry_s:g} s) must be longer than the heartbeat ({heartbeat_s:g} s)"
             )
-        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._redis = connect(url, ca)
         self._alive_key = f"{key_prefix}:cluster:alive"
         self._info_key = f"{key_prefix}:cluster:members"
         self._me = me

@@ -20,11 +20,21 @@ class StorageConfig:
     embedded_path: str = option("skyoap-data/skyoap.db", "SQLite file of the embedded storage")
     es_hosts: str = option("http://127.0.0.1:9200", "Elasticsearch URLs, comma separated")
     es_index_prefix: str = option("skyoap", "prefix of every Elasticsearch index the node creates")
+    es_username: str = option("", "user Elasticsearch authenticates (basic auth), with --es-password")
+    es_password: str = option("", "password of --es-username (better given as SKYOAP_ES_PASSWORD)")
+    es_api_key: str = option("", "Elasticsearch API key (its encoded form), instead of a user")
+    es_ca: str = option("", "PEM CA certificate that Elasticsearch's HTTPS certificate is checked against")
     es_request_timeout_s: float = option(
         30.0, "how long one Elasticsearch request may take; a write that times out is confirmed later"
     )
     redis_url: str = option(
-        "redis://127.0.0.1:6379/0", "Redis for the global lock and sequences (elasticsearch storage)"
+        "redis://127.0.0.1:6379/0",
+        "Redis for the global lock and sequences (elasticsearch storage); rediss:// for TLS",
+    )
+    redis_ca: str = option(
+        "",
+        "PEM CA certificate that Redis's TLS certificate is checked against (rediss:// URLs); "
+        "a user and password go in the URL: redis://USER:PASSWORD@HOST:PORT/DB",
     )
     redis_key_prefix: str = option("skyoap", "prefix of every Redis key the node uses")
     topic_lease_s: float = option(

@@ -42,7 +42,7 @@ class OpenStorage:
 
 def open_storage(config: StorageConfig) -> OpenStorage:
     if config.kind is StorageKind.ELASTICSEARCH:
-        from storage.elasticsearch.client import ElasticsearchClient
+        from storage.elasticsearch.client import ElasticsearchClient, credentials
         from storage.elasticsearch.inventory import ElasticsearchInventoryDAO
         from storage.elasticsearch.metrics import ElasticsearchMetricsDAO
         from storage.elasticsearch.records import ElasticsearchRecordDAO
@@ -50,8 +50,10 @@ def open_storage(config: StorageConfig) -> OpenStorage:
         from storage.redis.offsets import RedisOffsetRanges
         from storage.redis.sequences import RedisSequenceAllocator
 
-        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix, config.es_request_timeout_s)
-        allocator = RedisSequenceAllocator(config.redis_url, config.redis_key_prefix)
+        client = ElasticsearchClient(
+            config.es_hosts, config.es_index_prefix, config.es_request_timeout_s, credentials(config)
+        )
+        allocator = RedisSequenceAllocator(config.redis_url, config.redis_key_prefix, config.redis_ca)
         return OpenStorage(
             ElasticsearchInventoryDAO(client),
             ElasticsearchMetricsDAO(client),
@@ -59,7 +61,9 @@ def open_storage(config: StorageConfig) -> OpenStorage:
             ElasticsearchTopicDAO(client),
             ElasticsearchStateStore(client),
             allocator,
-            RedisOffsetRanges(config.redis_url, config.redis_key_prefix, config.topic_lease_s),
+            RedisOffsetRanges(
+                config.redis_url, config.redis_key_prefix, config.topic_lease_s, config.redis_ca
+            ),
             lambda timeout_s: ElasticsearchInventoryDAO(client.within(timeout_s)),
         )
     from storage.embedded.db import Database
@@ -88,10 +92,12 @@ def open_topics(config: StorageConfig) -> tuple[TopicDAO, StateStore]:
     """What a consumer needs: topics to read and the shared state of consumer
     groups. No Redis: readers take no lock."""
     if config.kind is StorageKind.ELASTICSEARCH:
-        from storage.elasticsearch.client import ElasticsearchClient
+        from storage.elasticsearch.client import ElasticsearchClient, credentials
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
 
-        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix, config.es_request_timeout_s)
+        client = ElasticsearchClient(
+            config.es_hosts, config.es_index_prefix, config.es_request_timeout_s, credentials(config)
+        )
         return ElasticsearchTopicDAO(client), ElasticsearchStateStore(client)
     from storage.embedded.db import Database
     from storage.embedded.topics import EmbeddedStateStore, EmbeddedTopicDAO

@@ -378,6 +378,7 @@ class Node:
             cfg.cluster.heartbeat_s,
             cfg.cluster.expiry_s,
             require_identity=self._client_tls is not None,
+            ca=cfg.storage.redis_ca,
         )
 
     def _make_client(self, node: RemoteNode) -> RemoteClient | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
@@ -18,6 +19,7 @@ from model.topics import Position
 from runtime import deadline
 from runtime.batching import BatchPolicy
 from storage.api import StorageError, StorageUnavailable
+from storage.config import StorageConfig
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +93,40 @@ def raise_if_busy(failures: list[dict[str, Any]], what: str) -> None:
         )
 
 
+def credentials(config: StorageConfig) -> dict[str, Any]:
+    """How the node authenticates to Elasticsearch and checks its certificate;
+    raises ValueError for options that do not go together."""
+    if config.es_api_key and config.es_username:
+        raise ValueError("give --es-api-key or --es-username, not both")
+    if bool(config.es_username) != bool(config.es_password):
+        raise ValueError("--es-username and --es-password go together")
+    found: dict[str, Any] = {}
+    if config.es_api_key:
+        found["api_key"] = config.es_api_key
+    elif config.es_username:
+        found["basic_auth"] = (config.es_username, config.es_password)
+    if config.es_ca:
+        if not os.path.isfile(config.es_ca):
+            raise ValueError(f"--es-ca {config.es_ca} is not a file")
+        found["ca_certs"] = config.es_ca
+    return found
+
+
 @contextmanager
 def translated_errors(what: str) -> Iterator[None]:
     """Turns client errors into the storage error hierarchy, saying what failed."""
     try:
         yield
+    except elasticsearch.AuthenticationException as e:
+        raise StorageError(
+            f"Elasticsearch refused the node's credentials while {what} (401): "
+            "check --es-username and --es-password, or --es-api-key"
+        ) from e
+    except elasticsearch.AuthorizationException as e:
+        raise StorageError(
+            f"Elasticsearch does not let the node's user do this: {what} (403): "
+            "it needs to create, write and read the indices of its prefix"
+        ) from e
     except (elasticsearch.ConnectionError, elasticsearch.ConnectionTimeout) as e:
         raise StorageUnavailable(f"Elasticsearch is unreachable while {what}: {e}") from e
     except elasticsearch.ApiError as e:
@@ -128,13 +159,22 @@ class ElasticsearchClient:
     StorageUnavailable for the writer's retry policy (``runtime/retry.py``),
     the one layer that retries a write."""
 
-    def __init__(self, hosts: str, index_prefix: str, request_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        index_prefix: str,
+        request_timeout_s: float = 30.0,
+        credentials: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``credentials``: the client's ``basic_auth``, ``api_key`` and
+        ``ca_certs`` (see ``credentials``)."""
         self.es = Elasticsearch(
             [h.strip() for h in hosts.split(",") if h.strip()],
             request_timeout=request_timeout_s,
             retry_on_timeout=True,
             max_retries=3,
             serializer=OrjsonSerializer(),
+            **(credentials or {}),
         )
         self.writes = self.es.options(max_retries=0, retry_on_timeout=False)
         self.prefix = index_prefix

@@ -25,6 +25,7 @@ import redis
 
 from model.topics import Reservation
 from storage.api import StorageUnavailable
+from storage.redis.connect import connect
 
 # KEYS: next, open (sorted set of range starts), leases (start -> "end:deadline ms"), epoch.
 # ARGV: count, lease ms. Returns {start, epoch}, or {-1} when the partition is not set up.
@@ -78,11 +79,11 @@ end
 
 
 class RedisOffsetRanges:
-    def __init__(self, url: str, key_prefix: str = "skyoap", lease_s: float = 120.0) -> None:
+    def __init__(self, url: str, key_prefix: str = "skyoap", lease_s: float = 120.0, ca: str = "") -> None:
         """``lease_s``: how long a writer may take between reserving a range
         and completing it; longer than any write may take, so that a range is
         passed over only when its writer is gone."""
-        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._redis = connect(url, ca)
         self._prefix = key_prefix
         self._lease_ms = int(lease_s * 1000)
         self._reserve = self._redis.register_script(_RESERVE)

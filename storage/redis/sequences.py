@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 import redis
 
 from storage.api import StorageError, StorageUnavailable
+from storage.redis.connect import connect
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +45,11 @@ class RedisSequenceAllocator:
         self,
         url: str,
         key_prefix: str = "skyoap",
+        ca: str = "",
         lock_ttl_s: float = 30.0,
         lock_wait_s: float = 30.0,
     ) -> None:
-        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._redis = connect(url, ca)
         self._prefix = key_prefix
         self._lock_ttl_s = lock_ttl_s
         self._lock_wait_s = lock_wait_s

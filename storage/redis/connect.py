@@ -1,0 +1,33 @@
+"""How every part of a node reaches Redis: the URL carries the user and
+password (``redis://USER:PASSWORD@HOST:PORT/DB``, ``rediss://`` for TLS),
+and credentials Redis refuses stop the node at start, saying so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+
+def connect(url: str, ca: str = "") -> redis.Redis:
+    """A client of the Redis at ``url``; with ``ca``, its TLS certificate is
+    checked against that CA. Raises ValueError when Redis refuses the
+    credentials; one that cannot be reached now is tried again by its user."""
+    options: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5}
+    if ca:
+        if not url.startswith("rediss://"):
+            raise ValueError("--redis-ca checks a TLS certificate: give a rediss:// URL with it")
+        options["ssl_ca_certs"] = ca
+    client = redis.Redis.from_url(url, **options)
+    try:
+        client.ping()
+    except redis.AuthenticationError as e:
+        kw = client.connection_pool.connection_kwargs
+        client.close()
+        raise ValueError(
+            f"Redis at {kw.get('host')}:{kw.get('port')} refused the credentials of --redis-url ({e}): "
+            "give them as redis://USER:PASSWORD@HOST:PORT/DB (no user: redis://:PASSWORD@...)"
+        ) from None
+    except redis.RedisError:
+        pass
+    return client
