@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import grpc
 from google.protobuf import descriptor
@@ -288,29 +288,37 @@ def segment_of(pb: tracing_pb2.SegmentObject) -> Segment:
     )
 
 
-class TraceSegmentReportService:
-    """Takes segments: registers the names in them (the service and instance,
-    the endpoints entry spans serve, the peers exit spans call), stores each as
-    a record, and measures its spans' calls."""
+class TelemetryService:
+    """What the telemetry services share: where they register names and hand
+    on what they take, the checks and guards they apply, and the counts of
+    what agents reported and what was refused, under ``KIND``."""
+
+    KIND: ClassVar[str]
 
     def __init__(
         self,
         names: NamesByService,
-        registrar: Registrar,
         sinks: Sinks,
         limits: TelemetryLimits,
         cardinality: Cardinality,
         instruments: Instruments,
     ) -> None:
         self._names = names
-        self._registrar = registrar
         self._sinks = sinks
         self._limits = limits
         self._cardinality = cardinality
-        self._segments = instruments.counter(
+        self._received = instruments.counter(
             "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
-        ).labels(kind="segments")
-        self._refusals = Refusals("segments", instruments)
+        ).labels(kind=self.KIND)
+        self._refusals = Refusals(self.KIND, instruments)
+
+
+class TraceSegmentReportService(TelemetryService):
+    """Takes segments: registers the names in them (the service and instance,
+    the endpoints entry spans serve, the peers exit spans call), stores each as
+    a record, and measures its spans' calls."""
+
+    KIND = "segments"
 
     def _take_all(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
         """Takes the good segments of one call, all at once: their records and
@@ -319,7 +327,7 @@ class TraceSegmentReportService:
         now_ms = _now_ms()
         taken: list[Segment] = []
         for pb in segments:
-            self._segments.inc()
+            self._received.inc()
             segment = segment_of(pb)
             try:
                 check(segment, self._limits, now_ms)
@@ -367,26 +375,11 @@ class TraceSegmentReportService:
         return self._take_all(request.segments, self._refusals.tally())
 
 
-class LogReportService:
+class LogReportService(TelemetryService):
     """Takes log lines: registers the service, instance and endpoint they name
     and stores each as a record."""
 
-    def __init__(
-        self,
-        names: NamesByService,
-        sinks: Sinks,
-        limits: TelemetryLimits,
-        cardinality: Cardinality,
-        instruments: Instruments,
-    ) -> None:
-        self._names = names
-        self._sinks = sinks
-        self._limits = limits
-        self._cardinality = cardinality
-        self._logs = instruments.counter(
-            "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
-        ).labels(kind="logs")
-        self._refusals = Refusals("logs", instruments)
+    KIND = "logs"
 
     def _record(self, pb: logging_pb2.LogData, now_ms: int) -> LogRecord:
         lim = self._limits
@@ -422,7 +415,7 @@ class LogReportService:
         now_ms = _now_ms()
         records: list[LogRecord] = []
         for pb in _taking(requests, tally, context):
-            self._logs.inc()
+            self._received.inc()
             try:
                 record = self._record(pb, now_ms)
             except Refused as e:
@@ -442,26 +435,11 @@ class LogReportService:
         return NO_COMMANDS
 
 
-class MeterReportService:
+class MeterReportService(TelemetryService):
     """Takes meters: registers the service and instance they come from (named
     in the first message of a stream only) and turns each value into a metric."""
 
-    def __init__(
-        self,
-        names: NamesByService,
-        sinks: Sinks,
-        limits: TelemetryLimits,
-        cardinality: Cardinality,
-        instruments: Instruments,
-    ) -> None:
-        self._names = names
-        self._sinks = sinks
-        self._limits = limits
-        self._cardinality = cardinality
-        self._meters = instruments.counter(
-            "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
-        ).labels(kind="meters")
-        self._refusals = Refusals("meters", instruments)
+    KIND = "meters"
 
     def _metric(self, pb: meter_pb2.MeterData, source: tuple[str, str], now_ms: int) -> MeterMetrics:
         lim = self._limits
@@ -499,7 +477,7 @@ class MeterReportService:
         now_ms = _now_ms()
         source: tuple[str, str] | None = None
         for pb in meters:
-            self._meters.inc()
+            self._received.inc()
             try:
                 if pb.service and (pb.service, pb.serviceInstance) != source:
                     service = self._limits.name("service", pb.service)
@@ -558,7 +536,7 @@ def add_skywalking_services(
         (
             tracing_pb2.DESCRIPTOR,
             "TraceSegmentReportService",
-            TraceSegmentReportService(names, registrar, sinks, *guarded),
+            TraceSegmentReportService(names, sinks, *guarded),
         ),
         (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, *guarded)),
         (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, *guarded)),

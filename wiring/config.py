@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from model.checks import TelemetryLimits
 from remote.cluster import Role
 from remote.selector import SelectorKind
 from runtime.buffer import BufferStrategy
@@ -176,6 +177,20 @@ class LimitsConfig:
     telemetry_max_ahead_s: float = option(
         600.0, "segments, logs and meters time-stamped further ahead of the node's clock are refused"
     )
+
+    def items(self) -> TelemetryLimits:
+        """The rules every item is checked against, at the edge and at the RemoteService."""
+        return TelemetryLimits(
+            self.max_name_length,
+            int(self.telemetry_max_age_s * 1000),
+            int(self.telemetry_max_ahead_s * 1000),
+            self.max_properties_chars,
+            self.max_spans_per_segment,
+            self.max_refs_per_span,
+            self.max_tags_per_item,
+            self.max_log_body_bytes,
+            self.max_histogram_buckets,
+        )
 
 
 @dataclass(frozen=True)

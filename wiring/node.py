@@ -15,7 +15,6 @@ from edge.auth import AgentToken
 from edge.limits import CallLimits
 from edge.server import GrpcServer
 from edge.tls import ClientTls, ServerTls
-from model.checks import TelemetryLimits
 from model.inventory import (
     INVENTORY_TYPES,
     EndpointInventory,
@@ -251,18 +250,7 @@ class Node:
         for level in (p.l1 for p in processors):
             if level is not None:
                 life.start(level)
-        lim = cfg.limits
-        item_limits = TelemetryLimits(
-            lim.max_name_length,
-            int(lim.telemetry_max_age_s * 1000),
-            int(lim.telemetry_max_ahead_s * 1000),
-            lim.max_properties_chars,
-            lim.max_spans_per_segment,
-            lim.max_refs_per_span,
-            lim.max_tags_per_item,
-            lim.max_log_body_bytes,
-            lim.max_histogram_buckets,
-        )
+        item_limits = cfg.limits.items()
         if self.internal is not None:
             add_remote_service(
                 self.internal,
@@ -342,16 +330,17 @@ class Node:
         def service_id(name: str) -> int | None:
             return cache.ids(ServiceInventory, [name]).get(name)
 
-        def bound(kind: str, most: int, model: type[Inventory] | None) -> NameBound:
-            seed = seed_from(reads.names_of_service, service_id, model, most) if model else None
-            option = f"--max-{kind.replace(' ', '-')}s" + ("-per-service" if model else "")
-            return NameBound(kind, most, option, self.instruments, seed)
+        def per_service(kind: str, most: int, model: type[Inventory]) -> NameBound:
+            seed = seed_from(reads.names_of_service, service_id, model, most)
+            return NameBound(kind, most, f"--max-{kind}s-per-service", self.instruments, seed)
 
         return Cardinality(
             self._groups,
-            bound("endpoint", lim.max_endpoints_per_service, EndpointInventory),
-            bound("instance", lim.max_instances_per_service, ServiceInstanceInventory),
-            bound("network address", lim.max_network_addresses, None),
+            per_service("endpoint", lim.max_endpoints_per_service, EndpointInventory),
+            per_service("instance", lim.max_instances_per_service, ServiceInstanceInventory),
+            NameBound(
+                "network address", lim.max_network_addresses, "--max-network-addresses", self.instruments
+            ),
         )
 
     def _install(self, storage: OpenStorage) -> None:
