@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent import futures
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -22,11 +24,12 @@ from agent import Agent
 from deploy.servers import ElasticsearchServer, RedisServer
 from edge.auth import SendingToken
 from model.inventory import ServiceInstanceInventory, ServiceInventory
+from model.metrics import LATENCY_BUCKETS_MS, Downsampling, ServiceMetrics, minute_bucket
 from model.records import SegmentRecord
 from model.stream import Stage, worker_id
 from proto import remote_pb2
 from remote.cluster import Member, RedisCluster, Role
-from remote.grpc_client import CALL, encode
+from remote.grpc_client import CALL, CALL_BATCHED, encode, encode_batch
 from storage.config import StorageKind
 from storage.select import open_storage
 from tests.certs import TestCa
@@ -374,3 +377,49 @@ def attempt(channel: grpc.Channel, method: descriptor.MethodDescriptor) -> grpc.
         return e.code()
     finally:
         channel.close()
+
+
+def test_items_injected_into_the_internal_port_are_checked_as_at_the_edge(cluster_config: NodeConfig) -> None:
+    """Without cluster TLS anyone who reaches the internal port can send; what
+    no receiver sends is refused, and the metrics stored stay exact."""
+    node = Node(cluster_config.with_options(role=Role.AGGREGATOR, metrics_persist_interval_s=0.3)).start()
+    try:
+        now_ms = int(time.time() * 1000)
+        minute = minute_bucket(now_ms)
+        histogram = tuple(2 if i == 3 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+        good = ServiceMetrics(
+            time_bucket=minute, service="shop", calls=2, latency_sum_ms=6, histogram=histogram
+        )
+        crafted = [
+            replace(good, histogram=(2,)),  # would break every later merge of the row
+            replace(good, calls=-5, histogram=tuple(0 for _ in LATENCY_BUCKETS_MS)),
+            ServiceInstanceInventory(
+                name="i", service_id=1, instance_uuid="i", heartbeat_time=now_ms + 86_400_000, active=False
+            ),
+        ]
+        l2 = worker_id(ServiceMetrics, Stage.L2)
+        batch = encode_batch([(l2, good), *((worker_id(type(c), Stage.L2), c) for c in crafted), (l2, good)])
+        assert node.internal_address is not None
+        with grpc.insecure_channel(node.internal_address) as channel:
+            call = channel.stream_unary(
+                CALL_BATCHED,
+                request_serializer=remote_pb2.RemoteBatch.SerializeToString,
+                response_deserializer=remote_pb2.RemoteAck.FromString,
+            )
+            ack = call(iter([batch]), timeout=10)
+        assert (ack.received, ack.rejected) == (2, 3)
+        assert node.instruments.value("skyoap_remote_service_rejected_total") == 3
+        storage = open_storage(cluster_config.storage)
+        try:
+
+            def rows() -> list[tuple[str, int, int, tuple[int, ...]]]:
+                found = storage.metrics.query(ServiceMetrics, Downsampling.MINUTE, minute, minute)
+                return [(m.service, m.calls, m.latency_sum_ms, m.histogram) for m in found]
+
+            four = tuple(4 if i == 3 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+            eventually(lambda: rows() == [("shop", 4, 12, four)], timeout_s=30)
+            assert stored(cluster_config.storage, ServiceInstanceInventory) == []
+        finally:
+            storage.close()
+    finally:
+        node.close()
