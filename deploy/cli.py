@@ -163,10 +163,13 @@ def _cluster_status(args: argparse.Namespace) -> int:
     if url is None:
         local = LocalCluster.load(Path(args.dir))
         url, prefix = local.state.redis_url, local.state.prefix
-    members = RedisCluster(url, prefix or "skyoap").members()
-    rows = [(m.name, m.role, m.address, _utc(m.started_at), m.admin or "-") for m in members]
-    print(table(["name", "role", "address", "started (UTC)", "admin"], rows))
-    targets = [m.address for m in members if m.role != "receiver"]
+    members = RedisCluster(url, prefix or "skyoap", ca=args.redis_ca or "").members()
+    rows = [
+        (m.name, m.role, m.address, m.internal or "-", m.identity or "-", _utc(m.started_at), m.admin or "-")
+        for m in members
+    ]
+    print(table(["name", "role", "address", "internal", "identity", "started (UTC)", "admin"], rows))
+    targets = [m.internal or m.address for m in members if m.role != "receiver"]
     print(f"\n{len(members)} nodes; L1 results go to: {', '.join(targets) or 'nobody'}")
     return 0
 
@@ -252,6 +255,7 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     )
     status.add_argument("--redis-url", help="the cluster's Redis (default: the local cluster's in --dir)")
     status.add_argument("--redis-key-prefix", help="its key prefix [default: skyoap]")
+    status.add_argument("--redis-ca", help="CA certificate of a rediss:// Redis")
     status.set_defaults(run=_cluster_status)
 
     up = csub.add_parser("up", parents=[where], help="start Redis, Elasticsearch and the nodes")
