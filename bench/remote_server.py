@@ -59,7 +59,12 @@ def main() -> None:
         limits = LimitsConfig()
         budget = MemoryBudget(limits.memory_limit_mb * 1024 * 1024, instruments)
         servicer = RemoteService(
-            workers, StreamTypes(INVENTORY_TYPES), instruments, budget, limits.call_deadline_s
+            workers,
+            StreamTypes(INVENTORY_TYPES),
+            instruments,
+            budget,
+            limits.call_deadline_s,
+            limits=limits.items(),
         )
     server = GrpcServer("127.0.0.1", 0, max_message_bytes=64 * 1024 * 1024)
     server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], servicer, keep_undecodable=True)

@@ -56,19 +56,19 @@ class Refused(ValueError):
 @dataclass(frozen=True)
 class TelemetryLimits:
     """The node's limits (``--max-name-length`` and the others of its limits
-    section); the defaults are the options' defaults."""
+    section, built by ``LimitsConfig.items``)."""
 
-    max_name_length: int = 500
-    max_past_ms: int = 3 * 86_400_000
+    max_name_length: int
+    max_past_ms: int
     """How old a time stamp may be (agents buffer while the backend is away)."""
-    max_future_ms: int = 600_000
+    max_future_ms: int
     """How far ahead of this node's clock a time stamp may be (clock skew)."""
-    max_properties_chars: int = 16_384
-    max_spans_per_segment: int = 2_000
-    max_refs_per_span: int = 500
-    max_tags_per_item: int = 128
-    max_log_body_bytes: int = 128 * 1024
-    max_histogram_buckets: int = 100
+    max_properties_chars: int
+    max_spans_per_segment: int
+    max_refs_per_span: int
+    max_tags_per_item: int
+    max_log_body_bytes: int
+    max_histogram_buckets: int
 
     def name(self, what: str, value: str, required: bool = True) -> str:
         if required and not value:

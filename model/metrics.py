@@ -16,12 +16,11 @@ import bisect
 import enum
 import functools
 import math
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Self, TypeVar
 
-from model.checks import Reason, Refused, TelemetryLimits, consistent
+from model.checks import Reason, Refused, TelemetryLimits, consistent, minute_of
 from model.stream import Column, ColumnType, StreamData
 
 SEP = "\x1f"
@@ -51,8 +50,7 @@ def minute_bucket(ms: int) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _minute(minutes_since_epoch: int) -> int:
-    t = time.gmtime(minutes_since_epoch * 60)
-    return (((t.tm_year * 100 + t.tm_mon) * 100 + t.tm_mday) * 100 + t.tm_hour) * 100 + t.tm_min
+    return minute_of(minutes_since_epoch * 60)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

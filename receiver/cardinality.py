@@ -85,6 +85,8 @@ class GroupingRules:
                 name = line[1:-1].strip()
                 service = None if name == "*" else name
                 continue
+            if line.startswith("="):
+                raise ValueError(f"{path} line {number}: a rule names no group before ' = '")
             group, sep, regex = line.partition(" = ")
             group = group.strip()
             try:

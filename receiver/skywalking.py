@@ -392,6 +392,9 @@ class LogReportService(TelemetryService):
         service = lim.name("service", pb.service)
         instance = lim.name("serviceInstance", pb.serviceInstance, required=False)
         endpoint = lim.name("endpoint", pb.endpoint, required=False)
+        trace_id = lim.name("traceId", ctx.traceId, required=False)
+        segment_id = lim.name("traceSegmentId", ctx.traceSegmentId, required=False)
+        # Guarded once every check passed: a refused line counts against no bound.
         guard = self._cardinality
         return LogRecord(
             time_bucket=minute_bucket(timestamp),
@@ -400,8 +403,8 @@ class LogReportService(TelemetryService):
             service=service,
             instance=guard.instance(service, instance) if instance else "",
             endpoint=guard.endpoint(service, endpoint) if endpoint else "",
-            trace_id=lim.name("traceId", ctx.traceId, required=False),
-            segment_id=lim.name("traceSegmentId", ctx.traceSegmentId, required=False),
+            trace_id=trace_id,
+            segment_id=segment_id,
             span_id=ctx.spanId,
             content_type=kind,
             content=Text(getattr(body, kind)),

@@ -32,7 +32,6 @@ from runtime.ratelimit import RateLimitedLog
 from runtime.worker import UnknownWorker, Workers
 
 log = logging.getLogger(__name__)
-DEFAULT_LIMITS = TelemetryLimits()
 
 
 class TakenBatches:
@@ -67,7 +66,8 @@ class RemoteService:
         instruments: Instruments,
         budget: MemoryBudget | None = None,
         wait_s: float = 5.0,
-        limits: TelemetryLimits = DEFAULT_LIMITS,
+        *,
+        limits: TelemetryLimits,
     ) -> None:
         """A batch waits up to ``wait_s`` for room in ``budget``; items are
         checked against ``limits``."""
@@ -219,6 +219,6 @@ def add_remote_service(
     """Serves the RemoteService on ``server``: L1 results from other nodes."""
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-        RemoteService(workers, types, instruments, budget, wait_s, limits),
+        RemoteService(workers, types, instruments, budget, wait_s, limits=limits),
         keep_undecodable=True,  # one bad message from a peer must not end its stream
     )

@@ -42,17 +42,17 @@ class OpenStorage:
 
 def open_storage(config: StorageConfig) -> OpenStorage:
     if config.kind is StorageKind.ELASTICSEARCH:
-        from storage.elasticsearch.client import ElasticsearchClient, credentials
+        from storage.elasticsearch.client import ElasticsearchClient
         from storage.elasticsearch.inventory import ElasticsearchInventoryDAO
         from storage.elasticsearch.metrics import ElasticsearchMetricsDAO
         from storage.elasticsearch.records import ElasticsearchRecordDAO
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
+        from storage.redis.connect import verify
         from storage.redis.offsets import RedisOffsetRanges
         from storage.redis.sequences import RedisSequenceAllocator
 
-        client = ElasticsearchClient(
-            config.es_hosts, config.es_index_prefix, config.es_request_timeout_s, credentials(config)
-        )
+        client = ElasticsearchClient.of(config)
+        verify(config.redis_url, config.redis_ca)  # the cluster's membership uses the same Redis
         allocator = RedisSequenceAllocator(config.redis_url, config.redis_key_prefix, config.redis_ca)
         return OpenStorage(
             ElasticsearchInventoryDAO(client),
@@ -92,12 +92,10 @@ def open_topics(config: StorageConfig) -> tuple[TopicDAO, StateStore]:
     """What a consumer needs: topics to read and the shared state of consumer
     groups. No Redis: readers take no lock."""
     if config.kind is StorageKind.ELASTICSEARCH:
-        from storage.elasticsearch.client import ElasticsearchClient, credentials
+        from storage.elasticsearch.client import ElasticsearchClient
         from storage.elasticsearch.topics import ElasticsearchStateStore, ElasticsearchTopicDAO
 
-        client = ElasticsearchClient(
-            config.es_hosts, config.es_index_prefix, config.es_request_timeout_s, credentials(config)
-        )
+        client = ElasticsearchClient.of(config)
         return ElasticsearchTopicDAO(client), ElasticsearchStateStore(client)
     from storage.embedded.db import Database
     from storage.embedded.topics import EmbeddedStateStore, EmbeddedTopicDAO

@@ -89,6 +89,19 @@ def check(config: NodeConfig) -> None:
         raise ValueError(
             "--auth-token must be printable ASCII: it travels as gRPC metadata, which carries nothing else"
         )
+    lim = config.limits
+    for option, value in (
+        ("--max-spans-per-segment", lim.max_spans_per_segment),
+        ("--max-refs-per-span", lim.max_refs_per_span),
+        ("--max-tags-per-item", lim.max_tags_per_item),
+        ("--max-log-body-bytes", lim.max_log_body_bytes),
+        ("--max-histogram-buckets", lim.max_histogram_buckets),
+        ("--max-endpoints-per-service", lim.max_endpoints_per_service),
+        ("--max-instances-per-service", lim.max_instances_per_service),
+        ("--max-network-addresses", lim.max_network_addresses),
+    ):
+        if value < 1:
+            raise ValueError(f"{option} must be at least 1, not {value}")
     if bool(config.server.tls_cert) != bool(config.server.tls_key):
         raise ValueError("--tls-cert and --tls-key go together: give both or neither")
     cluster_tls = (config.cluster.cluster_ca, config.cluster.cluster_cert, config.cluster.cluster_key)

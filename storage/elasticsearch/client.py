@@ -93,7 +93,7 @@ def raise_if_busy(failures: list[dict[str, Any]], what: str) -> None:
         )
 
 
-def credentials(config: StorageConfig) -> dict[str, Any]:
+def _credentials(config: StorageConfig) -> dict[str, Any]:
     """How the node authenticates to Elasticsearch and checks its certificate;
     raises ValueError for options that do not go together."""
     if config.es_api_key and config.es_username:
@@ -167,7 +167,7 @@ class ElasticsearchClient:
         credentials: Mapping[str, Any] | None = None,
     ) -> None:
         """``credentials``: the client's ``basic_auth``, ``api_key`` and
-        ``ca_certs`` (see ``credentials``)."""
+        ``ca_certs`` (see ``of``)."""
         self.es = Elasticsearch(
             [h.strip() for h in hosts.split(",") if h.strip()],
             request_timeout=request_timeout_s,
@@ -179,6 +179,12 @@ class ElasticsearchClient:
         self.writes = self.es.options(max_retries=0, retry_on_timeout=False)
         self.prefix = index_prefix
         self._closed = False
+
+    @classmethod
+    def of(cls, config: StorageConfig) -> ElasticsearchClient:
+        """The client the storage options describe, credentials included;
+        raises ValueError for options that do not go together."""
+        return cls(config.es_hosts, config.es_index_prefix, config.es_request_timeout_s, _credentials(config))
 
     def within(self, timeout_s: float) -> ElasticsearchClient:
         """The same connections, read with one try of at most ``timeout_s``,

@@ -34,6 +34,9 @@ def test_a_rules_file_that_cannot_be_used_says_where(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as e:
         rules_of(tmp_path, "# fine\n/ok/{id}\n/bad = /x(\n")
     assert str(e.value).startswith(f"{tmp_path / 'groups.txt'} line 3: '/x(' is not a regular expression")
+    with pytest.raises(ValueError) as e:
+        rules_of(tmp_path, "/ok/{id}\n = /x/.*\n")
+    assert str(e.value) == f"{tmp_path / 'groups.txt'} line 2: a rule names no group before ' = '"
     with pytest.raises(ValueError, match="cannot read the endpoint groups /nowhere"):
         GroupingRules.load("/nowhere")
 

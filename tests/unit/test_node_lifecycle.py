@@ -66,6 +66,8 @@ def test_a_node_that_fails_to_start_says_why_and_releases_its_port(tmp_path: Pat
         ({"stream_idle_s": 0.0}, "--stream-idle-s must be above 0, not 0"),
         ({"auth_token": "s3cr\u00e9t"}, "--auth-token must be printable ASCII: it travels as gRPC metadata"),
         ({"auth_token": "line\nbreak"}, "--auth-token must be printable ASCII"),
+        ({"max_spans_per_segment": 0}, "--max-spans-per-segment must be at least 1, not 0"),
+        ({"max_endpoints_per_service": -3}, "--max-endpoints-per-service must be at least 1, not -3"),
     ],
 )
 def test_limits_that_could_never_work_are_refused_with_the_option_named(

@@ -30,8 +30,10 @@ from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
 from runtime.worker import Workers
 from tests.unit.fakes import Collect
+from wiring.config import LimitsConfig
 
 L2 = worker_id(ServiceInventory, Stage.L2)
+LIMITS = LimitsConfig().items()
 
 
 def wait_for(check, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
@@ -50,7 +52,7 @@ def target() -> Iterator[tuple[str, Collect[StreamData], Instruments]]:
     server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 22)
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-        RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments),
+        RemoteService(workers, StreamTypes(INVENTORY_TYPES), instruments, limits=LIMITS),
         keep_undecodable=True,
     )
     server.start()
@@ -168,7 +170,9 @@ def test_a_stream_refused_halfway_is_sent_again_and_every_item_is_taken_once() -
     server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 22)
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-        RemoteService(workers, StreamTypes(INVENTORY_TYPES), server_instruments, budget, wait_s=0.05),
+        RemoteService(
+            workers, StreamTypes(INVENTORY_TYPES), server_instruments, budget, wait_s=0.05, limits=LIMITS
+        ),
         keep_undecodable=True,
     )
     server.start()
@@ -200,7 +204,7 @@ def test_with_an_agent_token_a_client_that_sends_it_is_served_and_a_call_without
     server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 22, token=AgentToken("s3cret"))
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
-        RemoteService(workers, StreamTypes(INVENTORY_TYPES), Instruments()),
+        RemoteService(workers, StreamTypes(INVENTORY_TYPES), Instruments(), limits=LIMITS),
         keep_undecodable=True,
     )
     server.start()
@@ -234,7 +238,9 @@ def test_items_no_receiver_sends_are_refused_with_the_rule_they_break() -> None:
     sinks = {m: Collect[StreamData](worker_id(m, Stage.L2)) for m in (*INVENTORY_TYPES, *METRICS_TYPES)}
     for sink in sinks.values():
         workers.register(sink)
-    service = RemoteService(workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), Instruments())
+    service = RemoteService(
+        workers, StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)), Instruments(), limits=LIMITS
+    )
     now_ms = int(time.time() * 1000)
     minute = minute_bucket(now_ms)
     full = tuple(3 if i == 4 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
