@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import calendar
 import enum
+import functools
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -70,58 +71,79 @@ class TelemetryLimits:
     max_log_body_bytes: int
     max_histogram_buckets: int
 
-    def name(self, what: str, value: str, required: bool = True) -> str:
+    def name(self, what: What, value: str, required: bool = True) -> str:
         if required and not value:
-            raise Refused(Reason.MISSING_NAME, f"{what} is empty")
+            raise Refused(Reason.MISSING_NAME, f"{said(what)} is empty")
         if len(value) > self.max_name_length:
             raise Refused(
                 Reason.NAME_TOO_LONG,
-                f"{what} has {len(value)} characters, more than the {self.max_name_length} allowed",
+                f"{said(what)} has {len(value)} characters, more than the {self.max_name_length} allowed",
             )
-        bad = control_character(what, value)
-        if bad is not None:
-            raise Refused(Reason.CONTROL_CHARACTER, bad)
+        if CONTROL_CHARACTERS.search(value):
+            raise Refused(Reason.CONTROL_CHARACTER, str(control_character(said(what), value)))
         return value
 
-    def time(self, what: str, ms: int, now_ms: int) -> int:
+    def time(self, what: What, ms: int, now_ms: int) -> int:
         if not now_ms - self.max_past_ms <= ms <= now_ms + self.max_future_ms:
             raise Refused(
                 Reason.TIME_OUT_OF_RANGE,
-                f"{what} {ms} ms since the epoch is more than {self.max_past_ms // 1000} s before or "
+                f"{said(what)} {ms} ms since the epoch is more than {self.max_past_ms // 1000} s before or "
                 f"{self.max_future_ms // 1000} s after this node's clock ({now_ms})",
             )
         return ms
 
-    def not_ahead(self, what: str, ms: int, now_ms: int) -> None:
+    def not_ahead(self, what: What, ms: int, now_ms: int) -> None:
         if ms > now_ms + self.max_future_ms:
             raise Refused(
                 Reason.TIME_OUT_OF_RANGE,
-                f"{what} {ms} ms since the epoch is more than {self.max_future_ms // 1000} s "
+                f"{said(what)} {ms} ms since the epoch is more than {self.max_future_ms // 1000} s "
                 f"after this node's clock ({now_ms})",
             )
 
-    def minute(self, what: str, bucket: int, now_ms: int) -> None:
+    def minute(self, what: What, bucket: int, now_ms: int) -> None:
         """``bucket`` is a minute (yyyyMMddHHmm) within the time limits."""
-        digits = str(bucket)
-        try:
-            if len(digits) != 12:
-                raise ValueError
-            ms = calendar.timegm(
-                (int(digits[:4]), int(digits[4:6]), int(digits[6:8]), int(digits[8:10]), int(digits[10:]), 0)
-            )
-            if minute_of(ms) != bucket:
-                raise ValueError
-        except ValueError:
-            raise Refused(Reason.INCONSISTENT, f"{what} {bucket} is not a minute (yyyyMMddHHmm)") from None
-        self.time(what, ms * 1000, now_ms)
+        seconds = _minute_start(bucket)
+        if seconds is None:
+            raise Refused(Reason.INCONSISTENT, f"{said(what)} {bucket} is not a minute (yyyyMMddHHmm)")
+        self.time(what, seconds * 1000, now_ms)
 
-    def at_most(self, what: str, count: int, bound: int, option: str) -> None:
+    def at_most(self, what: What, count: int, bound: int, option: str) -> None:
         if count > bound:
-            raise Refused(Reason.OVER_LIMIT, f"{what}: {count}, more than the {bound} allowed ({option})")
+            raise Refused(
+                Reason.OVER_LIMIT, f"{said(what)}: {count}, more than the {bound} allowed ({option})"
+            )
 
-    def properties(self, what: str, properties: Mapping[str, str]) -> None:
+    def properties(self, what: What, properties: Mapping[str, str]) -> None:
         size = sum(len(k) + len(v) for k, v in properties.items())
-        self.at_most(f"characters of {what}", size, self.max_properties_chars, "--max-properties-chars")
+        if size > self.max_properties_chars:
+            self.at_most(
+                f"characters of {said(what)}", size, self.max_properties_chars, "--max-properties-chars"
+            )
+
+
+What = str | Callable[[], str]
+"""What a rule is applied to, as its refusal names it; a function when naming
+it costs more than the check (the message is built only for a refusal)."""
+
+
+def said(what: What) -> str:
+    return what if isinstance(what, str) else what()
+
+
+@functools.lru_cache(maxsize=4096)
+def _minute_start(bucket: int) -> int | None:
+    """Seconds since the epoch at the start of minute ``bucket``; None if it is
+    no real minute. Items of a few minutes at a time arrive: each is parsed once."""
+    digits = str(bucket)
+    if len(digits) != 12:
+        return None
+    try:
+        seconds = calendar.timegm(
+            (int(digits[:4]), int(digits[4:6]), int(digits[6:8]), int(digits[8:10]), int(digits[10:]), 0)
+        )
+    except ValueError:
+        return None
+    return seconds if minute_of(seconds) == bucket else None
 
 
 def minute_of(seconds: int) -> int:
@@ -130,6 +152,6 @@ def minute_of(seconds: int) -> int:
     return (((y * 100 + mo) * 100 + d) * 100 + h) * 100 + mi
 
 
-def consistent(condition: bool, detail: str) -> None:
+def consistent(condition: bool, detail: What) -> None:
     if not condition:
-        raise Refused(Reason.INCONSISTENT, detail)
+        raise Refused(Reason.INCONSISTENT, said(detail))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Self
 
-from model.checks import Reason, Refused, TelemetryLimits, consistent
+from model.checks import TelemetryLimits, consistent
 from model.stream import StreamData
 
 
@@ -43,18 +43,22 @@ class Inventory(StreamData):
         )
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
-        what = self.SCOPE.replace("_", " ")
-        limits.name(f"{what} name", self.name)
-        consistent(self.sequence >= 0, f"{what} {self.name!r} has the id {self.sequence}")
-        limits.not_ahead(f"the heartbeat of {what} {self.name!r}", self.heartbeat_time, now_ms)
-        limits.not_ahead(f"the registration of {what} {self.name!r}", self.register_time, now_ms)
-        limits.properties(f"the properties of {what} {self.name!r}", self.properties)
-        if not self.active:
-            raise Refused(
-                Reason.INCONSISTENT,
-                f"{what} {self.name!r} arrives inactive: only its aggregator's housekeeping makes a name "
-                "inactive, and a heartbeat makes it active again",
-            )
+        # Messages are built only for a refusal: every item from another node passes here.
+        limits.name(lambda: f"{self.SCOPE.replace('_', ' ')} name", self.name)
+        consistent(self.sequence >= 0, lambda: f"{self.describe()} has the id {self.sequence}")
+        limits.not_ahead(lambda: f"the heartbeat of {self.describe()}", self.heartbeat_time, now_ms)
+        limits.not_ahead(lambda: f"the registration of {self.describe()}", self.register_time, now_ms)
+        limits.properties(lambda: f"the properties of {self.describe()}", self.properties)
+        consistent(
+            self.active,
+            lambda: (
+                f"{self.describe()} arrives inactive: only its aggregator's housekeeping makes a "
+                "name inactive, and a heartbeat makes it active again"
+            ),
+        )
+
+    def describe(self) -> str:
+        return f"{self.SCOPE.replace('_', ' ')} {self.name!r}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +85,9 @@ class ServiceInstanceInventory(Inventory):
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         Inventory.check(self, limits, now_ms)  # dataclasses with slots cannot use super()
-        consistent(self.service_id >= 1, f"instance {self.name!r} names the service id {self.service_id}")
+        consistent(
+            self.service_id >= 1, lambda: f"instance {self.name!r} names the service id {self.service_id}"
+        )
         limits.name("instance uuid", self.instance_uuid)
 
 
@@ -100,9 +106,12 @@ class EndpointInventory(Inventory):
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         Inventory.check(self, limits, now_ms)
-        consistent(self.service_id >= 1, f"endpoint {self.name!r} names the service id {self.service_id}")
         consistent(
-            0 <= self.detect_point <= 2, f"endpoint {self.name!r} has the detect point {self.detect_point}"
+            self.service_id >= 1, lambda: f"endpoint {self.name!r} names the service id {self.service_id}"
+        )
+        consistent(
+            0 <= self.detect_point <= 2,
+            lambda: f"endpoint {self.name!r} has the detect point {self.detect_point}",
         )
 
 

@@ -92,7 +92,7 @@ class Metrics(StreamData):
     """String columns that may be empty; every other one is a required name."""
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
-        limits.minute(f"the time bucket of {self.MODEL}", self.time_bucket, now_ms)
+        limits.minute(lambda: f"the time bucket of {self.MODEL}", self.time_bucket, now_ms)
         for column in self.columns():
             if column.type is ColumnType.STRING:
                 limits.name(column.name, getattr(self, column.name), column.name not in self.OPTIONAL_NAMES)
@@ -189,15 +189,20 @@ class CallMetrics(Metrics):
         Metrics.check(self, limits, now_ms)  # dataclasses with slots cannot use super()
         consistent(
             self.calls >= 0 and 0 <= self.errors <= self.calls and self.latency_sum_ms >= 0,
-            f"{self.describe()} counts {self.calls} calls, {self.errors} errors and {self.latency_sum_ms} ms",
+            lambda: (
+                f"{self.describe()} counts {self.calls} calls, {self.errors} errors "
+                f"and {self.latency_sum_ms} ms"
+            ),
         )
         consistent(
             len(self.histogram) == len(LATENCY_BUCKETS_MS)
             and min(self.histogram) >= 0
             and sum(self.histogram) == self.calls,
-            f"{self.describe()} has a histogram of {len(self.histogram)} buckets adding up to "
-            f"{sum(self.histogram)} for {self.calls} calls: a receiver sends {len(LATENCY_BUCKETS_MS)} "
-            "buckets that add up to the calls",
+            lambda: (
+                f"{self.describe()} has a histogram of {len(self.histogram)} buckets adding up to "
+                f"{sum(self.histogram)} for {self.calls} calls: a receiver sends {len(LATENCY_BUCKETS_MS)} "
+                "buckets that add up to the calls"
+            ),
         )
 
     def derived(self) -> dict[str, Any]:
@@ -269,7 +274,9 @@ class ServiceRelationMetrics(CallMetrics):
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         CallMetrics.check(self, limits, now_ms)
         points = [p.value for p in DetectPoint]
-        consistent(self.detect_point in points, f"{self.describe()}: the detect point is not one of {points}")
+        consistent(
+            self.detect_point in points, lambda: f"{self.describe()}: the detect point is not one of {points}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -312,19 +319,20 @@ class MeterMetrics(Metrics):
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         Metrics.check(self, limits, now_ms)
-        what = self.describe()
-        consistent(self.samples >= 1, f"{what} has {self.samples} samples")
+        what = self.describe
+        consistent(self.samples >= 1, lambda: f"{what()} has {self.samples} samples")
         if not (math.isfinite(self.value_sum) and math.isfinite(self.last_value)):
-            raise Refused(Reason.NOT_A_NUMBER, f"{what} has the values {self.value_sum}, {self.last_value}")
-        limits.time(f"the last report of {what}", self.last_time, now_ms)
+            raise Refused(Reason.NOT_A_NUMBER, f"{what()} has the values {self.value_sum}, {self.last_value}")
+        limits.time(lambda: f"the last report of {what()}", self.last_time, now_ms)
         limits.at_most(
-            f"buckets of {what}", len(self.buckets), limits.max_histogram_buckets, "--max-histogram-buckets"
+            lambda: f"buckets of {what()}",
+            len(self.buckets),
+            limits.max_histogram_buckets,
+            "--max-histogram-buckets",
         )
         for bound, count in self.buckets.items():
-            consistent(
-                (bound == "-inf" or _finite(bound)) and count.isdigit(),
-                f"{what} has the bucket {bound[:40]!r} counting {count[:40]!r}",
-            )
+            if not ((bound == "-inf" or _finite(bound)) and count.isdigit()):
+                consistent(False, f"{what()} has the bucket {bound[:40]!r} counting {count[:40]!r}")
 
     def derived(self) -> dict[str, Any]:
         return {"value_avg": self.value_sum / self.samples if self.samples else 0.0}
