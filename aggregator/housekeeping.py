@@ -1,17 +1,23 @@
-"""Housekeeping: marks instances whose heartbeats stopped inactive, and trims
-topics to their retention."""
+"""Housekeeping: marks instances whose heartbeats stopped inactive, trims
+the topics of rows to their retention, and removes what outlived its time to
+live."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
+import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 
 from aggregator.topics import RowTopics, Unpublished
-from model.inventory import ServiceInstanceInventory
+from model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
+from model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics
+from model.records import RECORD_MODELS
 from model.topics import Retention, Table, Topic
 from runtime.periodic import Periodic
-from storage.api import InventoryDAO, TopicDAO
+from storage.api import I, InventoryDAO, MetricsDAO, SequenceAllocator, Stored, TopicDAO
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +62,10 @@ class HeartbeatExpiry:
 
 
 class TopicRetention:
-    """Every ``interval_s`` removes what each topic's retention no longer
-    keeps. Several aggregators may run it at once: bounds move only by
-    versioned writes, and never back."""
+    """Every ``interval_s`` removes what the retention of each topic of rows
+    (inventory, metrics) no longer keeps; the topics of records keep what
+    storage keeps (``TimeToLive``). Several aggregators may run it at once:
+    bounds move only by versioned writes, and never back."""
 
     def __init__(self, dao: TopicDAO, retention: Retention, interval_s: float) -> None:
         self._dao = dao
@@ -70,7 +77,7 @@ class TopicRetention:
     def run_once(self) -> dict[str, int]:
         now_ms = int(time.time() * 1000)
         removed = {}
-        for topic in Topic:
+        for topic in (t for t in Topic if t.value not in RECORD_MODELS):
             by_partition = self._dao.trim(topic.value, self.retention, now_ms)
             if by_partition:
                 removed[topic.value] = sum(by_partition.values())
@@ -82,3 +89,113 @@ class TopicRetention:
 
     def close(self, timeout_s: float = 5.0) -> None:
         self._task.close(timeout_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ttl:
+    """How many whole days (UTC) each kind of data is kept: the data of a
+    day goes once that day is more than its time to live ago."""
+
+    records_days: int
+    metrics_days: Mapping[Downsampling, int]
+    inactive_instance_days: int
+    """An inactive instance goes this long after its last heartbeat."""
+    unused_endpoint_days: int
+    """An endpoint goes once it was registered this long ago and measured on none of these days."""
+
+
+class TimeToLive:
+    """Every ``interval_s`` removes what outlived its time to live: the
+    records (with their topics), the metrics of each level, inactive instances
+    and unused endpoints. One aggregator at a time does it, under the global
+    lock; ``clock`` gives the time in seconds since the epoch.
+
+    A removed row's last version stays on the inventory topic until its
+    retention (it is kept in the history first); metrics rows leave the metrics
+    topic with their day."""
+
+    SCOPE = "housekeeping"
+    """The global lock's scope."""
+
+    def __init__(
+        self,
+        ttl: Ttl,
+        inventory: InventoryDAO,
+        metrics: MetricsDAO,
+        topics: TopicDAO,
+        lock: SequenceAllocator,
+        interval_s: float,
+        row_topics: RowTopics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ttl = ttl
+        self._inventory = inventory
+        self._metrics = metrics
+        self._topics = topics
+        self._lock = lock
+        self._row_topics = row_topics or Unpublished()
+        self._clock = clock
+        self._task = Periodic(
+            "time-to-live", interval_s, self.run_once, "removing data past its time to live"
+        )
+
+    def run_once(self) -> dict[str, int]:
+        """What was removed: how many of each kind of data (records, rows), by name."""
+        now_ms = int(self._clock() * 1000)
+        removed: dict[str, int] = {}
+        with self._lock.lock(self.SCOPE):
+            for name in RECORD_MODELS:
+                keep = Retention(self.ttl.records_days * 86_400.0, sys.maxsize)
+                removed[name] = sum(self._topics.trim(name, keep, now_ms).values())
+            for model in METRICS_TYPES:
+                for level in Downsampling:
+                    keep_from = _day(now_ms, self.ttl.metrics_days[level])
+                    removed[f"{model.MODEL}_{level.value}"] = self._metrics.expire(model, level, keep_from)
+            silent_since = now_ms - self.ttl.inactive_instance_days * 86_400_000
+            instances = self._inventory.stale(ServiceInstanceInventory, silent_since, active=False)
+            removed[ServiceInstanceInventory.MODEL] = self._remove(ServiceInstanceInventory, instances)
+            removed[EndpointInventory.MODEL] = self._remove(EndpointInventory, self._unused_endpoints(now_ms))
+        removed = {name: n for name, n in removed.items() if n}
+        if removed:
+            log.info("time to live removed %s", removed)
+        return removed
+
+    def _unused_endpoints(self, now_ms: int) -> list[Stored[EndpointInventory]]:
+        """Endpoints registered before the endpoints' time to live that no
+        daily metric of that time names."""
+        days = self.ttl.unused_endpoint_days
+        registered = self._inventory.stale(EndpointInventory, now_ms - days * 86_400_000, active=None)
+        if not registered:
+            return []
+        first_day = int(f"{_day(now_ms, days):%Y%m%d}")
+        used = self._metrics.distinct(EndpointMetrics, Downsampling.DAY, first_day, ("service", "endpoint"))
+        services: dict[int, ServiceInventory | None] = {}
+        unused = []
+        for row in registered:
+            sid = row.item.service_id
+            if sid not in services:
+                services[sid] = self._inventory.get_by_sequence(ServiceInventory, sid)
+            service = services[sid]
+            if service is None or (service.name, row.item.name) not in used:
+                unused.append(row)
+        return unused
+
+    def _remove(self, model: type[I], rows: Sequence[Stored[I]]) -> int:
+        """Removes ``rows`` unless they changed since they were read, their
+        versions kept on the inventory topic first; how many went."""
+        if not rows:
+            return 0
+        self._row_topics.keep(Table(model), rows)
+        return len(rows) - len(self._inventory.remove(model, rows))
+
+    def start(self) -> None:
+        self._task.start()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._task.close(timeout_s)
+
+
+def _day(now_ms: int, days_before: int) -> datetime.date:
+    """The day (UTC) ``days_before`` days before ``now_ms``'s."""
+    today = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.UTC).date()
+    return today - datetime.timedelta(days=days_before)

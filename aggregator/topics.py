@@ -293,6 +293,9 @@ class Unpublished:
     ) -> Iterator[Placement]:
         yield Placement(table, [new for _, new in rows], None)
 
+    def keep(self, table: Table, versions: Iterable[Stored[StreamData]]) -> None:
+        pass
+
     def publish_again(self, table: Table, items: Sequence[StreamData]) -> None:
         pass
 

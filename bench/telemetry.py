@@ -152,7 +152,7 @@ def freshness(address: str, es_url: str, prefix: str, probes: int, interval_s: f
             call(iter([segment]), timeout=30)
             while True:
                 hits = es.search(
-                    index=f"{prefix}_service_metrics_minute", size=1, query={"term": {"service": service}}
+                    index=f"{prefix}_service_metrics_minute-*", size=1, query={"term": {"service": service}}
                 )["hits"]["hits"]
                 if hits:
                     found.append(time.perf_counter() - sent)

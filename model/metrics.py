@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import bisect
+import datetime
 import enum
 import functools
 import math
@@ -46,6 +47,17 @@ _DIVISORS = {Downsampling.MINUTE: 1, Downsampling.HOUR: 100, Downsampling.DAY: 1
 
 def minute_bucket(ms: int) -> int:
     return _minute(ms // 60_000)
+
+
+def day_of(bucket: int) -> datetime.date | None:
+    """The day of a minute, hour or day bucket; None for a bucket of no real day."""
+    day = bucket
+    while day > 99_999_999:  # a minute or an hour bucket
+        day //= 100
+    try:
+        return datetime.date(day // 10_000, day // 100 % 100, day % 100)
+    except ValueError:
+        return None
 
 
 @functools.lru_cache(maxsize=4096)

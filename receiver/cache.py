@@ -37,26 +37,34 @@ class RecentKeys:
 
 
 class InventoryCache:
-    """Only names that have an id are cached. A name without one is asked of
-    storage again at most every ``miss_recheck_s``: agents ask again and again
-    while L2 is still storing it, and each ask would otherwise cost storage a
-    read. ``learn`` fills the cache directly (from this node's own L2)."""
+    """Only names that have an id are cached, each for ``max_age_s``: a name
+    that time to live removed from storage is then found missing, and
+    registered again. A name without an id is asked of storage again at most
+    every ``miss_recheck_s``: agents ask again and again while L2 is still
+    storing it, and each ask would otherwise cost storage a read. ``learn``
+    fills the cache directly (from this node's own L2)."""
 
-    def __init__(self, dao: InventoryDAO, size: int, miss_recheck_s: float = 0.0) -> None:
+    def __init__(
+        self, dao: InventoryDAO, size: int, miss_recheck_s: float = 0.0, max_age_s: float = 3600.0
+    ) -> None:
         self._dao = dao
         self._size = size
-        self._ids: dict[type[Inventory], BoundedDict[str, int]] = {}
+        self._max_age_s = max_age_s
+        self._ids: dict[type[Inventory], BoundedDict[str, tuple[int, float]]] = {}
+        """Each name's id, and when it was cached (``time.monotonic``)."""
         self._rows: dict[type[Inventory], BoundedDict[int, Inventory]] = {}
         self._misses = RecentKeys(miss_recheck_s)
 
-    def _ids_of(self, model: type[Inventory]) -> BoundedDict[str, int]:
+    def _ids_of(self, model: type[Inventory]) -> BoundedDict[str, tuple[int, float]]:
         return self._ids.setdefault(model, BoundedDict(self._size))
 
     def ids(self, model: type[Inventory], keys: Sequence[str]) -> dict[str, int]:
         """The ids of those ``keys`` that have one."""
-        found = self._ids_of(model).get_many(keys)
+        now = time.monotonic()
+        oldest = now - self._max_age_s
+        cached = self._ids_of(model).get_many(keys)
+        found = {k: sequence for k, (sequence, at) in cached.items() if at > oldest}
         if len(found) < len(keys):
-            now = time.monotonic()
             ask = [k for k in keys if k not in found and self._misses.claim(model, k, now)]
             if ask:
                 rows = [s.item for s in self._dao.get_many(model, ask).values() if s.item.sequence]
@@ -68,8 +76,9 @@ class InventoryCache:
         """Caches rows just stored with their ids."""
         ids = self._ids_of(model)
         rows = self._rows.setdefault(model, BoundedDict(self._size))
+        now = time.monotonic()
         for item in items:
-            ids.put(item.key(), item.sequence)
+            ids.put(item.key(), (item.sequence, now))
             rows.put(item.sequence, item)
 
     def by_id(self, model: type[I], sequence: int) -> I | None:

@@ -4,6 +4,7 @@ module (``storage/elasticsearch``, ``storage/embedded``, ``storage/redis``)."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -30,6 +31,12 @@ def check_where(model: type[StreamData], where: Mapping[str, str] | None) -> Map
             f"{model.MODEL} has no column {', '.join(unknown)}; filter by one of {', '.join(sorted(names))}"
         )
     return where or {}
+
+
+def check_columns(model: type[StreamData], columns: Sequence[str]) -> Sequence[str]:
+    """``columns`` if each is a string column of ``model``; a ValueError that lists them otherwise."""
+    check_where(model, dict.fromkeys(columns, ""))
+    return columns
 
 
 def each_position(positions: Sequence[Position] | None, count: int) -> Sequence[Position | None]:
@@ -113,8 +120,16 @@ class InventoryDAO(Protocol):
         """The names of up to ``limit`` rows of ``model`` (instances or
         endpoints) whose ``service_id`` is given, in the order they got ids."""
 
-    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
-        """Active rows whose heartbeat is older than ``cutoff_ms``."""
+    def stale(
+        self, model: type[I], cutoff_ms: int, limit: int = 10_000, active: bool | None = True
+    ) -> Sequence[Stored[I]]:
+        """Rows whose heartbeat is older than ``cutoff_ms``: the active ones,
+        the inactive ones (``active=False``) or all (None)."""
+
+    def remove(self, model: type[I], rows: Sequence[Stored[I]]) -> Sequence[str]:
+        """Deletes each row if it is unchanged since it was read; returns the
+        keys that changed meanwhile (and stay). A removed row's id is never
+        handed out again (the fence stays)."""
 
     def close(self) -> None: ...
 
@@ -196,6 +211,17 @@ class MetricsDAO(Protocol):
     ) -> list[M]:
         """Rows with ``first_bucket <= time_bucket <= last_bucket`` whose string
         columns equal ``where``'s values, newest bucket first."""
+
+    def distinct(
+        self, model: type[Metrics], level: Downsampling, first_bucket: int, columns: Sequence[str]
+    ) -> set[tuple[str, ...]]:
+        """The distinct values of the string ``columns`` in the rows from
+        ``first_bucket`` on: the entities measured since."""
+
+    def expire(self, model: type[Metrics], level: Downsampling, keep_from: datetime.date) -> int:
+        """Removes the rows of the days before ``keep_from``; returns how many
+        were removed. A storage may keep some longer (Elasticsearch drops
+        whole indices, each of a day or a month: ``PERIODS``), never shorter."""
 
     def close(self) -> None: ...
 

@@ -11,7 +11,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from aggregator.housekeeping import Ttl
 from model.checks import TelemetryLimits
+from model.metrics import Downsampling
 from remote.cluster import Role
 from remote.selector import SelectorKind
 from runtime.buffer import BufferStrategy
@@ -121,9 +123,16 @@ class WorkersConfig:
         120.0, "an instance with no heartbeat for this long is marked inactive"
     )
     housekeeping_interval_s: float = option(
-        10.0, "how often inactive instances are looked for, and topics trimmed to their retention"
+        10.0,
+        "how often inactive instances are looked for, and the inventory and metrics topics trimmed "
+        "to their retention",
     )
     cache_size: int = option(1_000_000, "names kept in the inventory cache")
+    cache_max_age_s: float = option(
+        3600.0,
+        "a cached name's id is asked of storage again after this long (a name time to live "
+        "removed is then registered again)",
+    )
     miss_recheck_s: float = option(
         0.5, "a name storage did not have is asked of storage again after this long"
     )
@@ -200,8 +209,9 @@ class TopicsConfig:
     )
     retention_s: float = option(
         3 * 86_400.0,
-        "topics keep entries younger than this (whole days: the day indices of segments, logs and "
-        "the rows' history are dropped; rows stay stored, below the start)",
+        "the inventory and metrics topics keep versions younger than this (whole days of the rows' "
+        "history are dropped; rows stay stored, below the start); segments and logs are their own "
+        "topics, kept --records-ttl-days",
         name="topic_retention_s",
     )
     retention_records: int = option(
@@ -219,6 +229,55 @@ class TopicsConfig:
 
 
 @dataclass(frozen=True)
+class TtlConfig:
+    """How long data is kept, in whole days (UTC): a day's data goes once the
+    day is that many days ago. Aggregators remove it, one at a time."""
+
+    records_days: int = option(
+        3, "segments and logs (and their topics) are kept this many days", name="records_ttl_days"
+    )
+    minute_metrics_days: int = option(
+        1, "minute metrics are kept this many days", name="minute_metrics_ttl_days"
+    )
+    hour_metrics_days: int = option(7, "hour metrics are kept this many days", name="hour_metrics_ttl_days")
+    day_metrics_days: int = option(90, "day metrics are kept this many days", name="day_metrics_ttl_days")
+    inactive_instance_days: int = option(
+        7,
+        "an inactive instance is removed this many days after its last heartbeat",
+        name="inactive_instance_ttl_days",
+    )
+    unused_endpoint_days: int = option(
+        7,
+        "an endpoint is removed once it was registered this many days ago and no day metric of "
+        "these days measured it (at most --day-metrics-ttl-days)",
+        name="unused_endpoint_ttl_days",
+    )
+    interval_s: float = option(
+        600.0, "how often aggregators look for data past its time to live", name="ttl_interval_s"
+    )
+
+    def ttl(self) -> Ttl:
+        """The times to live; raises ValueError for days that do not go together."""
+        for field in dataclasses.fields(self):
+            days = getattr(self, field.name)
+            if field.name.endswith("_days") and days < 1:
+                flag = "--" + option_name(field).replace("_", "-")
+                raise ValueError(f"{flag} must be at least 1, not {days}")
+        if self.unused_endpoint_days > self.day_metrics_days:
+            raise ValueError(
+                f"--unused-endpoint-ttl-days ({self.unused_endpoint_days}) must be at most "
+                f"--day-metrics-ttl-days ({self.day_metrics_days}): endpoints are found unused "
+                "by their day metrics"
+            )
+        metrics = {
+            Downsampling.MINUTE: self.minute_metrics_days,
+            Downsampling.HOUR: self.hour_metrics_days,
+            Downsampling.DAY: self.day_metrics_days,
+        }
+        return Ttl(self.records_days, metrics, self.inactive_instance_days, self.unused_endpoint_days)
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     server: ServerConfig = section(ServerConfig, "server")
     storage: StorageConfig = section(StorageConfig, "storage")
@@ -226,6 +285,7 @@ class NodeConfig:
     workers: WorkersConfig = section(WorkersConfig, "buffers and workers")
     limits: LimitsConfig = section(LimitsConfig, "limits of agent calls and telemetry")
     topics: TopicsConfig = section(TopicsConfig, "topics")
+    ttl: TtlConfig = section(TtlConfig, "time to live")
 
     def with_options(self, **values: Any) -> NodeConfig:
         """A copy with the fields named by their options changed, whatever

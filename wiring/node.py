@@ -9,7 +9,7 @@ import time
 
 import grpc
 
-from aggregator.housekeeping import HeartbeatExpiry, TopicRetention
+from aggregator.housekeeping import HeartbeatExpiry, TimeToLive, TopicRetention
 from aggregator.topics import Topics
 from edge.auth import AgentToken
 from edge.limits import CallLimits
@@ -111,6 +111,9 @@ def check(config: NodeConfig) -> None:
         raise ValueError(
             "--cluster-ca is for the nodes of a cluster (--cluster redis): a standalone node has no peers"
         )
+    config.ttl.ttl()
+    if config.ttl.interval_s <= 0:
+        raise ValueError(f"--ttl-interval-s must be above 0, not {config.ttl.interval_s:g}")
     if config.limits.call_deadline_s <= 0:
         raise ValueError(
             f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "
@@ -234,7 +237,9 @@ class Node:
             )
         # What an agent's call reads, it reads within the call's deadline.
         edge_reads = storage.inventory_within(cfg.limits.call_deadline_s)
-        cache = InventoryCache(edge_reads, cfg.workers.cache_size, cfg.workers.miss_recheck_s)
+        cache = InventoryCache(
+            edge_reads, cfg.workers.cache_size, cfg.workers.miss_recheck_s, cfg.workers.cache_max_age_s
+        )
         inventory = InventoryStreamProcessor(
             cfg,
             storage.inventory,
@@ -285,6 +290,17 @@ class Node:
             )
             retention = Retention(cfg.topics.retention_s, cfg.topics.retention_records)
             life.start(TopicRetention(storage.topics, retention, cfg.workers.housekeeping_interval_s))
+            life.start(
+                TimeToLive(
+                    cfg.ttl.ttl(),
+                    storage.inventory,
+                    storage.metrics,
+                    storage.topics,
+                    storage.sequences,
+                    cfg.ttl.interval_s,
+                    topics,
+                )
+            )
         if role.takes_agents:
             limits = Limits(
                 cfg.limits.max_name_length,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import datetime
+import enum
 import hashlib
 import logging
 import os
@@ -14,6 +16,7 @@ import elasticsearch
 from elasticsearch import Elasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 
+from model.metrics import day_of
 from model.stream import ColumnType, StreamData
 from model.topics import Position
 from runtime import deadline
@@ -76,6 +79,55 @@ def where_query(first_bucket: int, last_bucket: int, where: Mapping[str, str]) -
     filters: list[dict[str, Any]] = [{"range": {"time_bucket": {"gte": first_bucket, "lte": last_bucket}}}]
     filters += [{"term": {name: value}} for name, value in where.items()]
     return {"bool": {"filter": filters}}
+
+
+MAX_PERIODS_NAMED = 62
+"""A search over more periods than this goes to every index of the time series."""
+
+
+class Period(enum.Enum):
+    """How much time one index of a time series holds. Its name ends with
+    the period's first day, ``{base}-{yyyymmdd}``, so that the indices a time
+    range needs, and those older than a day, are known from their names."""
+
+    DAY = "day"
+    MONTH = "month"
+
+    def start(self, day: datetime.date) -> datetime.date:
+        return day.replace(day=1) if self is Period.MONTH else day
+
+    def after(self, start: datetime.date) -> datetime.date:
+        """The first day of the next period."""
+        if self is Period.MONTH:
+            return (start.replace(day=28) + datetime.timedelta(days=4)).replace(day=1)
+        return start + datetime.timedelta(days=1)
+
+    def index(self, base: str, bucket: int) -> str | None:
+        """The index of ``base`` holding time bucket ``bucket``; None for a bucket of no real day."""
+        day = day_of(bucket)
+        return None if day is None else f"{base}-{self.start(day):%Y%m%d}"
+
+    def indices(self, base: str, first_bucket: int, last_bucket: int) -> str:
+        """The indices of ``base`` holding the buckets ``first_bucket..last_bucket``, comma separated."""
+        first, last = day_of(first_bucket), day_of(last_bucket)
+        names: list[str] = []
+        if first is not None and last is not None:
+            start = self.start(first)
+            while start <= last and len(names) <= MAX_PERIODS_NAMED:
+                names.append(f"{base}-{start:%Y%m%d}")
+                start = self.after(start)
+        if not names or len(names) > MAX_PERIODS_NAMED:
+            return f"{base}-*"
+        return ",".join(names)
+
+    def before(self, names: Iterable[str], day: datetime.date) -> list[str]:
+        """Those of the indices ``names`` whose whole period lies before ``day``."""
+        old = []
+        for name in names:
+            start = day_of(int(suffix)) if (suffix := name.rsplit("-", 1)[-1]).isdigit() else None
+            if start is not None and self.after(start) <= day:
+                old.append(name)
+        return old
 
 
 BUSY_STATUSES = frozenset({429, 502, 503, 504})

@@ -212,7 +212,12 @@ class ElasticsearchInventoryDAO:
             )
         return [h["_source"]["name"] for h in res["hits"]["hits"]]
 
-    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
+    def stale(
+        self, model: type[I], cutoff_ms: int, limit: int = 10_000, active: bool | None = True
+    ) -> Sequence[Stored[I]]:
+        filters: list[dict[str, Any]] = [{"range": {"heartbeat_time": {"lt": cutoff_ms}}}]
+        if active is not None:
+            filters.append({"term": {"active": active}})
         self._client.refresh(model.MODEL)
         index = self._client.index(model.MODEL)
         with translated_errors(f"finding stale rows of {index}"):
@@ -220,14 +225,7 @@ class ElasticsearchInventoryDAO:
                 index=index,
                 size=limit,
                 seq_no_primary_term=True,
-                query={
-                    "bool": {
-                        "filter": [
-                            {"term": {"active": True}},
-                            {"range": {"heartbeat_time": {"lt": cutoff_ms}}},
-                        ]
-                    }
-                },
+                query={"bool": {"filter": filters}},
             )["hits"]["hits"]
         return [
             Stored(
@@ -237,6 +235,25 @@ class ElasticsearchInventoryDAO:
             )
             for h in hits
         ]
+
+    def remove(self, model: type[I], rows: Sequence[Stored[I]]) -> Sequence[str]:
+        index = self._client.index(model.MODEL)
+        actions = []
+        for row in rows:
+            seq_no, term = typing.cast(tuple[int, int], row.version)
+            actions.append(
+                {
+                    "_op_type": "delete",
+                    "_index": index,
+                    "_id": doc_id(row.item.key()),
+                    "if_seq_no": seq_no,
+                    "if_primary_term": term,
+                }
+            )
+        keys = {doc_id(r.item.key()): r.item.key() for r in rows}
+        failures = self._client.bulk(actions, f"removing {len(actions)} rows of {index}")
+        gone = [f for f in failures if f.get("status") != 404]  # removed meanwhile
+        return [keys[f["_id"]] for f in self._only_conflicts(gone, index)]
 
     def close(self) -> None:
         self._client.close()

@@ -9,7 +9,6 @@ stores it gives it its partition, offset and publication time
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 
 from model.records import Record
@@ -18,6 +17,7 @@ from storage.api import R, check_where, each_position
 from storage.elasticsearch.client import (
     POSITION_FIELDS,
     ElasticsearchClient,
+    Period,
     doc_id,
     mapping_of,
     raise_if_busy,
@@ -25,21 +25,6 @@ from storage.elasticsearch.client import (
     where_query,
     with_position,
 )
-
-MAX_DAYS_NAMED = 62
-"""A query over more days than this searches every day's index of the model
-(with the time filter) instead of naming each one."""
-
-
-def day_of(bucket: int) -> datetime.date | None:
-    """The day of a minute, hour or day bucket; None for a bucket of no real day."""
-    day = bucket
-    while day > 99_999_999:  # a minute or an hour bucket
-        day //= 100
-    try:
-        return datetime.date(day // 10_000, day // 100 % 100, day % 100)
-    except ValueError:
-        return None
 
 
 class ElasticsearchRecordDAO:
@@ -75,14 +60,6 @@ class ElasticsearchRecordDAO:
         raise_if_busy(failures, what)  # records are written by id: writing them all again is harmless
         return {keys[f["_id"]]: str(f.get("error")) for f in failures}
 
-    def indices(self, model: type[Record], first_bucket: int, last_bucket: int) -> str:
-        """The indices holding the records of a time range, comma separated."""
-        first, last = day_of(first_bucket), day_of(last_bucket)
-        if first is None or last is None or last < first or (last - first).days >= MAX_DAYS_NAMED:
-            return f"{self._client.index(model.MODEL)}-*"
-        days = (first + datetime.timedelta(days=n) for n in range((last - first).days + 1))
-        return ",".join(self._index(model, int(d.strftime("%Y%m%d"))) for d in days)
-
     def query(
         self,
         model: type[R],
@@ -91,7 +68,7 @@ class ElasticsearchRecordDAO:
         where: Mapping[str, str] | None = None,
         limit: int = 1000,
     ) -> list[R]:
-        index = self.indices(model, first_bucket, last_bucket)
+        index = Period.DAY.indices(self._client.index(model.MODEL), first_bucket, last_bucket)
         with translated_errors(f"searching {model.MODEL} records"):
             res = self._es.search(
                 index=index,

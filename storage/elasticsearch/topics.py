@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import elasticsearch
 
-from model.metrics import Downsampling, Metrics
+from model.metrics import Downsampling, Metrics, day_of
 from model.records import RECORD_MODELS
 from model.topics import (
     FILTERED_COLUMNS,
@@ -43,6 +43,7 @@ from storage.api import OffsetOutOfRange, StorageError
 from storage.elasticsearch.client import (
     POSITION_FIELDS,
     ElasticsearchClient,
+    Period,
     position_fields,
     raise_if_busy,
     translated_errors,
@@ -91,7 +92,7 @@ class _Layout:
     days: str
     """The pattern of the day indices retention drops."""
     tables: dict[str, Table]
-    """The table of each index of rows."""
+    """The table of each index of rows (of each time series of indices, by its base name)."""
     record_key: str | None = None
     """The key column of the records a topic of records holds."""
 
@@ -123,7 +124,8 @@ class _Layout:
         if self.record_key is not None:
             key = src[self.record_key]
             return TopicRecord(topic, partition, offset, published, key, {"key": key, **src})
-        table = self.tables.get(hit["_index"])
+        index = hit["_index"]
+        table = self.tables.get(index) or self.tables.get(index.rsplit("-", 1)[0])
         if table is None:  # a version kept in the history
             return TopicRecord(topic, partition, offset, published, src["key"], src["value"])
         item = table.model.from_row(src)
@@ -158,7 +160,8 @@ class ElasticsearchTopicDAO:
                 ): t
                 for t in Topic.named(topic).tables
             }
-            layout = _Layout(",".join([days, *tables]), days, tables)
+            searched = (name if t.level is None else f"{name}-*" for name, t in tables.items())
+            layout = _Layout(",".join([days, *searched]), days, tables)
         self._layouts[topic] = layout
         return layout
 
@@ -403,10 +406,10 @@ class ElasticsearchTopicDAO:
 
     def _old_days(self, pattern: str, cutoff_ms: int) -> tuple[list[str], list[str]]:
         """The day indices of ``pattern`` before ``cutoff_ms``'s day, and the others."""
-        cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
         with translated_errors(f"listing {pattern}"):
             names = sorted(self._es.indices.get(index=pattern, allow_no_indices=True))
-        old = [n for n in names if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < cutoff]
+        cutoff = day_of(Downsampling.DAY.bucket_of(cutoff_ms))
+        old = Period.DAY.before(names, cutoff) if cutoff is not None else []
         return old, [n for n in names if n not in old]
 
     def _drop_old(self, pattern: str, cutoff_ms: int) -> None:

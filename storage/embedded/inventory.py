@@ -125,15 +125,27 @@ class EmbeddedInventoryDAO:
         )
         return [r[0] for r in rows]
 
-    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
+    def stale(
+        self, model: type[I], cutoff_ms: int, limit: int = 10_000, active: bool | None = True
+    ) -> Sequence[Stored[I]]:
+        activity = "" if active is None else f"active = {int(active)} AND "
         rows = self._db.rows(
             model,
             model.MODEL,
-            "active = 1 AND heartbeat_time < ? LIMIT ?",
+            f"{activity}heartbeat_time < ? LIMIT ?",
             [cutoff_ms, limit],
             ("version", *POSITION_COLUMNS),
         )
         return [Stored(item, version, position=position_of(p)) for item, (version, *p) in rows]
+
+    def remove(self, model: type[I], rows: Sequence[Stored[I]]) -> Sequence[str]:
+        changed: list[str] = []
+        with self._db.transaction() as db:
+            for row in rows:
+                sql = f"DELETE FROM {model.MODEL} WHERE key = ? AND version = ?"
+                if db.execute(sql, [row.item.key(), row.version]).rowcount == 0:
+                    changed.append(row.item.key())
+        return changed
 
     def close(self) -> None:
         self._db.close()

@@ -5,6 +5,7 @@ place on the metrics topic (``POSITION_COLUMNS``)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -12,7 +13,7 @@ from typing import Any
 
 from model.metrics import Downsampling, Metrics
 from model.stream import StreamData
-from storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_where
+from storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_columns, check_where
 from storage.embedded.db import (
     POSITION_COLUMNS,
     Database,
@@ -118,6 +119,20 @@ class EmbeddedMetricsDAO:
             model, table(model, level), f"{clause} ORDER BY time_bucket DESC, key LIMIT ?", [*args, limit]
         )
         return [item for item, _ in rows]
+
+    def distinct(
+        self, model: type[Metrics], level: Downsampling, first_bucket: int, columns: Sequence[str]
+    ) -> set[tuple[str, ...]]:
+        names = ", ".join(check_columns(model, columns))
+        sql = f"SELECT DISTINCT {names} FROM {table(model, level)} WHERE time_bucket >= ?"
+        return {tuple(row) for row in self._db.fetch(sql, [first_bucket])}
+
+    def expire(self, model: type[Metrics], level: Downsampling, keep_from: datetime.date) -> int:
+        first_kept = level.of_minute(int(f"{keep_from:%Y%m%d}0000"))
+        with self._db.transaction() as db:
+            return int(
+                db.execute(f"DELETE FROM {table(model, level)} WHERE time_bucket < ?", [first_kept]).rowcount
+            )
 
     def close(self) -> None:
         self._db.close()

@@ -103,8 +103,13 @@ class MemoryInventoryDAO:
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         return sorted((r for r, _ in self._table(model).values()), key=lambda r: r.sequence)[:limit]
 
-    def stale(self, model: type[I], cutoff_ms: int, limit: int = 10_000) -> Sequence[Stored[I]]:
+    def stale(
+        self, model: type[I], cutoff_ms: int, limit: int = 10_000, active: bool | None = True
+    ) -> Sequence[Stored[I]]:
         return []
+
+    def remove(self, *args: Any, **kwargs: Any) -> Sequence[str]:
+        raise NotImplementedError
 
     def close(self) -> None:
         pass
@@ -164,6 +169,12 @@ class MemoryMetricsDAO:
         return {k: v for k, (v, _, _) in self.rows.get((model.MODEL, level), {}).items()}
 
     def query(self, *args: Any, **kwargs: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def distinct(self, *args: Any, **kwargs: Any) -> set[tuple[str, ...]]:
+        raise NotImplementedError
+
+    def expire(self, *args: Any, **kwargs: Any) -> int:
         raise NotImplementedError
 
     def close(self) -> None:

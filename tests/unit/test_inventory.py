@@ -89,3 +89,22 @@ def test_recent_keys_forget_after_their_time_and_stay_bounded() -> None:
         assert recent.claim(ServiceInventory, key, now=11.0 + i) is True
     assert len(recent._seen) <= 4
     assert recent.claim(ServiceInventory, "g", now=17.0) is False  # the newest are kept
+
+
+def test_a_cached_id_is_asked_of_storage_again_once_it_is_older_than_the_max_age() -> None:
+    from receiver.cache import InventoryCache
+    from tests.unit.fakes import MemoryInventoryDAO
+
+    dao = MemoryInventoryDAO()
+    kept = InventoryCache(dao, size=10, max_age_s=3600)
+    aged = InventoryCache(dao, size=10, max_age_s=0)
+    for cache in (kept, aged):
+        cache.learn(ServiceInventory, [ServiceInventory(name="a", sequence=1)])
+    # Time to live removed "a" from storage: only the cache still names it.
+    assert kept.ids(ServiceInventory, ["a"]) == {"a": 1}
+    assert aged.ids(ServiceInventory, ["a"]) == {}
+    # Registered again, it has a new id, which the aged cache finds.
+    dao.reserve_sequences(ServiceInventory, 2, 2)
+    dao.insert(ServiceInventory, [ServiceInventory(name="a", sequence=2)])
+    assert aged.ids(ServiceInventory, ["a"]) == {"a": 2}
+    assert kept.ids(ServiceInventory, ["a"]) == {"a": 1}

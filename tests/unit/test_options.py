@@ -6,11 +6,13 @@ import pytest
 
 from deploy.cli import build_parser
 from deploy.options import config_from
+from model.metrics import Downsampling
 from remote.cluster import Role
 from runtime.buffer import BufferStrategy
 from runtime.config import option_name
 from storage.config import StorageConfig, StorageKind
 from wiring.config import NodeConfig
+from wiring.node import check
 
 
 def test_options_default_to_the_config_and_take_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,6 +54,7 @@ def test_every_option_is_documented_under_its_section(capsys: pytest.CaptureFixt
         "buffers and workers",
         "limits of agent calls and telemetry",
         "topics",
+        "time to live",
     ]
     for i, holder in enumerate(sections):
         # Each section's options stand between its heading and the next one's.
@@ -89,3 +92,33 @@ def test_options_change_whatever_section_holds_them() -> None:
     assert config.cluster == NodeConfig().cluster
     with pytest.raises(TypeError, match="no such option: prot"):
         NodeConfig().with_options(prot=1)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"records_ttl_days": 0}, "--records-ttl-days must be at least 1, not 0"),
+        ({"minute_metrics_ttl_days": -1}, "--minute-metrics-ttl-days must be at least 1, not -1"),
+        (
+            {"unused_endpoint_ttl_days": 100},
+            "--unused-endpoint-ttl-days (100) must be at most --day-metrics-ttl-days (90): "
+            "endpoints are found unused by their day metrics",
+        ),
+        ({"ttl_interval_s": 0}, "--ttl-interval-s must be above 0, not 0"),
+    ],
+)
+def test_times_to_live_that_cannot_hold_are_refused_naming_the_option(
+    options: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        check(NodeConfig().with_options(**options))
+    assert str(refused.value) == message
+
+
+def test_the_default_times_to_live_are_skywalkings_and_the_issues() -> None:
+    ttl = NodeConfig().ttl.ttl()
+    assert (ttl.records_days, dict(ttl.metrics_days)) == (
+        3,
+        {Downsampling.MINUTE: 1, Downsampling.HOUR: 7, Downsampling.DAY: 90},
+    )
+    assert (ttl.inactive_instance_days, ttl.unused_endpoint_days) == (7, 7)
