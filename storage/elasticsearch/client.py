@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime
 import enum
+import functools
 import hashlib
 import logging
 import os
@@ -104,8 +105,8 @@ class Period(enum.Enum):
 
     def index(self, base: str, bucket: int) -> str | None:
         """The index of ``base`` holding time bucket ``bucket``; None for a bucket of no real day."""
-        day = day_of(bucket)
-        return None if day is None else f"{base}-{self.start(day):%Y%m%d}"
+        suffix = _suffix(self, bucket)
+        return None if suffix is None else f"{base}-{suffix}"
 
     def indices(self, base: str, first_bucket: int, last_bucket: int) -> str:
         """The indices of ``base`` holding the buckets ``first_bucket..last_bucket``, comma separated."""
@@ -128,6 +129,13 @@ class Period(enum.Enum):
             if start is not None and self.after(start) <= day:
                 old.append(name)
         return old
+
+
+@functools.lru_cache(maxsize=4096)
+def _suffix(period: Period, bucket: int) -> str | None:
+    """The name ending of ``period``'s index holding ``bucket`` (cached: every row written asks)."""
+    day = day_of(bucket)
+    return None if day is None else f"{period.start(day):%Y%m%d}"
 
 
 BUSY_STATUSES = frozenset({429, 502, 503, 504})

@@ -185,6 +185,8 @@ class ElasticsearchMetricsDAO:
     ) -> set[tuple[str, ...]]:
         base = self._base(model, level)
         sources = [{c: {"terms": {"field": c}}} for c in check_columns(model, columns)]
+        with translated_errors(f"refreshing {base}-*"):
+            self._es.indices.refresh(index=f"{base}-*", **_SEARCH_PERIODS)  # rows written a moment ago count
         found: set[tuple[str, ...]] = set()
         after: dict[str, Any] | None = None
         while True:
