@@ -21,6 +21,8 @@ from storage.api import I, InventoryDAO, MetricsDAO, SequenceAllocator, Stored, 
 
 log = logging.getLogger(__name__)
 
+DAY_MS = 86_400_000
+
 
 class HeartbeatExpiry:
     """Every ``interval_s`` marks instances with no heartbeat for ``expiry_s``
@@ -144,14 +146,14 @@ class TimeToLive:
         now_ms = int(self._clock() * 1000)
         removed: dict[str, int] = {}
         with self._lock.lock(self.SCOPE):
+            keep = Retention(self.ttl.records_days * DAY_MS / 1000, sys.maxsize)
             for name in RECORD_MODELS:
-                keep = Retention(self.ttl.records_days * 86_400.0, sys.maxsize)
                 removed[name] = sum(self._topics.trim(name, keep, now_ms).values())
             for model in METRICS_TYPES:
                 for level in Downsampling:
                     keep_from = _day(now_ms, self.ttl.metrics_days[level])
                     removed[f"{model.MODEL}_{level.value}"] = self._metrics.expire(model, level, keep_from)
-            silent_since = now_ms - self.ttl.inactive_instance_days * 86_400_000
+            silent_since = now_ms - self.ttl.inactive_instance_days * DAY_MS
             instances = self._inventory.stale(ServiceInstanceInventory, silent_since, active=False)
             removed[ServiceInstanceInventory.MODEL] = self._remove(ServiceInstanceInventory, instances)
             removed[EndpointInventory.MODEL] = self._remove(EndpointInventory, self._unused_endpoints(now_ms))
@@ -163,11 +165,11 @@ class TimeToLive:
     def _unused_endpoints(self, now_ms: int) -> list[Stored[EndpointInventory]]:
         """Endpoints registered before the endpoints' time to live that no
         daily metric of that time names."""
-        days = self.ttl.unused_endpoint_days
-        registered = self._inventory.stale(EndpointInventory, now_ms - days * 86_400_000, active=None)
+        cutoff_ms = now_ms - self.ttl.unused_endpoint_days * DAY_MS
+        registered = self._inventory.stale(EndpointInventory, cutoff_ms, active=None)
         if not registered:
             return []
-        first_day = int(f"{_day(now_ms, days):%Y%m%d}")
+        first_day = Downsampling.DAY.bucket_of(cutoff_ms)
         used = self._metrics.distinct(EndpointMetrics, Downsampling.DAY, first_day, ("service", "endpoint"))
         services: dict[int, ServiceInventory | None] = {}
         unused = []

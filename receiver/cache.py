@@ -44,9 +44,7 @@ class InventoryCache:
     storing it, and each ask would otherwise cost storage a read. ``learn``
     fills the cache directly (from this node's own L2)."""
 
-    def __init__(
-        self, dao: InventoryDAO, size: int, miss_recheck_s: float = 0.0, max_age_s: float = 3600.0
-    ) -> None:
+    def __init__(self, dao: InventoryDAO, size: int, miss_recheck_s: float, max_age_s: float) -> None:
         self._dao = dao
         self._size = size
         self._max_age_s = max_age_s

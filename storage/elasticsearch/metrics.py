@@ -26,6 +26,7 @@ from storage.api import (
     MetricsWrite,
     PutOutcome,
     StorageError,
+    StorageUnavailable,
     Stored,
     check_columns,
     check_where,
@@ -120,7 +121,8 @@ class ElasticsearchMetricsDAO:
         for d in found_docs:
             error = d.get("error")
             if error and error.get("type") != "index_not_found_exception":  # no such index: no such row
-                raise StorageError(f"Elasticsearch refused reading {d['_id']} of {d['_index']}: {error}")
+                # A row that cannot be read now must not pass for an absent one.
+                raise StorageUnavailable(f"Elasticsearch could not read {d['_id']} of {d['_index']}: {error}")
             if d.get("found"):
                 source = d["_source"]
                 item = model.from_row(source)

@@ -96,8 +96,8 @@ def test_a_cached_id_is_asked_of_storage_again_once_it_is_older_than_the_max_age
     from tests.unit.fakes import MemoryInventoryDAO
 
     dao = MemoryInventoryDAO()
-    kept = InventoryCache(dao, size=10, max_age_s=3600)
-    aged = InventoryCache(dao, size=10, max_age_s=0)
+    kept = InventoryCache(dao, size=10, miss_recheck_s=0, max_age_s=3600)
+    aged = InventoryCache(dao, size=10, miss_recheck_s=0, max_age_s=0)
     for cache in (kept, aged):
         cache.learn(ServiceInventory, [ServiceInventory(name="a", sequence=1)])
     # Time to live removed "a" from storage: only the cache still names it.
