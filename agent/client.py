@@ -58,12 +58,25 @@ class Agent:
         self._heartbeat: threading.Thread | None = None
 
     def _until(self, ask: Callable[[], bool], what: str, timeout_s: float) -> None:
+        """Asks until ``ask()`` says it has the id; a node that is busy or
+        unreachable is asked again after ``retry_interval_s``, as SkyWalking's
+        agents do."""
         deadline = time.monotonic() + timeout_s
-        while not ask():
+        while not self._answered(ask):
             if time.monotonic() + self.retry_interval_s > deadline:
                 raise RegistrationTimeout(f"{self.service_name}: no {what} id after {timeout_s:g} s")
             if self._stop.wait(self.retry_interval_s):
                 raise RegistrationTimeout(f"{self.service_name}: stopped while waiting for the {what} id")
+
+    @staticmethod
+    def _answered(ask: Callable[[], bool]) -> bool:
+        try:
+            return ask()
+        except grpc.RpcError as e:
+            if e.code() not in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+                raise
+            log.debug("asking again later: %s", e.details())
+            return False
 
     def _ask_service(self) -> bool:
         answer = self._register.doServiceRegister(

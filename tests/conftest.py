@@ -24,6 +24,14 @@ from wiring.node import Node
 STORAGES = ["embedded", "elasticsearch"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Spark tests run first. PySpark starts its JVM by a fork that runs
+    Python in the child (a ``preexec_fn``); once gRPC's threads run in this
+    process, such a child can abort before it starts Java (SIGABRT, "Java
+    gateway process exited"). Analysts' jobs start Spark before anything else."""
+    items.sort(key=lambda item: "spark" not in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     server = RedisServer().start()

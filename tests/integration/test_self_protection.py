@@ -19,6 +19,7 @@ from agent import Agent
 from edge.auth import SendingToken
 from model.inventory import ServiceInventory
 from model.records import LogRecord, SegmentRecord
+from proto import register_pb2, register_pb2_grpc
 from proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
 from storage.select import open_storage
 from tests.integration.helpers import eventually, stored
@@ -91,8 +92,8 @@ def test_calls_past_the_bound_are_refused_and_idle_streams_are_closed(tmp_path: 
         assert node.server is not None
         limits = node.server.limits
         eventually(lambda: limits.calls == 10, timeout_s=10)
-        with pytest.raises(grpc.RpcError) as refused:
-            Agent(node.address, "orders").register(timeout_s=5)
+        with grpc.insecure_channel(node.address) as channel, pytest.raises(grpc.RpcError) as refused:
+            register_pb2_grpc.RegisterStub(channel).doServiceRegister(register_pb2.Services(), timeout=5)
         assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert refused.value.details() == "the node serves at most 10 calls at once; try again later"
         assert health(node.address) == health_pb2.HealthCheckResponse.SERVING
