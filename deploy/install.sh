@@ -33,4 +33,11 @@ if [ ! -x .venv-agent/bin/python ]; then
   .venv-agent/bin/pip install -q apache-skywalking==1.2.0
 fi
 
+# OpenTelemetry's Python SDK and OTLP exporter, for the tests that check that
+# programs instrumented with OpenTelemetry report to skyoap unchanged.
+if [ ! -x .venv-otel/bin/python ]; then
+  python3 -m venv .venv-otel
+  .venv-otel/bin/pip install -q opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-grpc==1.45.2
+fi
+
 .venv/bin/python -c 'from deploy.servers import elasticsearch_home; print("elasticsearch at", elasticsearch_home())' >&2

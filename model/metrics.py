@@ -292,6 +292,40 @@ class ServiceRelationMetrics(CallMetrics):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceInstanceRelationMetrics(CallMetrics):
+    """Calls from one instance of ``source_service`` to one of ``dest_service``,
+    as the callee saw them (its entry span's reference to the caller)."""
+
+    STREAM_ID = 25
+    MODEL = "service_instance_relation_metrics"
+
+    source_service: str
+    source_instance: str
+    dest_service: str
+    dest_instance: str
+
+    def entity(self) -> str:
+        return SEP.join((self.source_service, self.source_instance, self.dest_service, self.dest_instance))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndpointRelationMetrics(CallMetrics):
+    """Calls from an endpoint of ``source_service`` (the entry the call was made
+    in) to an endpoint of ``dest_service``, as the callee saw them."""
+
+    STREAM_ID = 26
+    MODEL = "endpoint_relation_metrics"
+
+    source_service: str
+    source_endpoint: str
+    dest_service: str
+    dest_endpoint: str
+
+    def entity(self) -> str:
+        return SEP.join((self.source_service, self.source_endpoint, self.dest_service, self.dest_endpoint))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MeterMetrics(Metrics):
     """A meter an agent reports (a gauge, a counter or a histogram) in one
     bucket: the sum and number of the values reported, and the latest one.
@@ -362,5 +396,7 @@ CALL_METRICS: tuple[type[CallMetrics], ...] = (
     ServiceInstanceMetrics,
     EndpointMetrics,
     ServiceRelationMetrics,
+    ServiceInstanceRelationMetrics,
+    EndpointRelationMetrics,
 )
 METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics)

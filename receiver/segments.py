@@ -1,7 +1,8 @@
 """Trace segments as the receiver reads them, and what it derives from each:
 the segment record, and one call per entry span for its service, instance,
-endpoint and caller relation, one per exit span for the relation to the peer
-it called (SkyWalking's multi-scope span analysis)."""
+endpoint and the relations to its caller (service, instance and endpoint),
+one per exit span for the relation to the peer it called (SkyWalking's
+multi-scope span analysis)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from model.metrics import (
     CallMetrics,
     DetectPoint,
     EndpointMetrics,
+    EndpointRelationMetrics,
     ServiceInstanceMetrics,
+    ServiceInstanceRelationMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
     latency_bucket,
@@ -149,55 +152,103 @@ def record_of(segment: Segment) -> SegmentRecord:
     )
 
 
-def measure(segments: list[Segment]) -> list[CallMetrics]:
-    """The calls the spans of ``segments`` count for, summed per scope, entity
-    and minute: one metric value per key rather than one per span and scope,
-    so that L1 starts from the sums of a whole chunk."""
-    # (model, entity names, minute) -> [calls, errors, latency sum, histogram]
-    sums: dict[tuple[type[CallMetrics], tuple[str, ...], int], list[Any]] = {}
+class Caller(NamedTuple):
+    """Where a call came from: the caller's service, instance and the endpoint
+    (its entry) the call was made in."""
 
-    def count(
-        key: tuple[type[CallMetrics], tuple[str, ...], int], latency: int, error: bool, slot: int
-    ) -> None:
-        acc = sums.get(key)
+    service: str
+    instance: str
+    endpoint: str
+
+
+class Call(NamedTuple):
+    """One span's call: its minute, latency, whether it failed, and its
+    latency histogram bucket."""
+
+    minute: int
+    latency: int
+    error: bool
+    slot: int
+
+    @classmethod
+    def of(cls, span: Span) -> Call:
+        latency = span.end_time - span.start_time
+        return cls(minute_bucket(span.start_time), latency, span.is_error, latency_bucket(latency))
+
+
+class Calls:
+    """Calls summed per scope, entity and minute: one metric value per key
+    rather than one per span and scope, so that L1 starts from the sums of a
+    whole chunk."""
+
+    def __init__(self) -> None:
+        # (model, entity names, minute) -> [calls, errors, latency sum, histogram]
+        self._sums: dict[tuple[type[CallMetrics], tuple[str, ...], int], list[Any]] = {}
+
+    def count(self, model: type[CallMetrics], names: tuple[str, ...], call: Call) -> None:
+        key = (model, names, call.minute)
+        acc = self._sums.get(key)
         if acc is None:
-            acc = sums[key] = [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS)]
+            acc = self._sums[key] = [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS)]
         acc[0] += 1
-        acc[1] += error
-        acc[2] += latency
-        acc[3][slot] += 1
+        acc[1] += call.error
+        acc[2] += call.latency
+        acc[3][call.slot] += 1
 
+    def served(self, caller: Caller, service: str, instance: str, endpoint: str, call: Call) -> None:
+        """``endpoint`` of ``instance`` of ``service`` served ``call`` from
+        ``caller``: the relations the callee sees (server side)."""
+        self.count(ServiceRelationMetrics, (caller.service, service, SERVER), call)
+        if caller.instance:
+            names = (caller.service, caller.instance, service, instance)
+            self.count(ServiceInstanceRelationMetrics, names, call)
+        if caller.endpoint and endpoint:
+            self.count(EndpointRelationMetrics, (caller.service, caller.endpoint, service, endpoint), call)
+
+    def metrics(self) -> list[CallMetrics]:
+        return [
+            model(
+                time_bucket=minute,
+                calls=calls,
+                errors=errors,
+                latency_sum_ms=latency_sum,
+                histogram=tuple(histogram),
+                **dict(zip(ENTITY_FIELDS[model], names, strict=True)),
+            )
+            for (model, names, minute), (calls, errors, latency_sum, histogram) in self._sums.items()
+        ]
+
+
+def measure(segments: list[Segment]) -> list[CallMetrics]:
+    """The calls the spans of ``segments`` count for: each entry span one for
+    its service, instance and endpoint and one for each caller its references
+    name (a ``User`` call if it has none), each exit span one for the relation
+    to the peer it called. An entry whose references name no service (its
+    caller is not known yet) counts no relation."""
+    calls = Calls()
     for segment in segments:
-        service = segment.service
+        service, instance = segment.service, segment.instance
         for span in segment.spans:
             if span.skip_analysis:
                 continue
-            minute = minute_bucket(span.start_time)
-            latency, error = span.end_time - span.start_time, span.is_error
-            slot = latency_bucket(latency)
             if span.kind == SpanKind.ENTRY:
-                count((ServiceMetrics, (service,), minute), latency, error, slot)
-                count((ServiceInstanceMetrics, (service, segment.instance), minute), latency, error, slot)
+                call = Call.of(span)
+                calls.count(ServiceMetrics, (service,), call)
+                calls.count(ServiceInstanceMetrics, (service, instance), call)
                 if span.operation:
-                    count((EndpointMetrics, (service, span.operation), minute), latency, error, slot)
+                    calls.count(EndpointMetrics, (service, span.operation), call)
                 callers = {
-                    r.parent_service for r in span.refs if r.ref_type == CROSS_PROCESS and r.parent_service
+                    Caller(r.parent_service, r.parent_instance, r.parent_endpoint)
+                    for r in span.refs
+                    if r.ref_type == CROSS_PROCESS and r.parent_service
                 }
-                for caller in callers or (USER,):
-                    count((ServiceRelationMetrics, (caller, service, SERVER), minute), latency, error, slot)
+                if not any(r.ref_type == CROSS_PROCESS for r in span.refs):
+                    callers = {Caller(USER, "", "")}
+                for caller in callers:
+                    calls.served(caller, service, instance, span.operation, call)
             elif span.kind == SpanKind.EXIT and span.peer:
-                count((ServiceRelationMetrics, (service, span.peer, CLIENT), minute), latency, error, slot)
-    return [
-        model(
-            time_bucket=minute,
-            calls=calls,
-            errors=errors,
-            latency_sum_ms=latency_sum,
-            histogram=tuple(histogram),
-            **dict(zip(ENTITY_FIELDS[model], names, strict=True)),
-        )
-        for (model, names, minute), (calls, errors, latency_sum, histogram) in sums.items()
-    ]
+                calls.count(ServiceRelationMetrics, (service, span.peer, CLIENT), Call.of(span))
+    return calls.metrics()
 
 
 ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
@@ -205,4 +256,6 @@ ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
     ServiceInstanceMetrics: ("service", "instance"),
     EndpointMetrics: ("service", "endpoint"),
     ServiceRelationMetrics: ("source", "dest", "detect_point"),
+    ServiceInstanceRelationMetrics: ("source_service", "source_instance", "dest_service", "dest_instance"),
+    EndpointRelationMetrics: ("source_service", "source_endpoint", "dest_service", "dest_endpoint"),
 }

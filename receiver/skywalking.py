@@ -320,12 +320,16 @@ class TraceSegmentReportService(TelemetryService):
 
     KIND = "segments"
 
-    def _take_all(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
+    def take(
+        self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally
+    ) -> list[tuple[tracing_pb2.SegmentObject, Segment | None]]:
         """Takes the good segments of one call, all at once: their records and
-        metrics are queued together (or the call is refused whole), then the
-        names in them are registered."""
+        metrics are queued together (or the call is refused whole, raising
+        Overloaded), then the names in them are registered. Returns each
+        segment with what was taken of it, None for one refused (counted in
+        ``tally``)."""
         now_ms = _now_ms()
-        taken: list[Segment] = []
+        outcome: list[tuple[tracing_pb2.SegmentObject, Segment | None]] = []
         for pb in segments:
             self._received.inc()
             segment = segment_of(pb)
@@ -333,16 +337,17 @@ class TraceSegmentReportService(TelemetryService):
                 check(segment, self._limits, now_ms)
             except Refused as e:
                 tally.refuse(e)
+                outcome.append((pb, None))
                 continue
             segment = self._cardinality.segment(segment)
-            taken.append(segment)
+            outcome.append((pb, segment))
             self._sinks.count(tally, 2 * len(segment.data))  # its record (base64) and metrics
+        taken = [s for _, s in outcome if s is not None]
         if taken:
             self._sinks.take([record_of(s) for s in taken], measure(taken))
             tally.taken += len(taken)
             self._register_names(taken)
-        tally.check()
-        return NO_COMMANDS
+        return outcome
 
     def _register_names(self, segments: list[Segment]) -> None:
         instances: set[tuple[str, str]] = set()
@@ -367,12 +372,17 @@ class TraceSegmentReportService(TelemetryService):
         self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
-        return self._take_all(_taking(requests, tally, context), tally)
+        self.take(_taking(requests, tally, context), tally)
+        tally.check()
+        return NO_COMMANDS
 
     def collectInSync(
         self, request: tracing_pb2.SegmentCollection, context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        return self._take_all(request.segments, self._refusals.tally())
+        tally = self._refusals.tally()
+        self.take(request.segments, tally)
+        tally.check()
+        return NO_COMMANDS
 
 
 class LogReportService(TelemetryService):
@@ -524,23 +534,20 @@ class MeterReportService(TelemetryService):
 
 def add_skywalking_services(
     server: GrpcServer,
-    registrar: Registrar,
+    names: NamesByService,
     sinks: Sinks,
     limits: TelemetryLimits,
     cardinality: Cardinality,
     instruments: Instruments,
-) -> NamesByService:
-    """Serves SkyWalking's v3 agent services on ``server``; returns the names
-    that wait for their service's id, which the caller starts and closes."""
-    names = NamesByService(registrar)
+) -> TraceSegmentReportService:
+    """Serves SkyWalking's v3 agent services on ``server``, registering the
+    names agents report through ``names``; returns the segments' service,
+    which takes OTLP's spans too."""
     guarded = (limits, cardinality, instruments)
+    segments = TraceSegmentReportService(names, sinks, *guarded)
     services: list[tuple[descriptor.FileDescriptor, str, object]] = [
         (management_pb2.DESCRIPTOR, "ManagementService", ManagementService(names, limits, cardinality)),
-        (
-            tracing_pb2.DESCRIPTOR,
-            "TraceSegmentReportService",
-            TraceSegmentReportService(names, sinks, *guarded),
-        ),
+        (tracing_pb2.DESCRIPTOR, "TraceSegmentReportService", segments),
         (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, *guarded)),
         (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, *guarded)),
         (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(instruments)),
@@ -549,4 +556,4 @@ def add_skywalking_services(
     for file, name, servicer in services:
         # Telemetry streams count a message that does not decode and go on.
         server.add(file.services_by_name[name], servicer, keep_undecodable=True)
-    return names
+    return segments

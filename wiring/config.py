@@ -278,6 +278,17 @@ class TtlConfig:
 
 
 @dataclass(frozen=True)
+class AnalysisConfig:
+    """How telemetry becomes metrics."""
+
+    otlp_caller_wait_s: float = option(
+        10.0,
+        "how long an OTLP entry span waits for its parent span (of the service that called it), "
+        "whose names its relations need; past it no relation is counted for it",
+    )
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     server: ServerConfig = section(ServerConfig, "server")
     storage: StorageConfig = section(StorageConfig, "storage")
@@ -286,6 +297,7 @@ class NodeConfig:
     limits: LimitsConfig = section(LimitsConfig, "limits of agent calls and telemetry")
     topics: TopicsConfig = section(TopicsConfig, "topics")
     ttl: TtlConfig = section(TtlConfig, "time to live")
+    analysis: AnalysisConfig = section(AnalysisConfig, "analysis")
 
     def with_options(self, **values: Any) -> NodeConfig:
         """A copy with the fields named by their options changed, whatever

@@ -28,9 +28,10 @@ from model.stream import StreamTypes
 from model.topics import Retention, Topic
 from receiver.cache import InventoryCache
 from receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from
+from receiver.otlp import add_otlp_services
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
-from receiver.skywalking import Sinks, add_skywalking_services
+from receiver.skywalking import NamesByService, Sinks, add_skywalking_services
 from remote.client import RemoteClient, SelfRemoteClient
 from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster
 from remote.grpc_client import GrpcRemoteClient
@@ -312,10 +313,14 @@ class Node:
             add_agent_services(server, registrar)
             sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
             cardinality = self._cardinality(cache, edge_reads)
-            names = add_skywalking_services(
-                server, registrar, sinks, item_limits, cardinality, self.instruments
+            names = NamesByService(registrar)
+            guarded = (item_limits, cardinality, self.instruments)
+            segments = add_skywalking_services(server, names, sinks, *guarded)
+            callers = add_otlp_services(
+                server, segments, names, sinks, *guarded, cfg.analysis.otlp_caller_wait_s
             )
             life.start(names)
+            life.start(callers)
         life.start(server)
         if self.internal is not None:
             life.start(self.internal)

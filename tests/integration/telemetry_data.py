@@ -21,7 +21,17 @@ from storage.select import open_storage
 BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,
           1000, 1500, 2000, 3000, 5000, 7000, 10_000, 15_000, 20_000, 30_000, 60_000]  # fmt: skip
 LATENCIES = [0, 1, 2, 4, 5, 9, 10, 29, 30, 49, 50, 99, 100, 250, 999, 1000, 5000, 70_000]
-ENTITY_FIELDS = ("service", "instance", "endpoint", "source", "dest", "detect_point")
+ENTITY_FIELDS = (
+    *("service", "instance", "endpoint", "source", "dest", "detect_point"),
+    *(
+        "source_service",
+        "source_instance",
+        "source_endpoint",
+        "dest_service",
+        "dest_instance",
+        "dest_endpoint",
+    ),
+)
 
 
 def utc_minute(ms: int) -> int:
@@ -176,6 +186,12 @@ def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], 
             expected.call("ServiceInstanceMetrics", (service, instance), start, latency, error)
             expected.call("EndpointMetrics", (service, endpoint), start, latency, error)
             expected.call("ServiceRelationMetrics", (caller, service, "server"), start, latency, error)
+        # The callee's side of gateway -> orders, from its reference to the caller.
+        callee = (start, orders_latency, orders_error)
+        expected.call(
+            "ServiceInstanceRelationMetrics", ("gateway", gw_instance, "orders", "orders-1"), *callee
+        )
+        expected.call("EndpointRelationMetrics", ("gateway", path, "orders", "POST:/order"), *callee)
         expected.call(
             "ServiceRelationMetrics", ("gateway", "orders:8080", "client"), start, call_latency, orders_error
         )

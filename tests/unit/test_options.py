@@ -55,6 +55,7 @@ def test_every_option_is_documented_under_its_section(capsys: pytest.CaptureFixt
         "limits of agent calls and telemetry",
         "topics",
         "time to live",
+        "analysis",
     ]
     for i, holder in enumerate(sections):
         # Each section's options stand between its heading and the next one's.
