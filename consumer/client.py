@@ -36,9 +36,12 @@ from concurrent.futures import Future
 
 from consumer.fetcher import RESETS, Fetcher
 from consumer.group import HEARTBEAT_INTERVAL_S, SESSION_TIMEOUT_S, Group
+from consumer.lag import LagCollector, lags
 from consumer.membership import Callback, Membership
 from consumer.subscription import PartitionState, SubscriptionState, TopicPartition
 from model.topics import Topic, TopicRecord
+from runtime.admin import AdminServer
+from runtime.instruments import Instruments
 from storage.api import StateStore, TopicDAO
 from storage.config import StorageConfig
 
@@ -63,10 +66,17 @@ class Consumer:
         fetch_size: int = 1000,
         fetch_idle_s: float = 0.05,
         member_id: str | None = None,
+        group_instance_id: str | None = None,
         on_assigned: Callback | None = None,
         on_revoked: Callback | None = None,
+        admin_port: int | None = None,
+        admin_host: str = "127.0.0.1",
     ) -> None:
-        self.member_id = member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        if group_instance_id is not None and (not group_instance_id or member_id is not None):
+            raise ValueError("group_instance_id names the member: give a non-empty one, and no member_id")
+        self.member_id = (
+            group_instance_id or member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        )
         self._subscription = SubscriptionState()
         self._fetcher = Fetcher(
             topics,
@@ -92,6 +102,7 @@ class Consumer:
                 heartbeat_interval_s=heartbeat_interval_s,
                 on_assigned=on_assigned,
                 on_revoked=on_revoked,
+                static=group_instance_id is not None,
             )
             if group and state
             else None
@@ -106,6 +117,15 @@ class Consumer:
         self._chosen = False
         self._closed = False
         self._owns_storage = False
+        self.admin: AdminServer | None = None
+        """With ``admin_port``: its /metrics serves the group's lag and committed offsets (0: a free port)."""
+        if admin_port is not None:
+            if group is None or state is None:
+                raise ValueError("an admin port serves a group's lag: open the consumer with a group")
+            instruments = Instruments()
+            instruments.registry.register(LagCollector(lambda: lags(topics, state, [group])))
+            self.admin = AdminServer(admin_host, admin_port, instruments)
+            self.admin.start()
 
     @classmethod
     def open(cls, config: StorageConfig, group: str | None = None, **options: object) -> Consumer:
@@ -232,6 +252,8 @@ class Consumer:
                 self._membership.close(max(1.0, deadline - time.monotonic()))
         finally:
             self._subscription.close()
+            if self.admin is not None:
+                self.admin.close()
             if self._owns_storage:
                 self._topics_dao.close()
                 if self._state is not None:

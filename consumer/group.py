@@ -51,6 +51,11 @@ class NotAMember(CommitRefused):
     """The member is no longer in the group (it left, or missed its heartbeats)."""
 
 
+class Fenced(CommitRefused):
+    """A static member whose ``group_instance_id`` a newer consumer took over:
+    this one must stop (Kafka's FENCED_INSTANCE_ID)."""
+
+
 def channel_name(topic: str, partition: int) -> str:
     return f"{topic}/{partition}"
 
@@ -128,28 +133,50 @@ class Group:
 
     # The steps members take.
 
-    def join(self, member: str, topics: Mapping[str, int], host: str = "") -> dict[str, Grant]:
-        """Adds ``member``, subscribed to ``topics`` (name → partition count)."""
+    def join(
+        self, member: str, topics: Mapping[str, int], host: str = "", incarnation: str = ""
+    ) -> dict[str, Grant]:
+        """Adds ``member``, subscribed to ``topics`` (name → partition count).
+
+        A static member (its ``group_instance_id`` is its member id) that joins
+        again before its session timed out is the same member: it keeps its
+        partitions at their versions and nobody else's move (Kafka's KIP-345).
+        Its new ``incarnation`` fences the one before: that one's heartbeats
+        and commits raise Fenced from now on."""
 
         def step(state: dict[str, Any]) -> dict[str, Grant]:
             now = self._now_ms()
-            state["members"][member] = {"topics": sorted(topics), "heartbeat_ms": now, "host": host}
+            info = {"topics": sorted(topics), "heartbeat_ms": now, "host": host}
+            state["members"][member] = {**info, "incarnation": incarnation} if incarnation else info
             state["topics"].update(topics)
             self._rebalance(state, now)
             return self._grants(state, member)
 
         return self._update(step)
 
-    def heartbeat(self, member: str, released: frozenset[str] = frozenset()) -> dict[str, Grant]:
+    def _member(self, state: dict[str, Any], member: str, incarnation: str) -> dict[str, Any]:
+        """The member's entry; NotAMember once it is gone, Fenced once a newer
+        incarnation of it joined."""
+        info = state["members"].get(member)
+        if info is None:
+            raise NotAMember(f"consumer {member} is not a member of group {self.name}: it left or missed "
+                             f"its heartbeats for {self.session_timeout_ms // 1000} s")  # fmt: skip
+        if info.get("incarnation", "") != incarnation:
+            raise Fenced(
+                f"consumer {member} of group {self.name} was fenced: another consumer joined with its "
+                "group_instance_id; close this one"
+            )
+        return info
+
+    def heartbeat(
+        self, member: str, released: frozenset[str] = frozenset(), incarnation: str = ""
+    ) -> dict[str, Grant]:
         """Keeps ``member`` alive and hands back the CLOSING channels it
         ``released``; returns its channels. Raises NotAMember once it is gone."""
 
         def step(state: dict[str, Any]) -> dict[str, Grant]:
             now = self._now_ms()
-            if member not in state["members"]:
-                raise NotAMember(f"consumer {member} is not a member of group {self.name}: it left or missed "
-                                 f"its heartbeats for {self.session_timeout_ms // 1000} s")  # fmt: skip
-            state["members"][member]["heartbeat_ms"] = now
+            self._member(state, member, incarnation)["heartbeat_ms"] = now
             for name in released:
                 ch = state["channels"].get(name)
                 if ch and ch["owner"] == member and ch["state"] == ChannelState.CLOSING.value:
@@ -159,15 +186,22 @@ class Group:
 
         return self._update(step)
 
-    def leave(self, member: str) -> None:
+    def leave(self, member: str, incarnation: str = "") -> None:
+        """Removes ``member`` (not a newer incarnation of it) and rebalances."""
+
         def step(state: dict[str, Any]) -> None:
-            state["members"].pop(member, None)
+            if state["members"].get(member, {}).get("incarnation", "") == incarnation:
+                state["members"].pop(member, None)
             self._rebalance(state, self._now_ms())
 
         self._update(step)
 
     def commit(
-        self, member: str | None, offsets: Mapping[str, tuple[int, int | None]], ends: Mapping[str, int]
+        self,
+        member: str | None,
+        offsets: Mapping[str, tuple[int, int | None]],
+        ends: Mapping[str, int],
+        incarnation: str = "",
     ) -> None:
         """Records ``offsets`` (channel → (last processed offset, version)) as
         the group's progress. ``ends`` are the partitions' ends. A member
@@ -175,6 +209,8 @@ class Group:
         statically assigned consumer, which commits channels no member owns."""
 
         def step(state: dict[str, Any]) -> None:
+            if member is not None and member in state["members"]:
+                self._member(state, member, incarnation)
             for name, (offset, version) in offsets.items():
                 end = ends[name]
                 if offset >= end:

@@ -22,6 +22,7 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -81,6 +82,7 @@ class Membership:
         retry_backoff_s: float = 1.0,
         on_assigned: Callback | None = None,
         on_revoked: Callback | None = None,
+        static: bool = False,
     ) -> None:
         self._group = group
         self._topics = topics
@@ -94,6 +96,11 @@ class Membership:
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._host = socket.gethostname()
+        self.static = static
+        """A static member (its id is its ``group_instance_id``) does not leave
+        when it closes: restarted within the session timeout, it takes its
+        partitions back and nobody else's move."""
+        self._incarnation = uuid.uuid4().hex if static else ""
         self._joined: dict[str, int] | None = None
         """The topics (name → partition count) it joined for; None: not a member."""
         # One heartbeat at a time: an answer that arrives late must not replace a newer one.
@@ -116,7 +123,9 @@ class Membership:
     def join(self, topics: Mapping[str, int]) -> None:
         """Joins the group for ``topics`` (name → partition count); ``poll`` applies what it grants."""
         self._joined = dict(topics)
-        self._subscription.granted(self._group.join(self.member_id, self._joined, self._host))
+        self._subscription.granted(
+            self._group.join(self.member_id, self._joined, self._host, self._incarnation)
+        )
 
     def committed(self, tp: TopicPartition) -> int | None:
         return self._group.committed(str(tp))
@@ -158,7 +167,7 @@ class Membership:
                 for b in self._topics.bounds(topic)
             }
             member = self.member_id if self.is_member else None
-            self._group.commit(member, {str(tp): v for tp, v in work.items()}, ends)
+            self._group.commit(member, {str(tp): v for tp, v in work.items()}, ends, self._incarnation)
             self._subscription.committed(work)
 
     def maybe_auto_commit(self) -> None:
@@ -263,10 +272,10 @@ class Membership:
         with self._beat_lock:
             released = self._subscription.to_release()
             if self._rejoin:
-                grants = self._group.join(self.member_id, self._joined, self._host)
+                grants = self._group.join(self.member_id, self._joined, self._host, self._incarnation)
                 self._rejoin = False
             else:
-                grants = self._group.heartbeat(self.member_id, released)
+                grants = self._group.heartbeat(self.member_id, released, self._incarnation)
             self._subscription.granted(grants, released)
 
     # Stopping.
@@ -295,5 +304,5 @@ class Membership:
                 except CommitRefused as e:
                     log.warning("auto-commit refused: %s", e)
         finally:
-            if self.is_member:
+            if self.is_member and not self.static:
                 self._group.leave(self.member_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from consumer.group import split_channel
+from consumer.lag import group_names, lags
 from deploy.tables import table, utc_ms
 from model.topics import Topic
 from storage.api import StateStore, TopicDAO
@@ -17,16 +17,14 @@ def _or_dash(value: object) -> object:
 
 
 def print_consumers(topics: TopicDAO, state: StateStore, group: str | None, out: TextIO) -> None:
-    ends: dict[str, int] = {}
     rows = []
     for topic in Topic:
         for b in topics.bounds(topic.value):
-            ends[f"{topic.value}/{b.partition}"] = b.end
             rows.append((topic.value, b.partition, b.start, b.end, b.size))
     print("topics", file=out)
     print(table(["topic", "partition", "start", "end", "records"], rows), file=out)
 
-    groups = [n.removeprefix("group:") for n in state.names() if n.startswith("group:")]
+    groups = group_names(state)
     if group is not None:
         if group not in groups:
             raise ValueError(
@@ -50,18 +48,13 @@ def print_consumers(topics: TopicDAO, state: StateStore, group: str | None, out:
             )
         headers = ["member", "host", "topics", "last heartbeat (UTC)", "ago (s)", "partitions"]
         print(table(headers, member_rows), file=out)
-        partition_rows: list[tuple[object, ...]] = []
-        total = 0
-        for channel in sorted(set(channels) | set(doc["committed"]), key=split_channel):
-            ch = channels.get(channel, {})
-            committed = doc["committed"].get(channel)
-            end = ends.get(channel)
-            lag = None if end is None else end - (committed + 1 if committed is not None else 0)
-            total += lag or 0
-            partition_rows.append(
-                (channel, ch.get("state", "-"), ch.get("owner") or "-", ch.get("version", "-"),
-                 _or_dash(committed), _or_dash(end), _or_dash(lag))
-            )  # fmt: skip
+        found = lags(topics, state, [name])
+        partition_rows = [
+            (f"{p.topic}/{p.partition}", p.channel.get("state", "-"), p.channel.get("owner") or "-",
+             p.channel.get("version", "-"), _or_dash(p.committed), _or_dash(p.end), _or_dash(p.lag))
+            for p in found
+        ]  # fmt: skip
         headers = ["partition", "state", "owner", "version", "committed", "end", "lag"]
         print(table(headers, partition_rows), file=out)
+        total = sum(p.lag or 0 for p in found)
         print(f"lag in all: {total} records (a partition never committed counts from offset 0)", file=out)

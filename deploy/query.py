@@ -25,7 +25,8 @@ from storage.select import OpenStorage
 MAX_ROWS = 10_000
 """Minute rows one query reads (Elasticsearch's default result window)."""
 
-HEADERS = ["calls", "cpm", "errors", "success %", "avg ms", "p50", "p90", "p99", "latest minute (UTC)"]
+HEADERS = ["calls", "cpm", "errors", "sla %", "resp_time ms", "p50", "p90", "p99", "latest minute (UTC)"]
+"""SkyWalking's names: sla is the share of calls that succeeded, resp_time their mean."""
 
 
 def _window(minutes: int) -> tuple[int, int]:
@@ -38,8 +39,8 @@ def _figures(m: CallMetrics, minutes: int, latest: int) -> list[object]:
         m.calls,
         f"{m.calls / minutes:.1f}",
         m.errors,
-        f"{100 * m.success_rate:.2f}",
-        f"{m.latency_avg_ms:.1f}",
+        f"{m.sla / 100:.2f}",
+        m.resp_time,
         m.percentile(50),
         m.percentile(90),
         m.percentile(99),
@@ -104,8 +105,14 @@ def print_query(
         where = {"source": service}
     found, truncated = _over_window(storage, model, minutes, where)
     print(title, file=out)
-    rows = [[*m.entity().split(SEP), *_figures(m, minutes, latest)] for m, latest in found[:limit]]
-    print(table([*names, *HEADERS], rows), file=out)
+    # Services show their apdex too, by each one's threshold.
+    apdex = ["apdex"] if model is ServiceMetrics else []
+    rows = [
+        [*m.entity().split(SEP), *_figures(m, minutes, latest)]
+        + ([f"{m.apdex / 10_000:.2f}"] if isinstance(m, ServiceMetrics) else [])
+        for m, latest in found[:limit]
+    ]
+    print(table([*names, *HEADERS, *apdex], rows), file=out)
     if truncated:
         print(
             f"(only the newest {MAX_ROWS} minute rows were read, so the figures are partial: "

@@ -17,6 +17,7 @@ import datetime
 import enum
 import functools
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Self, TypeVar
@@ -47,6 +48,11 @@ _DIVISORS = {Downsampling.MINUTE: 1, Downsampling.HOUR: 100, Downsampling.DAY: 1
 
 def minute_bucket(ms: int) -> int:
     return _minute(ms // 60_000)
+
+
+def minutes_in(bucket: int) -> int:
+    """How many minutes a minute, hour or day bucket spans."""
+    return 1 if bucket > 9_999_999_999 else 60 if bucket > 99_999_999 else 1440
 
 
 def day_of(bucket: int) -> datetime.date | None:
@@ -156,10 +162,15 @@ class CallMetrics(Metrics):
     """Calls per bucket of ``LATENCY_BUCKETS_MS``."""
 
     DERIVED = (
-        Column("latency_avg_ms", ColumnType.FLOAT),
-        Column("success_rate", ColumnType.FLOAT),
+        Column("cpm", ColumnType.FLOAT),
+        Column("resp_time", ColumnType.INT),
+        Column("sla", ColumnType.INT),
         *(Column(f"p{p}", ColumnType.INT) for p in PERCENTILES),
     )
+    """SkyWalking's names: calls per minute, the mean response time (ms), the
+    share of calls that succeeded (1/100 %), and the percentiles."""
+    SUMMED: ClassVar[tuple[str, ...]] = ("calls", "errors", "latency_sum_ms")
+    """The counts that add up when values merge (the histogram too)."""
 
     def combine(self, other: Self) -> Self:
         return self.combine_all([self, other])
@@ -171,9 +182,7 @@ class CallMetrics(Metrics):
         histograms = [i.histogram for i in items if i.histogram]
         return replace(
             items[0],
-            calls=sum(i.calls for i in items),
-            errors=sum(i.errors for i in items),
-            latency_sum_ms=sum(i.latency_sum_ms for i in items),
+            **{f: sum(getattr(i, f) for i in items) for f in cls.SUMMED},
             histogram=tuple(map(sum, zip(*histograms, strict=True))) if histograms else (),
         )
 
@@ -189,13 +198,19 @@ class CallMetrics(Metrics):
         return 0
 
     @property
-    def latency_avg_ms(self) -> float:
-        return self.latency_sum_ms / self.calls if self.calls else 0.0
+    def cpm(self) -> float:
+        """Calls per minute of the bucket (a minute, an hour or a day)."""
+        return self.calls / minutes_in(self.time_bucket)
 
     @property
-    def success_rate(self) -> float:
-        """The share of calls that did not fail, from 0 to 1 (1 with no calls)."""
-        return (self.calls - self.errors) / self.calls if self.calls else 1.0
+    def resp_time(self) -> int:
+        """The mean response time in whole ms (0 with no calls), as SkyWalking's ``resp_time``."""
+        return self.latency_sum_ms // self.calls if self.calls else 0
+
+    @property
+    def sla(self) -> int:
+        """The share of calls that did not fail, in 1/100 % (10000 with no calls)."""
+        return (self.calls - self.errors) * 10_000 // self.calls if self.calls else 10_000
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         Metrics.check(self, limits, now_ms)  # dataclasses with slots cannot use super()
@@ -218,22 +233,88 @@ class CallMetrics(Metrics):
         )
 
     def derived(self) -> dict[str, Any]:
-        values: dict[str, Any] = {"latency_avg_ms": self.latency_avg_ms, "success_rate": self.success_rate}
+        values: dict[str, Any] = {"cpm": self.cpm, "resp_time": self.resp_time, "sla": self.sla}
         values.update({f"p{p}": self.percentile(p) for p in PERCENTILES})
         return values
 
 
+_THRESHOLD_LINE = re.compile(r"""\s*(?:"([^"]+)"|'([^']+)'|([^\s#"'][^#]*?))\s*:\s*(?P<ms>\d+)\s*(?:#.*)?""")
+"""``SERVICE: MS``, the name quoted if it holds ':' or '#', a comment after it."""
+
+
+@dataclass(frozen=True)
+class ApdexThresholds:
+    """The response time T per service that satisfies its users: a call that
+    took at most T is satisfied, at most 4T tolerating, longer or failed
+    frustrated (SkyWalking's ``service-apdex-threshold.yml``, 500 ms unless
+    told otherwise)."""
+
+    default_ms: int = 500
+    services: Mapping[str, int] = field(default_factory=dict)
+
+    def of(self, service: str) -> int:
+        return self.services.get(service, self.default_ms)
+
+    @classmethod
+    def parse(cls, text: str, source: str) -> ApdexThresholds:
+        """Lines ``SERVICE: MS`` (a name holding ':' in quotes), ``default: MS``
+        for the rest, ``#`` comments; ValueError saying which line is wrong."""
+        default, services = cls.default_ms, {}
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.strip().startswith("#"):
+                continue
+            found = _THRESHOLD_LINE.fullmatch(line)
+            if found is None or int(found["ms"]) < 1:
+                raise ValueError(
+                    f"{source}, line {n}: {line.strip()[:100]!r} is not 'SERVICE: MS' with a whole "
+                    "number of ms above 0"
+                )
+            name = next(g for g in found.group(1, 2, 3) if g)
+            if name == "default":
+                default = int(found["ms"])
+            else:
+                services[name] = int(found["ms"])
+        return cls(default, services)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceMetrics(CallMetrics):
-    """Calls a service served (its entry spans)."""
+    """Calls a service served (its entry spans), with how many satisfied and
+    how many tolerated its apdex threshold (``ApdexThresholds``)."""
 
     STREAM_ID = 20
     MODEL = "service_metrics"
 
     service: str
+    apdex_satisfied: int = 0
+    apdex_tolerating: int = 0
+
+    DERIVED = (*CallMetrics.DERIVED, Column("apdex", ColumnType.INT))
+    SUMMED = (*CallMetrics.SUMMED, "apdex_satisfied", "apdex_tolerating")
 
     def entity(self) -> str:
         return self.service
+
+    @property
+    def apdex(self) -> int:
+        """(satisfied + tolerating / 2) / calls, in 1/10000 (10000 with no calls), as SkyWalking's."""
+        return (
+            (2 * self.apdex_satisfied + self.apdex_tolerating) * 5_000 // self.calls if self.calls else 10_000
+        )
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        CallMetrics.check(self, limits, now_ms)
+        s, t = self.apdex_satisfied, self.apdex_tolerating
+        consistent(
+            s >= 0 and t >= 0 and s + t <= self.calls - self.errors,
+            lambda: (
+                f"{self.describe()} counts {s} satisfied and {t} tolerating calls of {self.calls}, "
+                f"{self.errors} failed: failed calls are frustrated"
+            ),
+        )
+
+    def derived(self) -> dict[str, Any]:
+        return {**CallMetrics.derived(self), "apdex": self.apdex}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from model.checks import Reason, Refused, TelemetryLimits
 from model.metrics import (
     LATENCY_BUCKETS_MS,
+    ApdexThresholds,
     CallMetrics,
     DetectPoint,
     EndpointMetrics,
@@ -27,6 +28,8 @@ from model.metrics import (
 )
 from model.records import SegmentRecord
 from model.stream import Text
+
+DEFAULT_APDEX = ApdexThresholds()
 
 USER = "User"
 """The caller of an entry span no other traced service called (SkyWalking's name)."""
@@ -181,19 +184,31 @@ class Calls:
     rather than one per span and scope, so that L1 starts from the sums of a
     whole chunk."""
 
-    def __init__(self) -> None:
-        # (model, entity names, minute) -> [calls, errors, latency sum, histogram]
+    def __init__(self, apdex: ApdexThresholds = DEFAULT_APDEX) -> None:
+        self._apdex = apdex
+        # (model, entity names, minute) -> [calls, errors, latency sum, histogram, satisfied, tolerating]
         self._sums: dict[tuple[type[CallMetrics], tuple[str, ...], int], list[Any]] = {}
 
-    def count(self, model: type[CallMetrics], names: tuple[str, ...], call: Call) -> None:
+    def count(self, model: type[CallMetrics], names: tuple[str, ...], call: Call) -> list[Any]:
         key = (model, names, call.minute)
         acc = self._sums.get(key)
         if acc is None:
-            acc = self._sums[key] = [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS)]
+            acc = self._sums[key] = [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS), 0, 0]
         acc[0] += 1
         acc[1] += call.error
         acc[2] += call.latency
         acc[3][call.slot] += 1
+        return acc
+
+    def service(self, service: str, call: Call) -> None:
+        """A call ``service`` served: counted with its apdex level."""
+        acc = self.count(ServiceMetrics, (service,), call)
+        if not call.error:
+            threshold = self._apdex.of(service)
+            if call.latency <= threshold:
+                acc[4] += 1
+            elif call.latency <= 4 * threshold:
+                acc[5] += 1
 
     def served(self, caller: Caller, service: str, instance: str, endpoint: str, call: Call) -> None:
         """``endpoint`` of ``instance`` of ``service`` served ``call`` from
@@ -214,18 +229,25 @@ class Calls:
                 latency_sum_ms=latency_sum,
                 histogram=tuple(histogram),
                 **dict(zip(ENTITY_FIELDS[model], names, strict=True)),
+                **(
+                    {"apdex_satisfied": satisfied, "apdex_tolerating": tolerating}
+                    if model is ServiceMetrics
+                    else {}
+                ),
             )
-            for (model, names, minute), (calls, errors, latency_sum, histogram) in self._sums.items()
+            for (model, names, minute), (calls, errors, latency_sum, histogram, satisfied, tolerating) in (
+                self._sums.items()
+            )
         ]
 
 
-def measure(segments: list[Segment]) -> list[CallMetrics]:
+def measure(segments: list[Segment], apdex: ApdexThresholds = DEFAULT_APDEX) -> list[CallMetrics]:
     """The calls the spans of ``segments`` count for: each entry span one for
     its service, instance and endpoint and one for each caller its references
     name (a ``User`` call if it has none), each exit span one for the relation
     to the peer it called. An entry whose references name no service (its
     caller is not known yet) counts no relation."""
-    calls = Calls()
+    calls = Calls(apdex)
     for segment in segments:
         service, instance = segment.service, segment.instance
         for span in segment.spans:
@@ -233,7 +255,7 @@ def measure(segments: list[Segment]) -> list[CallMetrics]:
                 continue
             if span.kind == SpanKind.ENTRY:
                 call = Call.of(span)
-                calls.count(ServiceMetrics, (service,), call)
+                calls.service(service, call)
                 calls.count(ServiceInstanceMetrics, (service, instance), call)
                 if span.operation:
                     calls.count(EndpointMetrics, (service, span.operation), call)

@@ -23,7 +23,7 @@ from google.protobuf import descriptor
 from edge.binding import Undecodable
 from edge.server import GrpcServer
 from model.checks import Reason, Refused, TelemetryLimits
-from model.metrics import MeterMetrics, Metrics, minute_bucket
+from model.metrics import ApdexThresholds, MeterMetrics, Metrics, minute_bucket
 from model.records import LogRecord, Record
 from model.stream import StreamData, Text
 from proto.skywalking import (
@@ -38,7 +38,7 @@ from proto.skywalking import (
 from receiver.cardinality import Cardinality
 from receiver.checks import Refusals, Tally
 from receiver.registration import Registrar
-from receiver.segments import Segment, Span, SpanKind, SpanRef, check, measure, record_of
+from receiver.segments import DEFAULT_APDEX, Segment, Span, SpanKind, SpanRef, check, measure, record_of
 from runtime.batching import BatchPolicy
 from runtime.budget import MemoryBudget, Overloaded, memory_size
 from runtime.instruments import Instruments
@@ -316,9 +316,14 @@ class TelemetryService:
 class TraceSegmentReportService(TelemetryService):
     """Takes segments: registers the names in them (the service and instance,
     the endpoints entry spans serve, the peers exit spans call), stores each as
-    a record, and measures its spans' calls."""
+    a record, and measures its spans' calls (each service's apdex by its
+    threshold in ``apdex``)."""
 
     KIND = "segments"
+
+    def __init__(self, *shared: Any, apdex: ApdexThresholds = DEFAULT_APDEX) -> None:
+        super().__init__(*shared)
+        self._apdex = apdex
 
     def take(
         self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally
@@ -344,7 +349,7 @@ class TraceSegmentReportService(TelemetryService):
             self._sinks.count(tally, 2 * len(segment.data))  # its record (base64) and metrics
         taken = [s for _, s in outcome if s is not None]
         if taken:
-            self._sinks.take([record_of(s) for s in taken], measure(taken))
+            self._sinks.take([record_of(s) for s in taken], measure(taken, self._apdex))
             tally.taken += len(taken)
             self._register_names(taken)
         return outcome
@@ -539,12 +544,13 @@ def add_skywalking_services(
     limits: TelemetryLimits,
     cardinality: Cardinality,
     instruments: Instruments,
+    apdex: ApdexThresholds,
 ) -> TraceSegmentReportService:
     """Serves SkyWalking's v3 agent services on ``server``, registering the
     names agents report through ``names``; returns the segments' service,
     which takes OTLP's spans too."""
     guarded = (limits, cardinality, instruments)
-    segments = TraceSegmentReportService(names, sinks, *guarded)
+    segments = TraceSegmentReportService(names, sinks, *guarded, apdex=apdex)
     services: list[tuple[descriptor.FileDescriptor, str, object]] = [
         (management_pb2.DESCRIPTOR, "ManagementService", ManagementService(names, limits, cardinality)),
         (tracing_pb2.DESCRIPTOR, "TraceSegmentReportService", segments),

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aggregator.housekeeping import Ttl
 from model.checks import TelemetryLimits
-from model.metrics import Downsampling
+from model.metrics import ApdexThresholds, Downsampling
 from remote.cluster import Role
 from remote.selector import SelectorKind
 from runtime.buffer import BufferStrategy
@@ -281,11 +282,28 @@ class TtlConfig:
 class AnalysisConfig:
     """How telemetry becomes metrics."""
 
+    apdex_thresholds: str = option(
+        "",
+        "file of each service's apdex threshold in ms, as SkyWalking's service-apdex-threshold.yml: "
+        "lines 'SERVICE: MS' and 'default: MS' (500 ms when not given)",
+    )
+
     otlp_caller_wait_s: float = option(
         10.0,
         "how long an OTLP entry span waits for its parent span (of the service that called it), "
         "whose names its relations need; past it no relation is counted for it",
     )
+
+    def apdex(self) -> ApdexThresholds:
+        """The thresholds of ``--apdex-thresholds``; ValueError for a file that cannot be read as one."""
+        if not self.apdex_thresholds:
+            return ApdexThresholds()
+        path = Path(self.apdex_thresholds)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ValueError(f"--apdex-thresholds: cannot read {path}: {e.strerror}") from e
+        return ApdexThresholds.parse(text, f"--apdex-thresholds {path}")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import grpc
 
 from aggregator.housekeeping import HeartbeatExpiry, TimeToLive, TopicRetention
 from aggregator.topics import Topics
+from consumer.lag import LagCollector, lags
 from edge.auth import AgentToken
 from edge.limits import CallLimits
 from edge.server import GrpcServer
@@ -38,6 +39,7 @@ from remote.grpc_client import GrpcRemoteClient
 from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
 from remote.service import add_remote_service
+from runtime.admin import AdminServer
 from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
 from runtime.lifecycle import Lifecycle
@@ -47,7 +49,6 @@ from runtime.worker import Workers
 from storage.api import InventoryDAO
 from storage.config import StorageKind
 from storage.select import OpenStorage, open_storage
-from wiring.admin import AdminServer
 from wiring.chains import (
     InventoryStreamProcessor,
     MetricsStreamProcessor,
@@ -113,6 +114,9 @@ def check(config: NodeConfig) -> None:
             "--cluster-ca is for the nodes of a cluster (--cluster redis): a standalone node has no peers"
         )
     config.ttl.ttl()
+    config.analysis.apdex()
+    if config.analysis.otlp_caller_wait_s <= 0:
+        raise ValueError(f"--otlp-caller-wait-s must be above 0, not {config.analysis.otlp_caller_wait_s:g}")
     if config.ttl.interval_s <= 0:
         raise ValueError(f"--ttl-interval-s must be above 0, not {config.ttl.interval_s:g}")
     if config.limits.call_deadline_s <= 0:
@@ -144,6 +148,7 @@ class Node:
         self._client_tls = ClientTls(c.cluster_ca, c.cluster_cert, c.cluster_key) if c.cluster_ca else None
         groups = config.limits.endpoint_groups
         self._groups = GroupingRules.load(groups) if groups else GroupingRules()
+        self._apdex = config.analysis.apdex()
         self._closed = threading.Event()
         self._unanswered = RateLimitedLog(log)
 
@@ -223,6 +228,8 @@ class Node:
                 )
             self.internal = self._server(cfg.server.internal_port, token, cluster_tls, reflection=False)
         if cfg.server.admin_port >= 0:
+            # Every consumer group's lag, read from storage when scraped.
+            self.instruments.registry.register(LagCollector(lambda: lags(storage.topics, storage.state)))
             self._admin = life.start(
                 AdminServer(cfg.server.admin_host, cfg.server.admin_port, self.instruments)
             )
@@ -315,7 +322,7 @@ class Node:
             cardinality = self._cardinality(cache, edge_reads)
             names = NamesByService(registrar)
             guarded = (item_limits, cardinality, self.instruments)
-            segments = add_skywalking_services(server, names, sinks, *guarded)
+            segments = add_skywalking_services(server, names, sinks, *guarded, self._apdex)
             callers = add_otlp_services(
                 server, segments, names, sinks, *guarded, cfg.analysis.otlp_caller_wait_s
             )

@@ -96,6 +96,14 @@ class Database:
         rows = self.fetch(f"SELECT {', '.join([*lead, *names])} FROM {table} WHERE {where}", args)
         return [(model.from_row(dict(zip(names, r[len(lead) :], strict=True))), r[: len(lead)]) for r in rows]
 
+    def add_columns(self, table: str, model: type[StreamData]) -> None:
+        """Gives ``table`` the stored columns of ``model`` it lacks (a table of
+        an earlier release); rows it holds read them as absent."""
+        have = {row[1] for row in self.fetch(f"PRAGMA table_info({table})")}
+        for c in model.stored_columns():
+            if c.name not in have:
+                self.execute(f"ALTER TABLE {table} ADD COLUMN {c.name} {_SQL_TYPES.get(c.type, 'TEXT')}")
+
     def add_positions(self, table: str) -> None:
         """Gives ``table`` the ``POSITION_COLUMNS`` (a table of an earlier
         release lacks them) and an index on them."""

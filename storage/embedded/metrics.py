@@ -58,6 +58,7 @@ class EmbeddedMetricsDAO:
                     self._db.execute(
                         f"ALTER TABLE {name} ADD COLUMN {APPLIED_ROUNDS} TEXT NOT NULL DEFAULT '{{}}'"
                     )
+                self._db.add_columns(name, model)
                 self._db.execute(f"CREATE INDEX IF NOT EXISTS {name}_bucket ON {name} (time_bucket)")
                 self._db.add_positions(name)
 

@@ -1,7 +1,8 @@
 """A consumer in its own process, for the tests that kill one: it reads its
-group's partitions, writes every offset it processed and every commit to
-stdout (one line each, flushed), and commits after every ``--commit-every``
-records (at the end of a batch)."""
+group's partitions, writes every offset it processed, every commit and every
+partition it was given or had taken away to stdout (one line each, flushed),
+and commits after every ``--commit-every`` records (at the end of a batch).
+With ``--group-instance-id`` it is a static member."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--commit-every", type=int, default=10)
     parser.add_argument("--session-timeout-s", type=float, default=3.0)
     parser.add_argument("--pause-s", type=float, default=0.05, help="processing time of one batch")
+    parser.add_argument("--group-instance-id", default=None)
     args = parser.parse_args()
     config = StorageConfig(
         kind=StorageKind(args.storage),
@@ -32,8 +34,12 @@ def main() -> None:
         es_index_prefix=args.prefix,
     )
 
+    def given(partitions: list[TopicPartition]) -> None:
+        print("assigned", *sorted(tp.partition for tp in partitions), flush=True)
+
     def hand_back(partitions: list[TopicPartition]) -> None:
         """Commits what was processed of the partitions the group takes away."""
+        print("revoked", *sorted(tp.partition for tp in partitions), flush=True)
         try:
             consumer.commit({tp: consumer.position(tp) - 1 for tp in partitions if consumer.position(tp) > 0})
             print("committed", flush=True)
@@ -47,6 +53,8 @@ def main() -> None:
         session_timeout_s=args.session_timeout_s,
         heartbeat_interval_s=0.5,
         fetch_size=5,
+        group_instance_id=args.group_instance_id,
+        on_assigned=given,
         on_revoked=hand_back,
     )
     consumer.subscribe([args.topic])

@@ -38,46 +38,53 @@ def utc_minute(ms: int) -> int:
     return int(time.strftime("%Y%m%d%H%M", time.gmtime(ms // 1000)))
 
 
+APDEX_T = 500
+"""The apdex threshold of every service (the default)."""
+
+
 @dataclass
 class Expected:
-    # (model name, entity names, minute) -> latencies, errors
-    latencies: dict[tuple[str, tuple[str, ...], int], list[int]] = field(
+    # (model name, entity names, minute) -> each call's latency and whether it failed
+    calls: dict[tuple[str, tuple[str, ...], int], list[tuple[int, bool]]] = field(
         default_factory=lambda: defaultdict(list)
     )
-    errors: dict[tuple[str, tuple[str, ...], int], int] = field(default_factory=lambda: defaultdict(int))
     spans: int = 0
 
     def call(self, model: str, entity: tuple[str, ...], start_ms: int, latency: int, error: bool) -> None:
-        key = (model, entity, utc_minute(start_ms))
-        self.latencies[key].append(latency)
-        self.errors[key] += error
+        self.calls[(model, entity, utc_minute(start_ms))].append((latency, error))
 
     def rows(self, level: Downsampling) -> dict[tuple[str, tuple[str, ...], int], dict[str, object]]:
         divisor = {Downsampling.MINUTE: 1, Downsampling.HOUR: 100, Downsampling.DAY: 10_000}[level]
-        merged: dict[tuple[str, tuple[str, ...], int], tuple[list[int], int]] = {}
-        for (model, entity, minute), latencies in self.latencies.items():
-            key = (model, entity, minute // divisor)
-            lat, err = merged.get(key, ([], 0))
-            merged[key] = (lat + latencies, err + self.errors[(model, entity, minute)])
-        return {key: summary(lat, err) for key, (lat, err) in merged.items()}
+        merged: dict[tuple[str, tuple[str, ...], int], list[tuple[int, bool]]] = defaultdict(list)
+        for (model, entity, minute), calls in self.calls.items():
+            merged[(model, entity, minute // divisor)] += calls
+        minutes = {Downsampling.MINUTE: 1, Downsampling.HOUR: 60, Downsampling.DAY: 1440}[level]
+        return {key: summary(key[0], calls, minutes) for key, calls in merged.items()}
 
 
-def summary(latencies: list[int], errors: int) -> dict[str, object]:
-    ordered = sorted(latencies)
-    n = len(ordered)
+def summary(model: str, calls: list[tuple[int, bool]], minutes: int) -> dict[str, object]:
+    """What SkyWalking calls these figures: ``minutes`` is how long the bucket is."""
+    ordered = sorted(latency for latency, _ in calls)
+    n, errors = len(ordered), sum(error for _, error in calls)
 
     def percentile(p: int) -> int:
         value = ordered[math.ceil(p * n / 100) - 1]
         return max(b for b in BOUNDS if b <= value)
 
-    return {
+    out: dict[str, object] = {
         "calls": n,
         "errors": errors,
         "latency_sum_ms": sum(ordered),
-        "latency_avg_ms": sum(ordered) / n,
-        "success_rate": (n - errors) / n,
+        "cpm": n / minutes,
+        "resp_time": sum(ordered) // n,
+        "sla": (n - errors) * 10_000 // n,
         **{f"p{p}": percentile(p) for p in (50, 75, 90, 95, 99)},
     }
+    if model == "ServiceMetrics":  # satisfied within T, tolerating within 4T, failed calls frustrated
+        satisfied = sum(1 for latency, error in calls if not error and latency <= APDEX_T)
+        tolerating = sum(1 for latency, error in calls if not error and APDEX_T < latency <= 4 * APDEX_T)
+        out["apdex"] = int((satisfied + tolerating / 2) * 10_000 / n)
+    return out
 
 
 def stored_rows(
@@ -101,8 +108,10 @@ SUMMARY_FIELDS = {
     "calls",
     "errors",
     "latency_sum_ms",
-    "latency_avg_ms",
-    "success_rate",
+    "cpm",
+    "resp_time",
+    "sla",
+    "apdex",
     "p50",
     "p75",
     "p90",

@@ -10,19 +10,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from consumer.client import Consumer, TopicPartition
-from consumer.group import CommitRefused
+from consumer.group import CommitRefused, Fenced
 from deploy.consumer_table import print_consumers
 from storage.config import StorageConfig, StorageKind
 from storage.select import OpenStorage
 from tests.entries import Entry, publish
 from tests.integration.helpers import eventually
 from wiring.config import NodeConfig
+from wiring.node import Node
 
 TOPIC = "metrics"
 FAST = {"session_timeout_s": 3.0, "heartbeat_interval_s": 0.5, "fetch_idle_s": 0.02}
@@ -182,6 +184,140 @@ def test_a_killed_member_s_partitions_move_and_the_group_misses_no_offset(
     duplicates = len(set(seen_by_child) & set(seen_by_survivor))
     assert duplicates <= since_commit, (duplicates, since_commit)
     assert len(seen_by_survivor) == len(set(seen_by_survivor))
+
+
+class Child:
+    """A consumer_child process and the lines it wrote."""
+
+    def __init__(self, config: StorageConfig, *options: str) -> None:
+        args = [sys.executable, "-m", "tests.integration.consumer_child", "--storage", config.kind.value]
+        if config.kind is StorageKind.EMBEDDED:
+            args += ["--embedded-path", config.embedded_path]
+        else:
+            args += ["--es-hosts", config.es_hosts, "--prefix", config.es_index_prefix]
+        self.proc = subprocess.Popen(
+            [*args, "--group", "g1", "--topic", TOPIC, *options],
+            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2],
+        )  # fmt: skip
+        self.lines: list[str] = []
+        stdout = self.proc.stdout
+        assert stdout is not None
+        self._reader = threading.Thread(
+            target=lambda: self.lines.extend(iter(stdout.readline, "")), daemon=True
+        )
+        self._reader.start()
+
+    def events(self) -> list[str]:
+        return [x.strip() for x in self.lines if x.startswith(("assigned", "revoked"))]
+
+    def held(self) -> set[int]:
+        held: set[int] = set()
+        for event in self.events():
+            what, *partitions = event.split()
+            held = (
+                held | set(map(int, partitions)) if what == "assigned" else held - set(map(int, partitions))
+            )
+        return held
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self._reader.join(5)
+
+
+def test_a_static_member_restarted_within_its_session_takes_its_partitions_back_and_nobody_moves(
+    node_config: NodeConfig, storage: OpenStorage
+) -> None:
+    """Kafka's KIP-345: a member with a group_instance_id is killed (SIGKILL)
+    and started again within its session timeout (10 s here)."""
+    fill(storage, 1000)
+    static = ["--session-timeout-s", "10", "--commit-every", "5", "--pause-s", "0.2"]
+    children = [Child(node_config.storage, *static, "--group-instance-id", name) for name in ("a", "b")]
+    restarted: Child | None = None
+    try:
+
+        def channels() -> dict[str, tuple[str, str, int]]:
+            doc, _ = storage.state.load("group:g1")
+            assert doc is not None
+            return {n: (ch["state"], ch["owner"], ch["version"]) for n, ch in doc["channels"].items()}
+
+        eventually(
+            lambda: sorted(o for s, o, _ in channels().values() if s == "OPEN") == ["a", "a", "b", "b"]
+        )
+
+        def settled() -> bool:
+            """Each child holds what the group gave it (the first to join took four, then gave two back)."""
+            return all(
+                c.held() == {int(n.split("/")[1]) for n, (_, owner, _) in channels().items() if owner == name}
+                for c, name in zip(children, ("a", "b"), strict=True)
+            )
+
+        eventually(settled)
+        before = channels()
+        of_a = [int(n.split("/")[1]) for n, (_, owner, _) in before.items() if owner == "a"]
+        b_events = children[1].events()
+
+        children[0].kill()
+        restarted = Child(node_config.storage, *static, "--group-instance-id", "a")
+        eventually(
+            lambda: restarted is not None and restarted.events() == [f"assigned {' '.join(map(str, of_a))}"]
+        )
+        time.sleep(12)  # past the session timeout the killed process would have had
+        # Every partition is where it was, at the version it had: nothing was revoked or moved.
+        assert channels() == before
+        assert children[1].events() == b_events
+        assert restarted.events() == [f"assigned {' '.join(map(str, of_a))}"]
+        assert all(x.split()[0] == "seen" or x.strip() == "committed" for x in restarted.lines[1:])
+    finally:
+        for c in [*children, *([restarted] if restarted else [])]:
+            if c.proc.poll() is None:
+                c.kill()
+
+
+def test_a_newer_instance_fences_the_older_one(
+    node_config: NodeConfig, storage: OpenStorage, consumers: list[Consumer]
+) -> None:
+    fill(storage, 5, partitions=2)
+    old = open_consumer(node_config.storage, consumers, group_instance_id="a", heartbeat_interval_s=3600)
+    old.subscribe([TOPIC])
+    assert len(drain(old, 10)) == 10
+    new = open_consumer(node_config.storage, consumers, group_instance_id="a")
+    new.subscribe([TOPIC])
+    eventually(lambda: new.poll(0.1) is not None and len(new.assignment()) == 2)
+    with pytest.raises(Fenced, match="consumer a of group g1 was fenced: another consumer joined with its "
+                       "group_instance_id; close this one"):  # fmt: skip
+        old.commit({TopicPartition(TOPIC, 0): 4})
+    new.commit({TopicPartition(TOPIC, 0): 4})
+    assert new.committed(TopicPartition(TOPIC, 0)) == 4
+
+
+def test_lag_and_committed_offsets_are_exported_by_the_node_and_by_a_consumer(
+    node_config: NodeConfig,
+    storage: OpenStorage,
+    consumers: list[Consumer],
+    start_node: Callable[[NodeConfig], Node],
+) -> None:
+    fill(storage, 10, partitions=2)
+    node = start_node(node_config.with_options(admin_port=0, publish_topics=False))
+    consumer = open_consumer(node_config.storage, consumers, admin_port=0)
+    consumer.subscribe([TOPIC])
+    assert len(drain(consumer, 20)) == 20
+    consumer.commit({TopicPartition(TOPIC, 0): 3, TopicPartition(TOPIC, 1): 9})
+    want = {
+        'skyoap_consumer_lag{group="g1",partition="0",topic="metrics"}': 6.0,
+        'skyoap_consumer_lag{group="g1",partition="1",topic="metrics"}': 0.0,
+        'skyoap_consumer_committed_offset{group="g1",partition="0",topic="metrics"}': 3.0,
+        'skyoap_consumer_committed_offset{group="g1",partition="1",topic="metrics"}': 9.0,
+    }
+    assert consumer.admin is not None
+    for address in (f"{node.admin_host}:{node.admin_port}", f"{consumer.admin.host}:{consumer.admin.port}"):
+        body = urllib.request.urlopen(f"http://{address}/metrics", timeout=10).read().decode()
+        found = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in body.splitlines()
+            if line.startswith(("skyoap_consumer_lag{", "skyoap_consumer_committed_offset{"))
+        }
+        assert found == want
 
 
 def test_commits_of_a_stale_owner_beyond_the_watermark_or_unassigned_are_refused(

@@ -28,7 +28,7 @@ from model.metrics import (
 from storage.api import MetricsWrite
 from storage.select import OpenStorage
 from tests.entries import Entry, publish
-from tests.integration.helpers import storage_options
+from tests.integration.helpers import eventually, storage_options
 from wiring.config import NodeConfig
 
 MINUTE = Downsampling.MINUTE
@@ -87,11 +87,13 @@ def test_slowest_endpoints_and_dependencies(
         ).failed
     options = storage_options(node_config.storage)
 
-    assert slowest_endpoints(spark, options, minutes=60, top=2) == [
+    slowest = [
         SlowEndpoint("db", 1, "SELECT", 4, 2, 10.0, 10),
         SlowEndpoint("shop", 1, "/c", 1, 1, 500.0, 500),
         SlowEndpoint("shop", 2, "/a", 20, 1, 110.5, 300),
     ]
+    # Elasticsearch makes what was written searchable within its refresh interval (1 s).
+    eventually(lambda: slowest_endpoints(spark, options, minutes=60, top=2) == slowest, timeout_s=30)
     assert dependencies(spark, options, minutes=60) == [
         Dependency("User", "shop", 16, 2, 0.125),
         Dependency("shop", "db", 4, 1, 0.25),

@@ -57,7 +57,7 @@ def test_known_segments_give_exact_metrics_at_every_level(
         eventually(lambda: stored_rows(telemetry_config.storage, level) == want, timeout_s=30)  # noqa: B023
     # L1 merged the calls before they left it: one item per key and flush,
     # not one per span and scope.
-    calls = sum(len(v) for v in expected.latencies.values())
+    calls = sum(len(v) for v in expected.calls.values())
     assert l1_counts(node, "handed_on") * 10 < calls
 
     # The query command shows the same figures, over its window, for people.
@@ -69,16 +69,17 @@ def test_known_segments_give_exact_metrics_at_every_level(
         storage.close()
     lines = out.getvalue().splitlines()
     assert lines[0] == "services over the last 15 minutes"
-    header = "service calls cpm errors success % avg ms p50 p90 p99 latest minute (UTC)"
+    header = "service calls cpm errors sla % resp_time ms p50 p90 p99 latest minute (UTC) apdex"
     assert lines[1].split() == header.split()
     for line, name in zip(lines[3:], ("gateway", "orders"), strict=True):
         key = ("ServiceMetrics", (name,))
         (day,) = [v for k, v in expected.rows(Downsampling.DAY).items() if k[:2] == key]
-        latest = str(max(k[2] for k in expected.latencies if k[:2] == key))
+        latest = str(max(k[2] for k in expected.calls if k[:2] == key))
         calls, errors = int(str(day["calls"])), int(str(day["errors"]))
-        figures = [calls, f"{calls / 15:.1f}", errors, f"{100 * (calls - errors) / calls:.2f}"]
-        figures += [f"{float(str(day['latency_avg_ms'])):.1f}", day["p50"], day["p90"], day["p99"]]
-        assert line.split() == [name, *map(str, figures), latest[:8], f"{latest[8:10]}:{latest[10:]}"]
+        figures = [calls, f"{calls / 15:.1f}", errors, f"{int(str(day['sla'])) / 100:.2f}"]
+        figures += [day["resp_time"], day["p50"], day["p90"], day["p99"]]
+        apdex = f"{int(str(day['apdex'])) / 10_000:.2f}"
+        assert line.split() == [name, *map(str, figures), latest[:8], f"{latest[8:10]}:{latest[10:]}", apdex]
 
     storage = open_storage(telemetry_config.storage)
     try:

@@ -12,6 +12,7 @@ import pytest
 from aggregator.metrics import MetricsPersistentWorker
 from model.metrics import (
     LATENCY_BUCKETS_MS,
+    ApdexThresholds,
     Downsampling,
     EndpointMetrics,
     MeterMetrics,
@@ -20,6 +21,7 @@ from model.metrics import (
     latency_bucket,
     minute_bucket,
 )
+from receiver.segments import Call, Calls, Span
 from runtime.budget import memory_size
 from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
@@ -57,10 +59,43 @@ def test_buckets_and_percentiles() -> None:
     assert (value.calls, value.errors, value.latency_sum_ms) == (100, 3, 5050)
     # rank 50 is 50 ms, in [50, 70); rank 99 is 99 ms, in [70, 100); rank 100 would be 100.
     assert [value.percentile(p) for p in (50, 75, 90, 95, 99)] == [50, 70, 70, 70, 70]
+    # SkyWalking's names: calls per minute, mean ms (whole), sla in 1/100 %; no apdex counted here.
     assert value.derived() == {
-        "latency_avg_ms": 50.5, "success_rate": 0.97, "p50": 50, "p75": 70, "p90": 70, "p95": 70, "p99": 70,
+        "cpm": 100.0, "resp_time": 50, "sla": 9700, "p50": 50, "p75": 70, "p90": 70, "p95": 70, "p99": 70,
+        "apdex": 0,
     }  # fmt: skip
-    assert ServiceMetrics(time_bucket=1, service="idle").derived()["success_rate"] == 1.0
+    assert [value.downsampled(level).cpm for level in Downsampling] == [100.0, 100 / 60, 100 / 1440]
+    idle = ServiceMetrics(time_bucket=202611211905, service="idle").derived()
+    assert (idle["sla"], idle["resp_time"], idle["apdex"]) == (10_000, 0, 10_000)
+
+
+def test_apdex_counts_each_services_calls_by_its_threshold() -> None:
+    thresholds = ApdexThresholds.parse(
+        "# as SkyWalking's service-apdex-threshold.yml\ndefault: 100\nslow: 1000  # a batch service\n",
+        "apdex.yml",
+    )
+    assert (thresholds.of("shop"), thresholds.of("slow")) == (100, 1000)
+    span = Span(0, 0, 0, 0, "GET /", "", False, False, (), 0)
+    latencies = [100, 101, 400, 401]  # satisfied, tolerating, tolerating, frustrated at T = 100
+    calls = Calls(thresholds)
+    for ms in latencies:
+        calls.service("shop", Call.of(span._replace(end_time=ms)))
+        calls.service("slow", Call.of(span._replace(end_time=ms)))
+    calls.service("shop", Call.of(span._replace(end_time=1, is_error=True)))  # failed: frustrated
+    by_service = {m.service: m for m in calls.metrics() if isinstance(m, ServiceMetrics)}
+    shop, slow = by_service["shop"], by_service["slow"]
+    assert (shop.calls, shop.apdex_satisfied, shop.apdex_tolerating, shop.apdex) == (5, 1, 2, 4000)
+    assert (slow.calls, slow.apdex_satisfied, slow.apdex_tolerating, slow.apdex) == (4, 4, 0, 10_000)
+    assert shop.combine(shop).apdex_tolerating == 4
+
+
+def test_a_bad_apdex_threshold_line_is_named() -> None:
+    with pytest.raises(ValueError) as bad:
+        ApdexThresholds.parse("default: 500\nshop: fast\n", "apdex.yml")
+    assert (
+        str(bad.value)
+        == "apdex.yml, line 2: 'shop: fast' is not 'SERVICE: MS' with a whole number of ms above 0"
+    )
 
 
 def test_remote_form_keeps_lists_maps_and_floats_exactly() -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,28 @@ def test_the_default_times_to_live_are_skywalkings_and_the_issues() -> None:
         {Downsampling.MINUTE: 1, Downsampling.HOUR: 7, Downsampling.DAY: 90},
     )
     assert (ttl.inactive_instance_days, ttl.unused_endpoint_days) == (7, 7)
+
+
+def test_apdex_thresholds_come_from_a_file_and_a_bad_one_is_refused_naming_it(tmp_path: Path) -> None:
+    good = tmp_path / "service-apdex-threshold.yml"
+    good.write_text("default: 300\nbilling: 1000\n")
+    apdex = NodeConfig().with_options(apdex_thresholds=str(good)).analysis.apdex()
+    assert (apdex.of("billing"), apdex.of("shop"), NodeConfig().analysis.apdex().of("shop")) == (
+        1000,
+        300,
+        500,
+    )
+    bad = tmp_path / "bad.yml"
+    bad.write_text("default: 300\nbilling 1000\n")
+    with pytest.raises(ValueError) as refused:
+        check(NodeConfig().with_options(apdex_thresholds=str(bad)))
+    assert str(refused.value) == (
+        f"--apdex-thresholds {bad}, line 2: 'billing 1000' is not 'SERVICE: MS' with a whole number "
+        "of ms above 0"
+    )
+    with pytest.raises(ValueError) as missing:
+        check(NodeConfig().with_options(apdex_thresholds=str(tmp_path / "none.yml")))
+    assert (
+        str(missing.value)
+        == f"--apdex-thresholds: cannot read {tmp_path / 'none.yml'}: No such file or directory"
+    )

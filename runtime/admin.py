@@ -1,4 +1,4 @@
-"""A node's HTTP admin endpoint: /metrics (Prometheus text) and /healthz."""
+"""The HTTP admin endpoint of a node or a consumer: /metrics (Prometheus text) and /healthz."""
 
 from __future__ import annotations
 

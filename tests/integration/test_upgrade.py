@@ -1,0 +1,73 @@
+"""Storage written by an earlier release: metrics rows stored before the
+figures took SkyWalking's names (and services their apdex counts) stay
+readable, and the same tables and indices take the new columns."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from model.metrics import Downsampling, ServiceMetrics
+from model.stream import ColumnType
+from storage.api import MetricsWrite
+from storage.config import StorageKind
+from storage.elasticsearch.client import ElasticsearchClient, mapping_of
+from storage.elasticsearch.metrics import index_name
+from storage.embedded.metrics import table
+from storage.select import open_storage
+from wiring.config import NodeConfig
+
+NEW = {"cpm", "resp_time", "sla", "apdex", "apdex_satisfied", "apdex_tolerating"}
+SQL = {ColumnType.INT: "INTEGER", ColumnType.FLOAT: "REAL", ColumnType.BOOL: "INTEGER"}
+
+
+def test_a_metrics_table_or_index_of_an_earlier_release_takes_the_new_columns(
+    node_config: NodeConfig,
+) -> None:
+    minute = 202611231000
+    histogram = [0] * 6 + [4] + [0] * 22
+    old_row = {"time_bucket": minute, "service": "shop", "calls": 4, "errors": 1, "latency_sum_ms": 40,
+               "histogram": histogram, "latency_avg_ms": 10.0, "success_rate": 0.75}  # fmt: skip
+    level = Downsampling.MINUTE
+    config = node_config.storage
+    if config.kind is StorageKind.EMBEDDED:
+        name = table(ServiceMetrics, level)
+        columns = [c for c in ServiceMetrics.stored_columns() if c.name not in NEW]
+        with sqlite3.connect(config.embedded_path) as db:
+            db.execute(
+                f"CREATE TABLE {name} (key TEXT PRIMARY KEY, version INTEGER NOT NULL, applied_rounds TEXT "
+                "NOT NULL DEFAULT '{}', latency_avg_ms REAL, success_rate REAL, "
+                + ", ".join(f"{c.name} {SQL.get(c.type, 'TEXT')}" for c in columns)
+                + ")"
+            )
+            db.execute(
+                f"INSERT INTO {name} (key, version, time_bucket, service, calls, errors, latency_sum_ms, "
+                "histogram, latency_avg_ms, success_rate) VALUES (?, 1, ?, ?, 4, 1, 40, ?, 10.0, 0.75)",
+                (
+                    f"{minute}\x1fshop",
+                    minute,
+                    "shop",
+                    json.dumps(histogram, separators=(",", ":")),
+                ),
+            )
+    else:
+        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix)
+        properties = {k: v for k, v in mapping_of(ServiceMetrics)["properties"].items() if k not in NEW}
+        properties.update(latency_avg_ms={"type": "double"}, success_rate={"type": "double"})
+        index = f"{client.index(index_name(ServiceMetrics, level))}-20261123"
+        client.es.indices.create(index=index, mappings={"dynamic": "strict", "properties": properties})
+        client.es.index(index=index, id=f"{minute}\x1fshop", document=old_row, refresh=True)
+        client.close()
+
+    storage = open_storage(config)
+    try:
+        storage.metrics.install([ServiceMetrics])
+        (old,) = storage.metrics.query(ServiceMetrics, level, minute, minute)
+        assert (old.calls, old.errors, old.apdex_satisfied, old.sla, old.resp_time) == (4, 1, 0, 7500, 10)
+        later = ServiceMetrics(time_bucket=minute + 1, service="shop", calls=2, latency_sum_ms=8,
+                               histogram=(0, 0, 0, 0, 2) + (0,) * 24, apdex_satisfied=2)  # fmt: skip
+        assert not storage.metrics.put(ServiceMetrics, level, [MetricsWrite(None, later, {})]).failed
+        found = storage.metrics.get_many(ServiceMetrics, level, [later.key()])
+        assert found[later.key()].item == later
+    finally:
+        storage.close()
