@@ -29,9 +29,9 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -53,7 +53,7 @@ from proto.otlp import (
 from proto.skywalking import common_pb2 as sw_common_pb2
 from proto.skywalking import tracing_pb2
 from receiver.cardinality import Cardinality
-from receiver.checks import Refusals, Tally
+from receiver.checks import Refusals
 from receiver.segments import Call, Caller, Calls, SpanKind
 from receiver.skywalking import NamesByService, Sinks, TraceSegmentReportService
 from runtime.budget import memory_size
@@ -340,8 +340,51 @@ class Callers:
         self._task.close(timeout_s)
 
 
-def _partial(tally: Tally, rejected: int) -> tuple[int, str]:
-    return rejected, str(tally.first) if tally.first is not None else ""
+T = TypeVar("T")
+
+
+class Export:
+    """What one export call took and refused: each resource's items turned
+    into what the node stores, or refused (counted in ``tally``)."""
+
+    def __init__(self, refusals: Refusals, limits: TelemetryLimits, context: grpc.ServicerContext) -> None:
+        self.tally = refusals.tally()
+        self.rejected = 0
+        """Items refused, for OTLP's partial success."""
+        self.now_ms = int(time.time() * 1000)
+        self._limits = limits
+        self._host = peer_host(context)
+
+    def each(
+        self,
+        resources: Iterable[tuple[resource_pb2.Resource, list[Any]]],
+        convert: Callable[[Source, Any], T],
+    ) -> list[T]:
+        """``convert(source, item)`` of every item of every resource: a
+        resource that names no service is refused with all its items, an item
+        that ``convert`` refuses alone."""
+        taken: list[T] = []
+        for resource, items in resources:
+            try:
+                source = source_of(resource, self._host, self._limits)
+            except Refused as e:
+                self.tally.refuse(e)
+                self.rejected += len(items)
+                continue
+            for item in items:
+                try:
+                    taken.append(convert(source, item))
+                except Refused as e:
+                    self.tally.refuse(e)
+                    self.rejected += 1
+        return taken
+
+    def partial(self, partial_success: Any, field: str) -> None:
+        """Sets OTLP's partial success, when anything was refused: how many
+        (in ``field``) and why the first was."""
+        if self.rejected:
+            setattr(partial_success, field, self.rejected)
+            partial_success.error_message = str(self.tally.first or "")
 
 
 class TraceService:
@@ -357,31 +400,25 @@ class TraceService:
     def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
-        tally = self._refusals.tally()
-        rejected = 0
-        host = peer_host(context)
+        export = Export(self._refusals, self._limits, context)
+
+        def checked(source: Source, span: OtlpSpan) -> tuple[Source, OtlpSpan]:
+            _check_ids(span)
+            return source, span
+
+        resources = [
+            (r.resource, [s for scope in r.scope_spans for s in scope.spans]) for r in request.resource_spans
+        ]
         groups: dict[tuple[bytes, Source], list[OtlpSpan]] = {}
-        for resource_spans in request.resource_spans:
-            spans = [s for scope in resource_spans.scope_spans for s in scope.spans]
-            try:
-                source = source_of(resource_spans.resource, host, self._limits)
-            except Refused as e:
-                tally.refuse(e)
-                rejected += len(spans)
-                continue
-            for span in spans:
-                try:
-                    _check_ids(span)
-                except Refused as e:
-                    tally.refuse(e)
-                    rejected += 1
-                    continue
-                groups.setdefault((span.trace_id, source), []).append(span)
+        for source, span in export.each(resources, checked):
+            groups.setdefault((span.trace_id, source), []).append(span)
         ordered = {key: by_start(spans) for key, spans in groups.items()}
-        outcome = self._segments.take((segment_object(*key, spans) for key, spans in ordered.items()), tally)
+        outcome = self._segments.take(
+            (segment_object(*key, spans) for key, spans in ordered.items()), export.tally
+        )
         for ((_, source), spans), (pb, segment) in zip(ordered.items(), outcome, strict=True):
             if segment is None:
-                rejected += len(pb.spans)
+                export.rejected += len(pb.spans)
                 continue
             self._callers.add(source, spans)
             self._callers.wait(
@@ -390,10 +427,7 @@ class TraceService:
                 if span.refs and not span.skip_analysis
             )
         response = trace_service_pb2.ExportTraceServiceResponse()
-        if rejected:
-            response.partial_success.rejected_spans, response.partial_success.error_message = _partial(
-                tally, rejected
-            )
+        export.partial(response.partial_success, "rejected_spans")
         return response
 
 
@@ -444,70 +478,38 @@ class MetricsService:
             buckets={b: str(c) for b, c in zip(lower, counts, strict=True)},
         )
 
-    def _points(self, metric: metrics_pb2.Metric) -> list[Any]:
-        kind = metric.WhichOneof("data")
-        if kind is None:
-            return []
-        return list(getattr(metric, kind).data_points)
+    def _meter(self, source: Source, metric: metrics_pb2.Metric, point: Any, now_ms: int) -> MeterMetrics:
+        kind, lim = metric.WhichOneof("data"), self._limits
+        if kind not in ("gauge", "sum", "histogram"):
+            raise Refused(
+                Reason.NO_VALUE,
+                f"meter {metric.name[:100]!r} is an {kind}: skyoap takes gauges, sums and histograms "
+                "with explicit buckets",
+            )
+        timestamp = _ms(point.time_unix_nano) or now_ms
+        common: dict[str, Any] = {
+            "time_bucket": minute_bucket(lim.time("time_unix_nano", timestamp, now_ms)),
+            "service": source.service,
+            "instance": source.instance,
+            "name": lim.name("meter name", metric.name),
+            "labels": lim.name("meter labels", _labels(point.attributes), required=False),
+            "samples": 1,
+            "last_time": timestamp,
+        }
+        return self._histogram(common, point) if kind == "histogram" else self._number(common, point)
 
     def Export(
         self, request: metrics_service_pb2.ExportMetricsServiceRequest, context: grpc.ServicerContext
     ) -> metrics_service_pb2.ExportMetricsServiceResponse:
-        tally = self._refusals.tally()
-        rejected = 0
-        now_ms = int(time.time() * 1000)
-        host = peer_host(context)
-        taken: list[MeterMetrics] = []
-        lim = self._limits
-        for resource_metrics in request.resource_metrics:
-            metrics = [m for scope in resource_metrics.scope_metrics for m in scope.metrics]
-            try:
-                source = source_of(resource_metrics.resource, host, lim)
-            except Refused as e:
-                tally.refuse(e)
-                rejected += sum(len(self._points(m)) for m in metrics)
-                continue
-            for metric in metrics:
-                kind = metric.WhichOneof("data")
-                for point in self._points(metric):
-                    try:
-                        if kind not in ("gauge", "sum", "histogram"):
-                            raise Refused(
-                                Reason.NO_VALUE,
-                                f"meter {metric.name[:100]!r} is an {kind}: skyoap takes gauges, sums and "
-                                "histograms with explicit buckets",
-                            )
-                        timestamp = _ms(point.time_unix_nano) or now_ms
-                        common: dict[str, Any] = {
-                            "time_bucket": minute_bucket(lim.time("time_unix_nano", timestamp, now_ms)),
-                            "service": source.service,
-                            "instance": source.instance,
-                            "name": lim.name("meter name", metric.name),
-                            "labels": lim.name("meter labels", _labels(point.attributes), required=False),
-                            "samples": 1,
-                            "last_time": timestamp,
-                        }
-                        meter = (
-                            self._histogram(common, point)
-                            if kind == "histogram"
-                            else self._number(common, point)
-                        )
-                    except Refused as e:
-                        tally.refuse(e)
-                        rejected += 1
-                        continue
-                    taken.append(meter)
-                    self._sinks.count(tally, memory_size([meter]))
-        if taken:
-            self._sinks.take((), taken)
-            tally.taken += len(taken)
-        for service, instance in sorted({(m.service, m.instance) for m in taken}):
-            self._names.seen(service, instance)
+        export = Export(self._refusals, self._limits, context)
+        resources = [
+            (r.resource, [(m, p) for scope in r.scope_metrics for m in scope.metrics for p in _points(m)])
+            for r in request.resource_metrics
+        ]
+        taken = export.each(resources, lambda source, mp: self._meter(source, mp[0], mp[1], export.now_ms))
+        _hand_on(self._sinks, self._names, export, (), taken)
         response = metrics_service_pb2.ExportMetricsServiceResponse()
-        if rejected:
-            response.partial_success.rejected_data_points, response.partial_success.error_message = _partial(
-                tally, rejected
-            )
+        export.partial(response.partial_success, "rejected_data_points")
         return response
 
 
@@ -556,39 +558,41 @@ class LogsService:
     def Export(
         self, request: logs_service_pb2.ExportLogsServiceRequest, context: grpc.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
-        tally = self._refusals.tally()
-        rejected = 0
-        now_ms = int(time.time() * 1000)
-        host = peer_host(context)
-        records: list[LogRecord] = []
-        for resource_logs in request.resource_logs:
-            lines = [r for scope in resource_logs.scope_logs for r in scope.log_records]
-            try:
-                source = source_of(resource_logs.resource, host, self._limits)
-            except Refused as e:
-                tally.refuse(e)
-                rejected += len(lines)
-                continue
-            for pb in lines:
-                try:
-                    record = self._record(source, pb, now_ms)
-                except Refused as e:
-                    tally.refuse(e)
-                    rejected += 1
-                    continue
-                records.append(record)
-                self._sinks.count(tally, memory_size([record]))
-        if records:
-            self._sinks.take(records, ())
-            tally.taken += len(records)
-        for service, instance in sorted({(r.service, r.instance) for r in records}):
-            self._names.seen(service, instance)
+        export = Export(self._refusals, self._limits, context)
+        resources = [
+            (r.resource, [pb for scope in r.scope_logs for pb in scope.log_records])
+            for r in request.resource_logs
+        ]
+        records = export.each(resources, lambda source, pb: self._record(source, pb, export.now_ms))
+        _hand_on(self._sinks, self._names, export, records, ())
         response = logs_service_pb2.ExportLogsServiceResponse()
-        if rejected:
-            response.partial_success.rejected_log_records, response.partial_success.error_message = _partial(
-                tally, rejected
-            )
+        export.partial(response.partial_success, "rejected_log_records")
         return response
+
+
+def _points(metric: metrics_pb2.Metric) -> list[Any]:
+    kind = metric.WhichOneof("data")
+    return [] if kind is None else list(getattr(metric, kind).data_points)
+
+
+def _hand_on(
+    sinks: Sinks,
+    names: NamesByService,
+    export: Export,
+    records: Sequence[LogRecord],
+    meters: Sequence[MeterMetrics],
+) -> None:
+    """Queues what an export took, all of it or nothing (Overloaded), then
+    registers the instances it came from."""
+    taken = [*records, *meters]
+    sinks.count(export.tally, memory_size(taken))
+    if taken:
+        sinks.take(records, meters)
+        export.tally.taken += len(taken)
+    for service, instance in sorted(
+        {(r.service, r.instance) for r in records} | {(m.service, m.instance) for m in meters}
+    ):
+        names.seen(service, instance)
 
 
 def add_otlp_services(
