@@ -180,6 +180,7 @@ class CallMetrics(Metrics):
     )
     """SkyWalking's names: calls per minute, the mean response time (ms), the
     share of calls that succeeded (1/100 %), and the percentiles."""
+
     def combine(self, other: Self) -> Self:
         return self.combine_all([self, other])
 
