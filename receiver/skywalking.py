@@ -40,7 +40,7 @@ from receiver.checks import Refusals, Tally
 from receiver.registration import Registrar
 from receiver.segments import DEFAULT_APDEX, Segment, Span, SpanKind, SpanRef, check, measure, record_of
 from runtime.batching import BatchPolicy
-from runtime.budget import MemoryBudget, Overloaded, memory_size
+from runtime.budget import MemoryBudget, Overloaded, admitted_size, memory_size
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
 from runtime.worker import Worker
@@ -206,7 +206,7 @@ class Sinks:
         """Hands on everything one call carries, or nothing: raises Overloaded
         (RESOURCE_EXHAUSTED for the agent, which sends the call again) when
         the budget has no room for all of it within ``wait_s``."""
-        with self.budget.admission(memory_size(records) + memory_size(metrics), self.wait_s):
+        with self.budget.admission(admitted_size([*records, *metrics]), self.wait_s):
             for r_model, r_items in _by_type(records).items():
                 self.records(r_model).accept_many(r_items)
             for m_model, m_items in _by_type(metrics).items():

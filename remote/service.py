@@ -26,7 +26,7 @@ from edge.server import GrpcServer
 from model.checks import Refused, TelemetryLimits
 from model.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
 from proto import remote_pb2
-from runtime.budget import MemoryBudget, memory_size
+from runtime.budget import MemoryBudget, admitted_size
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
 from runtime.worker import UnknownWorker, Workers
@@ -167,7 +167,7 @@ class RemoteService:
         if self._budget is None:
             self._hand_over(by_worker)
         else:
-            size = sum(memory_size(items) for items in by_worker.values())
+            size = sum(admitted_size(items) for items in by_worker.values())
             with self._budget.admission(size, self._wait_s):
                 self._hand_over(by_worker)
         if batch.senderId:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+from model.metrics import Downsampling, Metrics
 from model.stream import StreamData
 from runtime import deadline
 from runtime.instruments import Instruments
@@ -33,6 +34,16 @@ POLL_S = 0.02
 def memory_size(items: Iterable[StreamData]) -> int:
     """About how many bytes ``items`` take in memory."""
     return sum(item.size_hint() + ITEM_OVERHEAD_BYTES for item in items)
+
+
+def admitted_size(items: Iterable[StreamData]) -> int:
+    """What admitting ``items`` must find room for: a metric counts once for
+    each level it becomes a row of (minute, hour, day), since L2 holds all
+    three until storage takes them."""
+    levels = len(Downsampling)
+    return sum(
+        (i.size_hint() + ITEM_OVERHEAD_BYTES) * (levels if isinstance(i, Metrics) else 1) for i in items
+    )
 
 
 class Overloaded(RuntimeError):
