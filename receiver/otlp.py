@@ -23,14 +23,13 @@ every agent service.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import grpc
@@ -59,8 +58,6 @@ from receiver.skywalking import NamesByService, Sinks, TraceSegmentReportService
 from runtime.budget import memory_size
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
-
-log = logging.getLogger(__name__)
 
 OtlpSpan = trace_pb2.Span
 ENTRY_KINDS = (OtlpSpan.SPAN_KIND_SERVER, OtlpSpan.SPAN_KIND_CONSUMER)
@@ -442,12 +439,14 @@ class MetricsService:
     exponential histograms and summaries are refused."""
 
     def __init__(
-        self, names: NamesByService, sinks: Sinks, refusals: Refusals, limits: TelemetryLimits
-    ) -> None:
+        self, names: NamesByService, sinks: Sinks, refusals: Refusals, limits: TelemetryLimits,
+        cardinality: Cardinality,
+    ) -> None:  # fmt: skip
         self._names = names
         self._sinks = sinks
         self._refusals = refusals
         self._limits = limits
+        self._cardinality = cardinality
 
     def _number(self, common: dict[str, Any], point: metrics_pb2.NumberDataPoint) -> MeterMetrics:
         value = float(getattr(point, point.WhichOneof("value") or "as_double"))
@@ -496,7 +495,10 @@ class MetricsService:
             "samples": 1,
             "last_time": timestamp,
         }
-        return self._histogram(common, point) if kind == "histogram" else self._number(common, point)
+        meter = self._histogram(common, point) if kind == "histogram" else self._number(common, point)
+        # Guarded once every check passed: a refused point counts against no bound.
+        instance = self._cardinality.instance(source.service, source.instance)
+        return meter if instance == source.instance else replace(meter, instance=instance)
 
     def Export(
         self, request: metrics_service_pb2.ExportMetricsServiceRequest, context: grpc.ServicerContext
@@ -612,7 +614,7 @@ def add_otlp_services(
         (trace_service_pb2, "TraceService",
          TraceService(segments, callers, Refusals("otlp_spans", instruments), limits)),
         (metrics_service_pb2, "MetricsService",
-         MetricsService(names, sinks, Refusals("otlp_data_points", instruments), limits)),
+         MetricsService(names, sinks, Refusals("otlp_data_points", instruments), limits, cardinality)),
         (logs_service_pb2, "LogsService",
          LogsService(names, sinks, Refusals("otlp_log_records", instruments), limits, cardinality)),
     ]  # fmt: skip
