@@ -449,7 +449,10 @@ class MetricsService:
         self._cardinality = cardinality
 
     def _number(self, common: dict[str, Any], point: metrics_pb2.NumberDataPoint) -> MeterMetrics:
-        value = float(getattr(point, point.WhichOneof("value") or "as_double"))
+        kind = point.WhichOneof("value")
+        if kind is None:
+            raise Refused(Reason.NO_VALUE, f"a data point of meter {common['name']} has no value")
+        value = float(getattr(point, kind))
         if not math.isfinite(value):
             raise Refused(Reason.NOT_A_NUMBER, f"meter {common['name']} has the value {value}")
         return MeterMetrics(**common, value_sum=value, last_value=value)
@@ -534,6 +537,12 @@ class LogsService:
         lim = self._limits
         timestamp = _ms(pb.time_unix_nano or pb.observed_time_unix_nano) or now_ms
         lim.time("time_unix_nano", timestamp, now_ms)
+        if len(pb.trace_id) not in (0, 16) or len(pb.span_id) not in (0, 8):
+            raise Refused(
+                Reason.INCONSISTENT,
+                f"a log record has a trace id of {len(pb.trace_id)} bytes and a span id of "
+                f"{len(pb.span_id)}: OTLP's are 16 and 8 (or none)",
+            )
         tags = attributes(pb.attributes)
         if pb.severity_text:
             tags["level"] = pb.severity_text

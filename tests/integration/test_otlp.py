@@ -29,7 +29,14 @@ from model.metrics import (
     ServiceRelationMetrics,
 )
 from model.records import LogRecord, SegmentRecord
-from proto.otlp import common_pb2, resource_pb2, trace_pb2, trace_service_pb2
+from proto.otlp import (
+    common_pb2,
+    logs_service_pb2,
+    metrics_service_pb2,
+    resource_pb2,
+    trace_pb2,
+    trace_service_pb2,
+)
 from storage.select import OpenStorage
 from tests.integration.helpers import eventually, storage_options
 from wiring.config import NodeConfig
@@ -193,3 +200,45 @@ def test_with_an_agent_token_an_export_without_it_is_refused(
         assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
     assert export(node, spans_of("web", span), "s3cret").partial_success.rejected_spans == 0
     eventually(lambda: len(storage.records.query(SegmentRecord, *EVERYTHING)) == 1, timeout_s=30)
+
+
+def test_refused_data_points_and_log_records_are_answered_as_a_partial_success(
+    node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], storage: OpenStorage
+) -> None:
+    node = start_node(node_config)
+    now = time.time_ns()
+    name = common_pb2.KeyValue(key="service.name", value=common_pb2.AnyValue(string_value="web"))
+    resource = resource_pb2.Resource(attributes=[name])
+    metrics = metrics_service_pb2.ExportMetricsServiceRequest()
+    scope = metrics.resource_metrics.add(resource=resource).scope_metrics.add()
+    scope.metrics.add(name="queue.depth").gauge.data_points.add(time_unix_nano=now, as_int=7)
+    scope.metrics.add(name="no.value").gauge.data_points.add(time_unix_nano=now)
+    scope.metrics.add(name="latency").exponential_histogram.data_points.add(time_unix_nano=now, count=1)
+    bad = scope.metrics.add(name="sizes").histogram.data_points.add(time_unix_nano=now)
+    bad.bucket_counts.extend([1, 2])
+    bad.explicit_bounds.extend([1.0, 2.0])
+    logs = logs_service_pb2.ExportLogsServiceRequest()
+    records = logs.resource_logs.add(resource=resource).scope_logs.add().log_records
+    records.add(time_unix_nano=now, body=common_pb2.AnyValue(string_value="kept"), trace_id=b"t" * 16)
+    records.add(time_unix_nano=now, body=common_pb2.AnyValue(string_value="refused"), trace_id=b"t" * 3)
+    with grpc.insecure_channel(node.address) as channel:
+        answer = channel.unary_unary(
+            "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+            request_serializer=metrics_service_pb2.ExportMetricsServiceRequest.SerializeToString,
+            response_deserializer=metrics_service_pb2.ExportMetricsServiceResponse.FromString,
+        )(metrics, timeout=10)
+        assert answer.partial_success.rejected_data_points == 3
+        assert answer.partial_success.error_message == "a data point of meter no.value has no value"
+        answer = channel.unary_unary(
+            "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+            request_serializer=logs_service_pb2.ExportLogsServiceRequest.SerializeToString,
+            response_deserializer=logs_service_pb2.ExportLogsServiceResponse.FromString,
+        )(logs, timeout=10)
+        assert answer.partial_success.rejected_log_records == 1
+        assert answer.partial_success.error_message == (
+            "a log record has a trace id of 3 bytes and a span id of 0: OTLP's are 16 and 8 (or none)"
+        )
+    (meter,) = eventually(lambda: storage.metrics.query(MeterMetrics, Downsampling.MINUTE, *EVERYTHING), 30)
+    assert (meter.service, meter.name, meter.last_value) == ("web", "queue.depth", 7.0)
+    (line,) = eventually(lambda: storage.records.query(LogRecord, *EVERYTHING), timeout_s=30)
+    assert (line.service, line.content, line.trace_id) == ("web", "kept", (b"t" * 16).hex())
