@@ -133,7 +133,12 @@ class Consumer:
         from storage.select import open_topics
 
         topics, state = open_topics(config)
-        consumer = cls(topics, state, group, **options)  # type: ignore[arg-type]
+        try:
+            consumer = cls(topics, state, group, **options)  # type: ignore[arg-type]
+        except BaseException:  # a bad option, or an admin port taken
+            topics.close()
+            state.close()
+            raise
         consumer._owns_storage = True
         return consumer
 

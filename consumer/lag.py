@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from consumer.group import split_channel
 from runtime.ratelimit import RateLimitedLog
-from storage.api import StateStore, StorageError, TopicDAO
+from storage.api import StateStore, TopicDAO
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def lags(topics: TopicDAO, state: StateStore, groups: list[str] | None = None) -
 class LagCollector(Collector):
     """``skyoap_consumer_lag`` and ``skyoap_consumer_committed_offset``, by
     group, topic and partition, read from storage at each scrape; a scrape
-    while storage fails shows neither (and logs why, at most every 10 s)."""
+    when they cannot be read shows neither (and logs why, at most every 10 s)."""
 
     def __init__(self, read: Callable[[], list[PartitionLag]]) -> None:
         self._read = read
@@ -88,8 +88,8 @@ class LagCollector(Collector):
         )
         try:
             found = self._read()
-        except StorageError as e:
-            self._log.warning("consumer-lag", "cannot read the consumer groups' lag: %s", e)
+        except Exception as e:  # a scrape shows the node's other series whatever fails here
+            self._log.warning("consumer-lag", "cannot read the consumer groups' lag: %r", e)
             return
         for p in found:
             values = [p.group, p.topic, str(p.partition)]

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from model.inventory import Inventory
-from receiver.segments import Segment, SpanKind
+from receiver.segments import Segment, SpanKind, SpanRef
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
 from storage.api import StorageError
@@ -210,8 +210,9 @@ class Cardinality:
 
     def segment(self, segment: Segment) -> Segment:
         """The segment with its instance, its entry spans' endpoints and the
-        addresses of its exit spans and references guarded (itself when
-        nothing changes, as for nearly every segment)."""
+        addresses of its exit spans and references guarded, and the caller's
+        instance and endpoint each reference names (they make relation
+        metrics); itself when nothing changes, as for nearly every segment."""
         service = segment.service
         spans = list(segment.spans)
         for i, span in enumerate(spans):
@@ -223,15 +224,23 @@ class Cardinality:
                 peer = self.address(span.peer)
                 if peer != span.peer:
                     spans[i] = span = span._replace(peer=peer)
-            if any(r.address for r in span.refs):
-                address = self.address
-                refs = tuple(r._replace(address=address(r.address)) if r.address else r for r in span.refs)
+            if span.refs:
+                refs = tuple(self._reference(r) for r in span.refs)
                 if refs != span.refs:
                     spans[i] = span._replace(refs=refs)
         instance = self.instance(service, segment.instance)
         if instance == segment.instance and all(a is b for a, b in zip(spans, segment.spans, strict=True)):
             return segment
         return replace(segment, instance=instance, spans=tuple(spans))
+
+    def _reference(self, ref: SpanRef) -> SpanRef:
+        """The reference with its address and its caller's names guarded."""
+        service, instance, endpoint = ref.parent_service, ref.parent_instance, ref.parent_endpoint
+        return ref._replace(
+            address=self.address(ref.address) if ref.address else "",
+            parent_instance=self.instance(service, instance) if service and instance else instance,
+            parent_endpoint=self.endpoint(service, endpoint) if service and endpoint else endpoint,
+        )
 
 
 def seed_from(

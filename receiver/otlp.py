@@ -22,7 +22,9 @@ every agent service.
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import math
 import threading
 import time
@@ -55,9 +57,11 @@ from receiver.cardinality import Cardinality
 from receiver.checks import Refusals
 from receiver.segments import Call, Caller, Calls, SpanKind
 from receiver.skywalking import NamesByService, Sinks, TraceSegmentReportService
-from runtime.budget import memory_size
+from runtime.budget import Overloaded, memory_size
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
+
+log = logging.getLogger(__name__)
 
 OtlpSpan = trace_pb2.Span
 ENTRY_KINDS = (OtlpSpan.SPAN_KIND_SERVER, OtlpSpan.SPAN_KIND_CONSUMER)
@@ -174,8 +178,9 @@ def by_start(spans: list[OtlpSpan]) -> list[OtlpSpan]:
 def segment_object(trace_id: bytes, source: Source, ordered: list[OtlpSpan]) -> tracing_pb2.SegmentObject:
     """The SkyWalking segment of one trace's spans from ``source``, ``by_start``:
     each span points at its parent when the parent is among them; an entry
-    span whose parent is elsewhere refers to it (with no names: its caller is
-    found by ``Callers``)."""
+    span whose parent is elsewhere, or is an exit span of its own (a service
+    that called itself), refers to it (with no names: its caller is found by
+    ``Callers``)."""
     index = {s.span_id: i for i, s in enumerate(ordered)}
     segment = tracing_pb2.SegmentObject(
         traceId=trace_id.hex(),
@@ -198,8 +203,10 @@ def segment_object(trace_id: bytes, source: Source, ordered: list[OtlpSpan]) -> 
             isError=s.status.code == trace_pb2.Status.STATUS_CODE_ERROR,
             tags=[sw_common_pb2.KeyStringValuePair(key=k, value=v) for k, v in attrs.items()],
         )
-        elsewhere = s.parent_span_id and s.parent_span_id not in index and _remote_parent(s) is not False
-        if kind == SpanKind.ENTRY and elsewhere:
+        parent = index.get(s.parent_span_id)
+        elsewhere = s.parent_span_id and parent is None and _remote_parent(s) is not False
+        called_itself = parent is not None and KINDS.get(ordered[parent].kind) == SpanKind.EXIT
+        if kind == SpanKind.ENTRY and (elsewhere or called_itself):
             span.refs.add(
                 refType=tracing_pb2.CrossProcess,
                 traceId=trace_id.hex(),
@@ -211,12 +218,13 @@ def segment_object(trace_id: bytes, source: Source, ordered: list[OtlpSpan]) -> 
 @dataclass(frozen=True, slots=True)
 class Seen:
     """What a later span of another service needs to know of a span: whose it
-    is, and how to find the entry it was made in."""
+    is, and how to find the entry it was made in (its name is guarded when it
+    names one)."""
 
     service: str
     instance: str
     name: str
-    entry: bool
+    kind: SpanKind
     parent: bytes
     """The parent span's id; empty for a root."""
     remote_parent: bool | None
@@ -234,27 +242,35 @@ class Served:
     deadline: float
 
 
+MAX_DEPTH = 32
+"""How many ancestors of a caller's span are followed to the entry it was made in."""
+
+
 class Callers:
     """The callers of entry spans whose parent was in another process: recent
     spans by id (at most ``size``), and the entries that wait for their
     parent, at most ``wait_s`` and ``size`` of them. Each entry found its
     caller for is counted once (``Calls.served``), the relations it makes
-    handed to ``take``."""
+    handed to ``take`` (kept for the next pass while the node has no room).
+    ``endpoint`` guards a caller's endpoint name as the receiver's guards do."""
 
     def __init__(
         self,
         take: Callable[[list[Any]], None],
+        endpoint: Callable[[str, str], str],
         instruments: Instruments,
         wait_s: float = 10.0,
         size: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._take = take
+        self._endpoint = endpoint
         self.wait_s = wait_s
         self._size = size
         self._clock = clock
         self._seen: OrderedDict[bytes, Seen] = OrderedDict()
         self._waiting: list[Served] = []
+        self._unsent: list[Any] = []
         self._lock = threading.Lock()
         self._task = Periodic(
             "otlp-callers", min(1.0, wait_s), self.settle, "finding the callers of OTLP spans"
@@ -265,76 +281,85 @@ class Callers:
             "(no relation counted)",
         )
 
-    def add(self, source: Source, spans: Iterable[OtlpSpan]) -> None:
+    def add(self, service: str, instance: str, spans: Iterable[OtlpSpan]) -> None:
+        """Spans of ``instance`` (as the guards left it) of ``service``."""
         with self._lock:
             for s in spans:
+                kind = KINDS.get(s.kind, SpanKind.LOCAL)
                 self._seen[s.span_id] = Seen(
-                    source.service,
-                    source.instance,
-                    s.name,
-                    s.kind in ENTRY_KINDS,
-                    s.parent_span_id,
-                    _remote_parent(s),
+                    service, instance, s.name, kind, s.parent_span_id, _remote_parent(s)
                 )
             while len(self._seen) > self._size:
                 self._seen.popitem(last=False)
 
-    def wait(self, served: Iterable[tuple[bytes, Source, str, Call]]) -> None:
-        """Entries (parent span, callee, endpoint, call) whose caller is to be found."""
+    def wait(self, served: Iterable[tuple[bytes, str, str, str, Call]]) -> None:
+        """Entries (parent span, service, instance, endpoint, call) whose caller is to be found."""
         deadline = self._clock() + self.wait_s
         with self._lock:
-            for parent, source, endpoint, call in served:
+            for parent, service, instance, endpoint, call in served:
                 if len(self._waiting) >= self._size:
                     self._unknown.inc()
                     continue
-                self._waiting.append(
-                    Served(parent, source.service, source.instance, endpoint, call, deadline)
-                )
+                self._waiting.append(Served(parent, service, instance, endpoint, call, deadline))
 
     def _entry_of(self, span_id: bytes, final: bool) -> str | None:
         """The endpoint a span was made in: the nearest entry among its
         ancestors of the same service, or its local root. None while an
         ancestor is missing, unless ``final`` (then the furthest one known)."""
         span = self._seen[span_id]
-        for _ in range(1000):
-            if span.entry or not span.parent or span.remote_parent:
-                return span.name
+        for _ in range(MAX_DEPTH):
+            if span.kind == SpanKind.ENTRY or not span.parent or span.remote_parent:
+                break
             parent = self._seen.get(span.parent)
             if parent is None:
-                return span.name if final else None
+                return None if not final else self._endpoint(span.service, span.name)
             if parent.service != span.service:
-                return span.name
+                break
             span = parent
-        return span.name
+        return self._endpoint(span.service, span.name)
 
-    def settle(self) -> None:
+    def settle(self, final: bool = False) -> None:
         """Counts the calls whose caller is now known, and drops those that
-        waited ``wait_s`` for it in vain."""
+        waited ``wait_s`` for it in vain (all that wait, if ``final``)."""
         now = self._clock()
         calls = Calls()
         with self._lock:
             waiting, self._waiting = self._waiting, []
+            entries: dict[bytes, str | None] = {}  # each parent walked once a pass
             for w in waiting:
-                final = now >= w.deadline
+                ends = final or now >= w.deadline
                 caller = self._seen.get(w.parent)
-                endpoint = self._entry_of(w.parent, final) if caller is not None else None
+                if caller is not None and (w.parent not in entries or ends):
+                    entries[w.parent] = self._entry_of(w.parent, ends)
+                endpoint = entries.get(w.parent) if caller is not None else None
                 if caller is not None and endpoint is not None:
-                    if caller.service != w.service:  # a span of its own service: no relation
+                    # A call to its own service counts only when made by an exit span.
+                    if caller.service != w.service or caller.kind == SpanKind.EXIT:
                         calls.served(Caller(caller.service, caller.instance, endpoint), w.service, w.instance,
                                      w.endpoint, w.call)  # fmt: skip
-                elif final:
+                elif ends:
                     self._unknown.inc()
                 else:
                     self._waiting.append(w)
-        metrics = calls.metrics()
+            metrics, self._unsent = [*self._unsent, *calls.metrics()], []
         if metrics:
-            self._take(metrics)
+            try:
+                self._take(metrics)
+            except Overloaded:
+                with self._lock:  # the next pass tries again
+                    self._unsent = metrics + self._unsent
+                raise
 
     def start(self) -> None:
         self._task.start()
 
     def close(self, timeout_s: float = 5.0) -> None:
+        """Stops, counting what the entries waiting now found and dropping the rest (counted)."""
         self._task.close(timeout_s)
+        try:
+            self.settle(final=True)
+        except Overloaded:
+            log.warning("%d relation values of OTLP spans not handed on at close", len(self._unsent))
 
 
 T = TypeVar("T")
@@ -413,13 +438,15 @@ class TraceService:
         outcome = self._segments.take(
             (segment_object(*key, spans) for key, spans in ordered.items()), export.tally
         )
-        for ((_, source), spans), (pb, segment) in zip(ordered.items(), outcome, strict=True):
+        for spans, (pb, segment) in zip(ordered.values(), outcome, strict=True):
             if segment is None:
                 export.rejected += len(pb.spans)
                 continue
-            self._callers.add(source, spans)
+            # The segment's names are those the node's guards left (grouped endpoints, bounded instances).
+            service, instance = segment.service, segment.instance
+            self._callers.add(service, instance, spans)
             self._callers.wait(
-                (otlp.parent_span_id, source, span.operation, Call.of(span))
+                (otlp.parent_span_id, service, instance, span.operation, Call.of(span))
                 for otlp, span in zip(spans, segment.spans, strict=True)
                 if span.refs and not span.skip_analysis
             )
@@ -463,13 +490,16 @@ class MetricsService:
         lim.at_most(
             f"buckets of meter {name}", len(counts), lim.max_histogram_buckets, "--max-histogram-buckets"
         )
-        if counts and len(counts) != len(bounds) + 1:
+        if not counts:  # a count and a sum only: no buckets
+            total = float(point.count)
+            return MeterMetrics(**common, value_sum=total, last_value=total)
+        if len(counts) != len(bounds) + 1:
             raise Refused(
                 Reason.INCONSISTENT,
                 f"histogram {name} has {len(counts)} bucket counts for {len(bounds)} bounds: "
                 "OTLP sends one more",
             )
-        if not all(math.isfinite(b) for b in bounds) or bounds != sorted(bounds):
+        if not all(math.isfinite(b) for b in bounds) or any(b >= c for b, c in itertools.pairwise(bounds)):
             raise Refused(Reason.INCONSISTENT, f"histogram {name} has bounds that are not finite and rising")
         lower = ["-inf", *(repr(b) for b in bounds)]
         total = float(sum(counts))
@@ -618,7 +648,9 @@ def add_otlp_services(
 ) -> Callers:
     """Serves OTLP's trace, metrics and logs services on ``server``; returns
     the callers of entry spans, which the caller starts and closes."""
-    callers = Callers(lambda metrics: sinks.take((), metrics), instruments, caller_wait_s)
+    callers = Callers(
+        lambda metrics: sinks.take((), metrics), cardinality.endpoint, instruments, caller_wait_s
+    )
     services = [
         (trace_service_pb2, "TraceService",
          TraceService(segments, callers, Refusals("otlp_spans", instruments), limits)),

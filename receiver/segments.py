@@ -130,6 +130,7 @@ def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
                     Reason.UNKNOWN_ENUM, f"refType {ref.ref_type} is not CrossProcess or CrossThread"
                 )
             limits.name("parentService", ref.parent_service, required=False)
+            limits.name("parentServiceInstance", ref.parent_instance, required=False)
             limits.name("parentEndpoint", ref.parent_endpoint, required=False)
             limits.name("networkAddressUsedAtPeer", ref.address, required=False)
 

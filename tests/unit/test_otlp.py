@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from model.checks import Reason, Refused
 from model.metrics import SEP
 from proto.otlp import common_pb2, trace_pb2
 from proto.skywalking import tracing_pb2
 from receiver.otlp import Callers, Source, by_start, peer_of, segment_object
-from receiver.segments import Call
+from receiver.segments import Call, Segment, Span, SpanRef, check
 from runtime.instruments import Instruments
+from wiring.config import NodeConfig
 
 SERVER, CLIENT, INTERNAL = (trace_pb2.Span.SPAN_KIND_SERVER, trace_pb2.Span.SPAN_KIND_CLIENT,
                             trace_pb2.Span.SPAN_KIND_INTERNAL)  # fmt: skip
@@ -74,39 +78,64 @@ class Clock:
         return self.now
 
 
+def grouped(service: str, name: str) -> str:
+    """An endpoint guard: /checkout/<id> is grouped."""
+    return "GET /checkout/{id}" if name.startswith("GET /checkout/") else name
+
+
+def relations(taken: list[Any]) -> dict[str, tuple[int, int, int]]:
+    return {
+        f"{m.MODEL}: {m.entity().replace(SEP, ' ')}": (m.calls, m.errors, m.latency_sum_ms) for m in taken
+    }
+
+
+CALL = Call(202611231000, 20, True, 10)
+
+
 def test_an_entry_waits_for_its_parent_and_the_entry_that_parent_was_made_in() -> None:
     taken: list[Any] = []
-    clock = Clock()
-    instruments = Instruments()
-    callers = Callers(taken.extend, instruments, wait_s=10.0, clock=clock)
-    shop, orders = Source("shop", "shop-1"), Source("orders", "orders-1")
+    callers = Callers(taken.extend, grouped, Instruments(), wait_s=10.0, clock=Clock())
     served = span(5, "GET /orders/{id}", SERVER, parent=2)
-    callers.add(orders, [served])
-    callers.wait([(served.parent_span_id, orders, "GET /orders/{id}", Call(202611231000, 20, True, 10))])
+    callers.add("orders", "orders-1", [served])
+    callers.wait([(served.parent_span_id, "orders", "orders-1", "GET /orders/{id}", CALL)])
     callers.settle()
     assert taken == []  # its parent has not come
-    callers.add(shop, [span(2, "GET", CLIENT, parent=1)])
+    callers.add("shop", "shop-1", [span(2, "GET", CLIENT, parent=1)])
     callers.settle()
     assert taken == []  # the parent came, the entry it was made in has not
-    callers.add(shop, [span(1, "GET /checkout", SERVER)])
+    callers.add("shop", "shop-1", [span(1, "GET /checkout/17", SERVER)])
     callers.settle()
-    got = {f"{m.MODEL}: {m.entity().replace(SEP, ' ')}": (m.calls, m.errors, m.latency_sum_ms) for m in taken}
-    assert got == {
+    # The caller's endpoint is guarded as the caller's own segment was: grouped.
+    assert relations(taken) == {
         "service_relation_metrics: shop orders server": (1, 1, 20),
         "service_instance_relation_metrics: shop shop-1 orders orders-1": (1, 1, 20),
-        "endpoint_relation_metrics: shop GET /checkout orders GET /orders/{id}": (1, 1, 20),
+        "endpoint_relation_metrics: shop GET /checkout/{id} orders GET /orders/{id}": (1, 1, 20),
     }
     callers.settle()
     assert len(taken) == 3  # counted once
+
+
+def test_a_call_to_its_own_service_counts_only_from_an_exit_span() -> None:
+    taken: list[Any] = []
+    callers = Callers(taken.extend, grouped, Instruments(), wait_s=10.0, clock=Clock())
+    callers.add("shop", "shop-1", [span(1, "GET /a", SERVER), span(2, "GET", CLIENT, parent=1),
+                                   span(3, "work", INTERNAL, parent=1)])  # fmt: skip
+    callers.wait([((2).to_bytes(8, "big"), "shop", "shop-1", "GET /b", CALL)])  # shop called itself
+    callers.wait([((3).to_bytes(8, "big"), "shop", "shop-1", "GET /c", CALL)])  # a nested entry, no call
+    callers.settle()
+    assert relations(taken) == {
+        "service_relation_metrics: shop shop server": (1, 1, 20),
+        "service_instance_relation_metrics: shop shop-1 shop shop-1": (1, 1, 20),
+        "endpoint_relation_metrics: shop GET /a shop GET /b": (1, 1, 20),
+    }
 
 
 def test_an_entry_whose_parent_never_comes_counts_no_relation_after_the_wait() -> None:
     taken: list[Any] = []
     clock = Clock()
     instruments = Instruments()
-    callers = Callers(taken.extend, instruments, wait_s=10.0, clock=clock)
-    orders = Source("orders", "orders-1")
-    callers.wait([((7).to_bytes(8, "big"), orders, "GET /x", Call(202611231000, 20, False, 10))])
+    callers = Callers(taken.extend, grouped, instruments, wait_s=10.0, clock=clock)
+    callers.wait([((7).to_bytes(8, "big"), "orders", "orders-1", "GET /x", CALL)])
     clock.now = 9.9
     callers.settle()
     assert instruments.value("skyoap_otlp_unknown_callers_total") == 0
@@ -115,10 +144,27 @@ def test_an_entry_whose_parent_never_comes_counts_no_relation_after_the_wait() -
     assert taken == []
     assert instruments.value("skyoap_otlp_unknown_callers_total") == 1
     # A parent that is known by then, whose entry is not, names the furthest span known.
-    callers.add(Source("shop", "shop-1"), [span(2, "GET", CLIENT, parent=1)])
-    callers.wait([((2).to_bytes(8, "big"), orders, "GET /x", Call(202611231000, 20, False, 10))])
+    callers.add("shop", "shop-1", [span(2, "GET", CLIENT, parent=1)])
+    callers.wait([((2).to_bytes(8, "big"), "orders", "orders-1", "GET /x", CALL)])
     clock.now = 20.0
     callers.settle()
     assert [(m.MODEL, m.entity().replace(SEP, " ")) for m in taken][-1] == (
         "endpoint_relation_metrics", "shop GET orders GET /x",
     )  # fmt: skip
+    # What still waits at close is settled then: counted, or dropped and counted.
+    callers.wait([((9).to_bytes(8, "big"), "orders", "orders-1", "GET /x", CALL)])
+    callers.close()
+    assert instruments.value("skyoap_otlp_unknown_callers_total") == 2
+
+
+def test_a_reference_naming_a_caller_instance_no_name_could_be_is_refused() -> None:
+    """The caller's instance in a reference makes instance relations, so it is
+    checked as every name is (SkyWalking's agents send it; OTLP's never do)."""
+    limits = NodeConfig().limits.items()
+    ref = SpanRef(0, "shop", "shop-1\x1fX", "GET /a", "orders:80")
+    segment = Segment("t", "s", "orders", "orders-1",
+                      (Span(0, 3, 1_000, 1_020, "GET /b", "", False, False, (ref,), 0),), b"")  # fmt: skip
+    with pytest.raises(Refused) as refused:
+        check(segment, limits, 1_000)
+    assert refused.value.reason is Reason.CONTROL_CHARACTER
+    assert "parentServiceInstance" in str(refused.value)
