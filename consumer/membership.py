@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from consumer.group import ChannelState, CommitRefused, Group, NotAMember, channel_name
 from consumer.subscription import PartitionState, SubscriptionState, TopicPartition, Work
 from runtime.ratelimit import RateLimitedLog
+from runtime.retry import STORAGE_WRITES
 from storage.api import StorageError, TopicDAO
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,12 @@ class Membership:
     def join(self, topics: Mapping[str, int]) -> None:
         """Joins the group for ``topics`` (name → partition count); ``poll`` applies what it grants."""
         self._joined = dict(topics)
+        # A storage busy or unreachable for a moment is asked again (joining twice is joining once).
+        joined = self._joined
         self._subscription.granted(
-            self._group.join(self.member_id, self._joined, self._host, self._incarnation)
+            STORAGE_WRITES.call(
+                lambda: self._group.join(self.member_id, joined, self._host, self._incarnation)
+            )
         )
 
     def committed(self, tp: TopicPartition) -> int | None:

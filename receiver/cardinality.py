@@ -139,13 +139,16 @@ class NameBound:
         ).labels(kind=kind)
         self._log = RateLimitedLog(log, interval_s=60.0)
 
-    def admit(self, scope: str, name: str) -> str:
-        """``name`` if the scope has it or room for it, else ``OTHER``."""
+    def admit(self, scope: str, name: str, seed: bool = True) -> str:
+        """``name`` if the scope has it or room for it, else ``OTHER``. Without
+        ``seed`` a scope seen for the first time is not read from storage (it
+        is at its next sight with it): what a call waits on must not wait for
+        storage."""
         names = self._names.get(scope)
         if names is not None and name in names:  # the usual case: no lock
             return name
         with self._lock:
-            names = self._scope(scope)
+            names = self._scope(scope) if seed else self._names.get(scope) or self._unseeded(scope)
             if name in names:
                 return name
             if len(names) < self._bound - 1 or (name == OTHER and len(names) < self._bound):
@@ -164,6 +167,10 @@ class NameBound:
             OTHER,
         )
         return OTHER
+
+    def _unseeded(self, scope: str) -> set[str]:
+        self._reseed_at[scope] = time.monotonic()  # read from storage at the next seeded sight
+        return self._names.setdefault(scope, set())
 
     def _scope(self, scope: str) -> set[str]:
         """The scope's names, read from storage at first sight (and again
@@ -197,13 +204,13 @@ class Cardinality:
         self._instances = instances
         self._addresses = addresses
 
-    def endpoint(self, service: str, name: str) -> str:
+    def endpoint(self, service: str, name: str, seed: bool = True) -> str:
         if self._groups:
             name = self._groups.group(service, name)
-        return self._endpoints.admit(service, name)
+        return self._endpoints.admit(service, name, seed)
 
-    def instance(self, service: str, name: str) -> str:
-        return self._instances.admit(service, name)
+    def instance(self, service: str, name: str, seed: bool = True) -> str:
+        return self._instances.admit(service, name, seed)
 
     def address(self, name: str) -> str:
         return self._addresses.admit("", name)
@@ -234,12 +241,18 @@ class Cardinality:
         return replace(segment, instance=instance, spans=tuple(spans))
 
     def _reference(self, ref: SpanRef) -> SpanRef:
-        """The reference with its address and its caller's names guarded."""
+        """The reference with its address and its caller's names guarded (with
+        the caller's names this receiver knows: the caller's scope is not read
+        from storage while the call waits)."""
         service, instance, endpoint = ref.parent_service, ref.parent_instance, ref.parent_endpoint
         return ref._replace(
             address=self.address(ref.address) if ref.address else "",
-            parent_instance=self.instance(service, instance) if service and instance else instance,
-            parent_endpoint=self.endpoint(service, endpoint) if service and endpoint else endpoint,
+            parent_instance=self.instance(service, instance, seed=False)
+            if service and instance
+            else instance,
+            parent_endpoint=self.endpoint(service, endpoint, seed=False)
+            if service and endpoint
+            else endpoint,
         )
 
 

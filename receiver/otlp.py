@@ -459,11 +459,10 @@ def _labels(kvs: Iterable[common_pb2.KeyValue]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(attributes(kvs).items()))
 
 
-class MetricsService:
-    """``opentelemetry.proto.collector.metrics.v1.MetricsService``: each data
-    point of a gauge or a sum becomes a meter value, each of an explicit-bucket
-    histogram a meter histogram (its buckets by lower bound, as SkyWalking's);
-    exponential histograms and summaries are refused."""
+class ItemsService:
+    """What the metrics and logs services share: where they hand on what they
+    take, register its instances, count refusals, and the checks and guards
+    they apply."""
 
     def __init__(
         self, names: NamesByService, sinks: Sinks, refusals: Refusals, limits: TelemetryLimits,
@@ -474,6 +473,13 @@ class MetricsService:
         self._refusals = refusals
         self._limits = limits
         self._cardinality = cardinality
+
+
+class MetricsService(ItemsService):
+    """``opentelemetry.proto.collector.metrics.v1.MetricsService``: each data
+    point of a gauge or a sum becomes a meter value, each of an explicit-bucket
+    histogram a meter histogram (its buckets by lower bound, as SkyWalking's);
+    exponential histograms and summaries are refused."""
 
     def _number(self, common: dict[str, Any], point: metrics_pb2.NumberDataPoint) -> MeterMetrics:
         kind = point.WhichOneof("value")
@@ -548,20 +554,10 @@ class MetricsService:
         return response
 
 
-class LogsService:
+class LogsService(ItemsService):
     """``opentelemetry.proto.collector.logs.v1.LogsService``: each log record
     becomes a log line of its resource's service and instance, with its trace
     and span ids (hex), its severity and attributes as tags."""
-
-    def __init__(
-        self, names: NamesByService, sinks: Sinks, refusals: Refusals, limits: TelemetryLimits,
-        cardinality: Cardinality,
-    ) -> None:  # fmt: skip
-        self._names = names
-        self._sinks = sinks
-        self._refusals = refusals
-        self._limits = limits
-        self._cardinality = cardinality
 
     def _record(self, source: Source, pb: logs_pb2.LogRecord, now_ms: int) -> LogRecord:
         lim = self._limits
@@ -649,7 +645,10 @@ def add_otlp_services(
     """Serves OTLP's trace, metrics and logs services on ``server``; returns
     the callers of entry spans, which the caller starts and closes."""
     callers = Callers(
-        lambda metrics: sinks.take((), metrics), cardinality.endpoint, instruments, caller_wait_s
+        lambda metrics: sinks.take((), metrics),
+        lambda service, name: cardinality.endpoint(service, name, seed=False),  # under Callers' lock
+        instruments,
+        caller_wait_s,
     )
     services = [
         (trace_service_pb2, "TraceService",
