@@ -123,9 +123,8 @@ class Membership:
 
     def join(self, topics: Mapping[str, int]) -> None:
         """Joins the group for ``topics`` (name → partition count); ``poll`` applies what it grants."""
-        self._joined = dict(topics)
+        self._joined = joined = dict(topics)
         # A storage busy or unreachable for a moment is asked again (joining twice is joining once).
-        joined = self._joined
         self._subscription.granted(
             STORAGE_WRITES.call(
                 lambda: self._group.join(self.member_id, joined, self._host, self._incarnation)

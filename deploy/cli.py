@@ -329,12 +329,20 @@ def build_parser() -> argparse.ArgumentParser:
     query = sub.add_parser(
         "query",
         parents=[LOGGING],
-        help="print services, instances, endpoints, relations or recent segments with their metrics",
+        help="print services, instances, endpoints, their relations or recent segments with their metrics",
         description="Print what agents reported over the last minutes, as a table: calls, calls per "
-        "minute, errors, success rate, average latency and percentiles per entity, busiest first; "
-        "or the newest trace segments. The storage options say which storage to read.",
+        "minute (cpm), errors, the share of calls that succeeded (sla), their mean time (resp_time) and "
+        "percentiles per entity, and each service's apdex, busiest first; or the newest trace segments. "
+        "Relations are between services (both sides), their instances and their endpoints (as the "
+        "callee saw them). The storage options say which storage to read.",
     )
-    query.add_argument("what", choices=["services", "instances", "endpoints", "relations", "segments"])
+    query.add_argument(
+        "what",
+        choices=[
+            "services", "instances", "endpoints", "relations", "instance-relations", "endpoint-relations",
+            "segments",
+        ],
+    )  # fmt: skip
     query.add_argument("--service", help="only this service (for relations: calls it made)")
     query.add_argument("--minutes", type=int, default=15, help="how far back to look [default: 15]")
     query.add_argument("--limit", type=int, default=50, help="rows at most [default: 50]")

@@ -1,5 +1,6 @@
-"""``skyoap query``: services, instances, endpoints, relations and recent traces
-with their metrics over the last minutes, as tables for people."""
+"""``skyoap query``: services, instances, endpoints, the relations between
+services, instances and endpoints, and recent traces, with their metrics over
+the last minutes, as tables for people."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from model.metrics import (
     CallMetrics,
     Downsampling,
     EndpointMetrics,
+    EndpointRelationMetrics,
     ServiceInstanceMetrics,
+    ServiceInstanceRelationMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
     merge_into,
@@ -24,6 +27,19 @@ from storage.select import OpenStorage
 
 MAX_ROWS = 10_000
 """Minute rows one query reads (Elasticsearch's default result window)."""
+
+ENTITIES: dict[str, tuple[type[CallMetrics], list[str], str]] = {
+    "services": (ServiceMetrics, ["service"], "service"),
+    "instances": (ServiceInstanceMetrics, ["service", "instance"], "service"),
+    "endpoints": (EndpointMetrics, ["service", "endpoint"], "service"),
+    "relations": (ServiceRelationMetrics, ["source", "dest", "seen by"], "source"),
+    "instance-relations": (ServiceInstanceRelationMetrics,
+                           ["source", "source instance", "dest", "dest instance"], "source_service"),
+    "endpoint-relations": (EndpointRelationMetrics,
+                           ["source", "source endpoint", "dest", "dest endpoint"], "source_service"),
+}  # fmt: skip
+"""What ``skyoap query`` shows metrics of: the model, its entity's columns, and
+the column ``--service`` selects by (for relations, the calling service)."""
 
 HEADERS = ["calls", "cpm", "errors", "sla %", "resp_time ms", "p50", "p90", "p99", "latest minute (UTC)"]
 """SkyWalking's names: sla is the share of calls that succeeded, resp_time their mean."""
@@ -69,11 +85,12 @@ def _over_window(
 def print_query(
     storage: OpenStorage, what: str, service: str | None, minutes: int, limit: int, out: TextIO
 ) -> None:
-    where = {"service": service} if service else {}
     title = f"{what} over the last {minutes} minutes" + (f" of service {service}" if service else "")
     if what == "segments":
         first, last = _window(minutes)
-        segments = storage.records.query(SegmentRecord, first, last, where, limit)
+        segments = storage.records.query(
+            SegmentRecord, first, last, {"service": service} if service else {}, limit
+        )
         print(f"{title} (newest first, at most {limit})", file=out)
         rows: Sequence[Sequence[object]] = [
             (
@@ -95,15 +112,8 @@ def print_query(
             file=out,
         )
         return
-    model, names = {
-        "services": (ServiceMetrics, ["service"]),
-        "instances": (ServiceInstanceMetrics, ["service", "instance"]),
-        "endpoints": (EndpointMetrics, ["service", "endpoint"]),
-        "relations": (ServiceRelationMetrics, ["source", "dest", "seen by"]),
-    }[what]
-    if what == "relations" and service:
-        where = {"source": service}
-    found, truncated = _over_window(storage, model, minutes, where)
+    model, names, by = ENTITIES[what]
+    found, truncated = _over_window(storage, model, minutes, {by: service} if service else {})
     print(title, file=out)
     # Services show their apdex too, by each one's threshold.
     apdex = ["apdex"] if model is ServiceMetrics else []

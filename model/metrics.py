@@ -150,17 +150,6 @@ def latency_bucket(latency_ms: int) -> int:
     return max(0, bisect.bisect_right(LATENCY_BUCKETS_MS, latency_ms) - 1)
 
 
-def _call_sums(items: list[Any]) -> dict[str, Any]:
-    """What several values of one call metric add up to."""
-    histograms = [i.histogram for i in items if i.histogram]
-    return {
-        "calls": sum(i.calls for i in items),
-        "errors": sum(i.errors for i in items),
-        "latency_sum_ms": sum(i.latency_sum_ms for i in items),
-        "histogram": tuple(map(sum, zip(*histograms, strict=True))) if histograms else (),
-    }
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallMetrics(Metrics):
     """Calls into (or out of) an entity in one bucket: how many, how many
@@ -184,9 +173,19 @@ class CallMetrics(Metrics):
     def combine(self, other: Self) -> Self:
         return self.combine_all([self, other])
 
+    SUMMED: ClassVar[tuple[str, ...]] = ("calls", "errors", "latency_sum_ms")
+    """The counts several values of one entity and bucket add up (besides the histogram)."""
+
     @classmethod
     def combine_all(cls, items: list[Self]) -> Self:
-        return items[0] if len(items) == 1 else replace(items[0], **_call_sums(items))
+        if len(items) == 1:
+            return items[0]
+        histograms = [i.histogram for i in items if i.histogram]
+        return replace(
+            items[0],
+            **{name: sum(getattr(i, name) for i in items) for name in cls.SUMMED},
+            histogram=tuple(map(sum, zip(*histograms, strict=True))) if histograms else (),
+        )
 
     def percentile(self, p: int) -> int:
         """The lower bound of the bucket holding the call of rank ceil(p% of
@@ -292,20 +291,10 @@ class ServiceMetrics(CallMetrics):
     apdex_tolerating: int = 0
 
     DERIVED = (*CallMetrics.DERIVED, Column("apdex", ColumnType.INT))
+    SUMMED = (*CallMetrics.SUMMED, "apdex_satisfied", "apdex_tolerating")
 
     def entity(self) -> str:
         return self.service
-
-    @classmethod
-    def combine_all(cls, items: list[Self]) -> Self:
-        if len(items) == 1:
-            return items[0]
-        return replace(
-            items[0],
-            **_call_sums(items),
-            apdex_satisfied=sum(i.apdex_satisfied for i in items),
-            apdex_tolerating=sum(i.apdex_tolerating for i in items),
-        )
 
     @property
     def apdex(self) -> int:

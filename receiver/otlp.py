@@ -460,9 +460,8 @@ def _labels(kvs: Iterable[common_pb2.KeyValue]) -> str:
 
 
 class ItemsService:
-    """What the metrics and logs services share: where they hand on what they
-    take, register its instances, count refusals, and the checks and guards
-    they apply."""
+    """What the metrics and logs services share: the checks and guards they
+    apply, how they count refusals, and how they hand on what they take."""
 
     def __init__(
         self, names: NamesByService, sinks: Sinks, refusals: Refusals, limits: TelemetryLimits,
@@ -473,6 +472,19 @@ class ItemsService:
         self._refusals = refusals
         self._limits = limits
         self._cardinality = cardinality
+
+    def _hand_on(self, export: Export, records: Sequence[LogRecord], meters: Sequence[MeterMetrics]) -> None:
+        """Queues what an export took, all of it or nothing (Overloaded), then
+        registers the instances it came from."""
+        taken = [*records, *meters]
+        self._sinks.count(export.tally, memory_size(taken))
+        if taken:
+            self._sinks.take(records, meters)
+            export.tally.taken += len(taken)
+        for service, instance in sorted(
+            {(r.service, r.instance) for r in records} | {(m.service, m.instance) for m in meters}
+        ):
+            self._names.seen(service, instance)
 
 
 class MetricsService(ItemsService):
@@ -548,7 +560,7 @@ class MetricsService(ItemsService):
             for r in request.resource_metrics
         ]
         taken = export.each(resources, lambda source, mp: self._meter(source, mp[0], mp[1], export.now_ms))
-        _hand_on(self._sinks, self._names, export, (), taken)
+        self._hand_on(export, (), taken)
         response = metrics_service_pb2.ExportMetricsServiceResponse()
         export.partial(response.partial_success, "rejected_data_points")
         return response
@@ -601,7 +613,7 @@ class LogsService(ItemsService):
             for r in request.resource_logs
         ]
         records = export.each(resources, lambda source, pb: self._record(source, pb, export.now_ms))
-        _hand_on(self._sinks, self._names, export, records, ())
+        self._hand_on(export, records, ())
         response = logs_service_pb2.ExportLogsServiceResponse()
         export.partial(response.partial_success, "rejected_log_records")
         return response
@@ -610,26 +622,6 @@ class LogsService(ItemsService):
 def _points(metric: metrics_pb2.Metric) -> list[Any]:
     kind = metric.WhichOneof("data")
     return [] if kind is None else list(getattr(metric, kind).data_points)
-
-
-def _hand_on(
-    sinks: Sinks,
-    names: NamesByService,
-    export: Export,
-    records: Sequence[LogRecord],
-    meters: Sequence[MeterMetrics],
-) -> None:
-    """Queues what an export took, all of it or nothing (Overloaded), then
-    registers the instances it came from."""
-    taken = [*records, *meters]
-    sinks.count(export.tally, memory_size(taken))
-    if taken:
-        sinks.take(records, meters)
-        export.tally.taken += len(taken)
-    for service, instance in sorted(
-        {(r.service, r.instance) for r in records} | {(m.service, m.instance) for m in meters}
-    ):
-        names.seen(service, instance)
 
 
 def add_otlp_services(

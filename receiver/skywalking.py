@@ -377,15 +377,15 @@ class TraceSegmentReportService(TelemetryService):
         self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
-        self.take(_taking(requests, tally, context), tally)
-        tally.check()
-        return NO_COMMANDS
+        return self._answer(_taking(requests, tally, context), tally)
 
     def collectInSync(
         self, request: tracing_pb2.SegmentCollection, context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        tally = self._refusals.tally()
-        self.take(request.segments, tally)
+        return self._answer(request.segments, self._refusals.tally())
+
+    def _answer(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
+        self.take(segments, tally)
         tally.check()
         return NO_COMMANDS
 

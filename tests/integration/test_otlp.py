@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -129,6 +130,14 @@ def test_a_program_instrumented_with_opentelemetry_reports_unchanged(
     rows = [line.split()[:4] for line in out.getvalue().splitlines()[2:]]
     assert ["shop", "orders", "server", "6"] in rows
     assert ["User", "shop", "server", "6"] in rows
+    for what, want_row in (
+        ("instance-relations", ["shop", "shop-1", "orders", "orders-1", "6", "0.4", "2"]),
+        ("endpoint-relations", ["shop", "GET /checkout", "orders", "GET /orders/{id}", "6", "0.4", "2"]),
+    ):
+        out = io.StringIO()
+        print_query(storage, what, "shop", 15, 10, out)
+        # Columns are apart by two spaces at least; names hold single ones.
+        assert [re.split(r"\s{2,}", line)[:7] for line in out.getvalue().splitlines()[3:]] == [want_row]
     # The client's side names the address it called, the server's the service.
     assert dependencies(spark, storage_options(node_config.storage), minutes=60) == [
         Dependency("User", "shop", 6, 0, 0.0),
