@@ -20,6 +20,7 @@ from deploy.servers import ServerError
 if TYPE_CHECKING:
     from deploy.cluster import NodeProcess
 from remote.cluster import Role
+from runtime.malloc import limit_arenas
 from storage.api import StorageError
 from storage.config import StorageConfig
 from wiring.config import NodeConfig
@@ -388,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    limit_arenas()  # before any thread starts
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),

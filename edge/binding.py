@@ -1,25 +1,33 @@
-"""Binding servicers to a gRPC server so that bad input gets a clear status.
+"""Binding servicers to a gRPC server so that bad input gets a clear status,
+and no request is decoded before the node has room for it.
 
-gRPC's generated bindings answer a request that does not decode with a bare
+gRPC's generated bindings decode a request as soon as it arrives, on the
+server's one polling thread, and answer one that does not decode with a bare
 INTERNAL "Exception deserializing request!". Binding through the service
-descriptor instead lets the handler answer INVALID_ARGUMENT with what was wrong
-(for example a name that is not UTF-8), and maps the project's own errors to
-statuses in one place.
+descriptor instead hands the handler's thread the request's bytes: a request
+larger than its method takes is refused unread, the memory decoding it can
+cost (``edge/decoding.py``) is reserved in the node's budget first, and one
+that does not decode is answered INVALID_ARGUMENT with what was wrong (for
+example a name that is not UTF-8). The project's own errors map to statuses
+in one place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
+from edge.decoding import DecodeCost
 from edge.errors import InvalidRequest, UnknownReference
 from edge.limits import CallLimits
 from runtime import deadline
-from runtime.budget import Overloaded
+from runtime.budget import MemoryBudget, Overloaded
 from runtime.buffer import BufferClosed
 from runtime.ratelimit import RateLimitedLog
 from storage.api import StorageError
@@ -39,14 +47,44 @@ class Undecodable:
         return f"the request is not a valid {self.type_name} message ({self.reason}); strings must be UTF-8"
 
 
-def _deserializer(cls: type[message.Message]) -> Callable[[bytes], Any]:
-    def deserialize(data: bytes) -> Any:
-        try:
-            return cls.FromString(data)
-        except message.DecodeError as e:
-            return Undecodable(cls.DESCRIPTOR.full_name, str(e).split(": ")[-1])
+class TooLarge(Exception):
+    """A request larger than its method takes; answered RESOURCE_EXHAUSTED, as
+    gRPC answers one past the server's largest message."""
 
-    return deserialize
+
+def _received(method: str, max_bytes: int) -> Callable[[bytes], bytes | TooLarge]:
+    """gRPC's deserializer: the request's bytes, still undecoded."""
+
+    def receive(data: bytes) -> bytes | TooLarge:
+        if len(data) > max_bytes:
+            return TooLarge(
+                f"a request of {len(data)} bytes is more than the {max_bytes} bytes {method} takes; "
+                "send less per message"
+            )
+        return data
+
+    return receive
+
+
+class Decoder:
+    """Decodes a method's requests in the thread serving the call, once the
+    call has reserved what decoding can cost in ``budget``."""
+
+    def __init__(self, cls: type[message.Message], budget: MemoryBudget | None, wait_s: float) -> None:
+        self._cls = cls
+        self._cost = DecodeCost(cls)
+        self._budget = budget
+        self._wait_s = wait_s
+
+    def __call__(self, data: bytes | TooLarge) -> Any:
+        if isinstance(data, TooLarge):
+            raise data
+        if self._budget is not None:
+            self._budget.reserve(self._cost.of(data), self._wait_s)
+        try:
+            return self._cls.FromString(data)
+        except message.DecodeError as e:
+            return Undecodable(self._cls.DESCRIPTOR.full_name, str(e).split(": ")[-1])
 
 
 def _serializer(cls: type[message.Message]) -> Callable[[Any], bytes]:
@@ -58,6 +96,8 @@ def _serializer(cls: type[message.Message]) -> Callable[[Any], bytes]:
 
 
 def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
+    if isinstance(error, TooLarge):
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
     if isinstance(error, InvalidRequest):
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
     if isinstance(error, UnknownReference):
@@ -80,16 +120,19 @@ def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
 
 def _unary(
     fn: Callable[[Any, grpc.ServicerContext], Any],
+    decode: Decoder,
     deadline_s: float,
     limits: CallLimits,
+    budget: MemoryBudget | None,
 ) -> Callable[[Any, grpc.ServicerContext], Any]:
-    def handle(request: Any, context: grpc.ServicerContext) -> Any:
-        if isinstance(request, Undecodable):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
+    def handle(data: bytes | TooLarge, context: grpc.ServicerContext) -> Any:
         limits.admit(context)
-        with deadline.call():
+        with deadline.call(), _call_memory(budget):
             deadline.start(deadline_s)
             try:
+                request = decode(data)
+                if isinstance(request, Undecodable):
+                    raise InvalidRequest(request.describe())
                 return fn(request, context)
             except Exception as e:
                 abort_for(context, e)
@@ -97,6 +140,10 @@ def _unary(
                 limits.leave()
 
     return handle
+
+
+def _call_memory(budget: MemoryBudget | None) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext() if budget is None else budget.call()
 
 
 def _refusing_undecodable(requests: Iterator[Any]) -> Iterator[Any]:
@@ -114,14 +161,16 @@ def _deadline_once_received(requests: Iterator[Any], deadline_s: float) -> Itera
 
 def _stream_in(
     fn: Callable[[Iterator[Any], grpc.ServicerContext], Any],
+    decode: Decoder,
     keep_undecodable: bool,
     deadline_s: float,
     limits: CallLimits,
+    budget: MemoryBudget | None,
 ) -> Callable[..., Any]:
-    def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+    def handle(received: Iterator[bytes | TooLarge], context: grpc.ServicerContext) -> Any:
         limits.admit(context)
-        requests = _deadline_once_received(limits.watched(requests, context), deadline_s)
-        with deadline.call():
+        requests = _deadline_once_received(map(decode, limits.watched(received, context)), deadline_s)
+        with deadline.call(), _call_memory(budget):
             try:
                 return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
             except grpc.RpcError as e:
@@ -136,22 +185,34 @@ def _stream_in(
     return handle
 
 
+@dataclass(frozen=True)
+class Binding:
+    """What every method of a server's services is bound with."""
+
+    deadline_s: float
+    """Whatever a call waits on ends by its deadline, this long after its
+    request (the last of its stream) came (``runtime/deadline.py``)."""
+    limits: CallLimits
+    """Every call counts against them, and a client stream idle for too long is closed."""
+    budget: MemoryBudget | None = None
+    """Where a call reserves what decoding its requests can cost, before decoding them."""
+
+
 def bind(
     server: grpc.Server,
     service: descriptor.ServiceDescriptor,
     servicer: object,
-    deadline_s: float,
-    limits: CallLimits,
+    binding: Binding,
+    max_message_bytes: int,
     keep_undecodable: bool = False,
 ) -> str:
     """Serves the methods of ``service`` with the servicer's methods of the same
     name (one the servicer lacks answers UNIMPLEMENTED); returns the full service
-    name. A message that does not decode ends its call with INVALID_ARGUMENT;
-    with ``keep_undecodable``, client-streaming handlers get it in their stream
-    as an ``Undecodable`` instead, to count it and go on. Whatever a call
-    waits on ends by its deadline, ``deadline_s`` after its request (the last
-    of its stream) came (``runtime/deadline.py``). Every call counts
-    against ``limits``, and a client stream idle for too long is closed."""
+    name. A request of more than ``max_message_bytes`` ends its call with
+    RESOURCE_EXHAUSTED, unread, and so does one whose decoding finds no room
+    in the budget in time. A message that does not decode ends its call with
+    INVALID_ARGUMENT; with ``keep_undecodable``, client-streaming handlers get
+    it in their stream as an ``Undecodable`` instead, to count it and go on."""
     handlers = {}
     for method in service.methods:
         request_cls = message_factory.GetMessageClass(method.input_type)
@@ -160,17 +221,17 @@ def bind(
         if fn is None:
             continue
         kwargs = {
-            "request_deserializer": _deserializer(request_cls),
+            "request_deserializer": _received(method.full_name, max_message_bytes),
             "response_serializer": _serializer(response_cls),
         }
+        decode = Decoder(request_cls, binding.budget, binding.deadline_s)
+        shared = (binding.deadline_s, binding.limits, binding.budget)
         if method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(
-                _stream_in(fn, keep_undecodable, deadline_s, limits), **kwargs
+                _stream_in(fn, decode, keep_undecodable, *shared), **kwargs
             )
         elif not method.client_streaming and not method.server_streaming:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(fn, deadline_s, limits), **kwargs
-            )
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(_unary(fn, decode, *shared), **kwargs)
         else:
             raise NotImplementedError(f"{method.full_name}: server streaming is not used by skyoap")
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

@@ -12,9 +12,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from edge.auth import AgentToken
-from edge.binding import bind
+from edge.binding import Binding, bind
 from edge.limits import CallLimits
 from edge.tls import ServerTls
+from runtime.budget import MemoryBudget
 
 log = logging.getLogger(__name__)
 
@@ -34,16 +35,25 @@ class GrpcServer:
         token: AgentToken | None = None,
         tls: ServerTls | None = None,
         reflection: bool = True,
+        budget: MemoryBudget | None = None,
+        max_control_message_bytes: int | None = None,
     ) -> None:
         """Each call answers within ``call_deadline_s`` of its request's arrival
         (``edge.binding.bind``), and ``limits`` bound the calls served at once
         and close idle streams (``edge/limits.py``). With ``token``, every
         call but health checks must carry it (``edge/auth.py``); with ``tls``,
         the port speaks only TLS (``edge/tls.py``). ``reflection`` lists the
-        services to whoever asks."""
-        self.call_deadline_s = call_deadline_s
+        services to whoever asks. A call reserves in ``budget`` what decoding
+        its requests can cost before they are decoded; a request of a control
+        service (``add``) may carry at most ``max_control_message_bytes``, any
+        other ``max_message_bytes``."""
         self._reflection = reflection
         self.limits = limits or CallLimits(max_calls=128, stream_idle_s=60.0)
+        self._binding = Binding(call_deadline_s, self.limits, budget)
+        self._max_message_bytes = max_message_bytes
+        self._max_control_message_bytes = min(
+            max_message_bytes, max_control_message_bytes or max_message_bytes
+        )
         self._executor = futures.ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix="grpc"
         )
@@ -54,6 +64,11 @@ class GrpcServer:
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.so_reuseport", 0),
+                # Without probing, each stream's flow-control window stays at
+                # gRPC's lookahead (and what the message being read needs);
+                # with it, gRPC widens the window of a client that streams
+                # faster than the node reads, and buffers what it sends.
+                ("grpc.http2.bdp_probe", 0),
             ],
         )
         try:
@@ -73,19 +88,17 @@ class GrpcServer:
         self._started = False
 
     def add(
-        self, service: descriptor.ServiceDescriptor, servicer: object, keep_undecodable: bool = False
+        self,
+        service: descriptor.ServiceDescriptor,
+        servicer: object,
+        keep_undecodable: bool = False,
+        control: bool = False,
     ) -> None:
-        """Serves ``service`` with ``servicer`` (see ``edge.binding.bind``)."""
-        self.services.append(
-            bind(
-                self.server,
-                service,
-                servicer,
-                self.call_deadline_s,
-                self.limits,
-                keep_undecodable,
-            )
-        )
+        """Serves ``service`` with ``servicer`` (see ``edge.binding.bind``). A
+        ``control`` service carries names and commands, never telemetry, so its
+        requests are held to the smaller limit."""
+        max_bytes = self._max_control_message_bytes if control else self._max_message_bytes
+        self.services.append(bind(self.server, service, servicer, self._binding, max_bytes, keep_undecodable))
 
     def start(self) -> None:
         if self._reflection:

@@ -42,8 +42,6 @@ class Tally:
     def __init__(self, refusals: Refusals) -> None:
         self._refusals = refusals
         self.taken = 0
-        self.bytes = 0
-        """About the memory of what the call carried so far."""
         self.refused: dict[Reason, int] = {}
         self.first: Refused | None = None
 

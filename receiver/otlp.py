@@ -477,7 +477,7 @@ class ItemsService:
         """Queues what an export took, all of it or nothing (Overloaded), then
         registers the instances it came from."""
         taken = [*records, *meters]
-        self._sinks.count(export.tally, memory_size(taken))
+        self._sinks.hold(memory_size(taken))
         if taken:
             self._sinks.take(records, meters)
             export.tally.taken += len(taken)

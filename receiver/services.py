@@ -128,5 +128,7 @@ class PingService:
 
 def add_agent_services(server: GrpcServer, registrar: Registrar) -> None:
     """Serves Register and ServiceInstancePing on ``server``."""
-    server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], RegisterService(registrar))
-    server.add(ping_pb2.DESCRIPTOR.services_by_name["ServiceInstancePing"], PingService(registrar))
+    server.add(register_pb2.DESCRIPTOR.services_by_name["Register"], RegisterService(registrar), control=True)
+    server.add(
+        ping_pb2.DESCRIPTOR.services_by_name["ServiceInstancePing"], PingService(registrar), control=True
+    )

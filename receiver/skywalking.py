@@ -21,6 +21,7 @@ import grpc
 from google.protobuf import descriptor
 
 from edge.binding import Undecodable
+from edge.decoding import DecodeCost
 from edge.server import GrpcServer
 from model.checks import Reason, Refused, TelemetryLimits
 from model.metrics import ApdexThresholds, MeterMetrics, Metrics, minute_bucket
@@ -49,6 +50,7 @@ from storage.api import StorageError
 log = logging.getLogger(__name__)
 
 NO_COMMANDS = common_pb2.Commands()
+_SEGMENT_COST = DecodeCost(tracing_pb2.SegmentObject)
 
 
 class NamesByService:
@@ -212,12 +214,11 @@ class Sinks:
             for m_model, m_items in _by_type(metrics).items():
                 self.metrics(m_model).accept_many(m_items)
 
-    def count(self, tally: Tally, nbytes: int) -> None:
-        """Adds ``nbytes`` to what the call carries, and refuses the call
-        (Overloaded) once that alone passes the whole budget: while it is
-        still coming in, before all of it is held."""
-        tally.bytes += nbytes
-        self.budget.check_size(tally.bytes)
+    def hold(self, nbytes: int) -> None:
+        """Counts ``nbytes`` more held by the call being served (what it made
+        of its requests), once they fit in the budget; refuses the call
+        (Overloaded) when no room comes in time, while it is still coming in."""
+        self.budget.reserve(nbytes, self.wait_s)
 
 
 S = TypeVar("S", bound=StreamData)
@@ -254,7 +255,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def segment_of(pb: tracing_pb2.SegmentObject) -> Segment:
+def segment_of(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits | None = None) -> Segment:
+    """The segment ``pb`` carries. With ``limits``, a segment of more spans,
+    or a span of more references, than they allow is refused before any of
+    them becomes an object."""
+    if limits is not None:
+        _at_most_spans(pb, limits)
     return Segment(
         trace_id=pb.traceId,
         segment_id=pb.traceSegmentId,
@@ -285,6 +291,17 @@ def segment_of(pb: tracing_pb2.SegmentObject) -> Segment:
             for s in pb.spans
         ),
         data=pb.SerializeToString(),
+    )
+
+
+def _at_most_spans(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits) -> None:
+    segment = pb.traceSegmentId[:100]
+    limits.at_most(
+        f"spans of segment {segment}", len(pb.spans), limits.max_spans_per_segment, "--max-spans-per-segment"
+    )
+    most = max((len(s.refs) for s in pb.spans), default=0)
+    limits.at_most(
+        f"references of a span of segment {segment}", most, limits.max_refs_per_span, "--max-refs-per-span"
     )
 
 
@@ -337,8 +354,8 @@ class TraceSegmentReportService(TelemetryService):
         outcome: list[tuple[tracing_pb2.SegmentObject, Segment | None]] = []
         for pb in segments:
             self._received.inc()
-            segment = segment_of(pb)
             try:
+                segment = segment_of(pb, self._limits)
                 check(segment, self._limits, now_ms)
             except Refused as e:
                 tally.refuse(e)
@@ -346,7 +363,8 @@ class TraceSegmentReportService(TelemetryService):
                 continue
             segment = self._cardinality.segment(segment)
             outcome.append((pb, segment))
-            self._sinks.count(tally, 2 * len(segment.data))  # its record (base64) and metrics
+            # What the segment became holds about what its decoded message does.
+            self._sinks.hold(_SEGMENT_COST.of(segment.data))
         taken = [s for _, s in outcome if s is not None]
         if taken:
             self._sinks.take([record_of(s) for s in taken], measure(taken, self._apdex))
@@ -440,7 +458,7 @@ class LogReportService(TelemetryService):
                 tally.refuse(e)
                 continue
             records.append(record)
-            self._sinks.count(tally, memory_size([record]))
+            self._sinks.hold(memory_size([record]))
         if records:
             self._sinks.take(records, ())
             tally.taken += len(records)
@@ -508,7 +526,7 @@ class MeterReportService(TelemetryService):
                 tally.refuse(e)
                 continue
             taken.append(metric)
-            self._sinks.count(tally, memory_size([metric]))
+            self._sinks.hold(memory_size([metric]))
 
     def _hand_on(self, taken: list[MeterMetrics], tally: Tally) -> common_pb2.Commands:
         if taken:
@@ -551,15 +569,18 @@ def add_skywalking_services(
     which takes OTLP's spans too."""
     guarded = (limits, cardinality, instruments)
     segments = TraceSegmentReportService(names, sinks, *guarded, apdex=apdex)
-    services: list[tuple[descriptor.FileDescriptor, str, object]] = [
-        (management_pb2.DESCRIPTOR, "ManagementService", ManagementService(names, limits, cardinality)),
-        (tracing_pb2.DESCRIPTOR, "TraceSegmentReportService", segments),
-        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, *guarded)),
-        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, *guarded)),
-        (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(instruments)),
-        (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", ConfigurationDiscoveryService()),
+    management = ManagementService(names, limits, cardinality)
+    configuration = ConfigurationDiscoveryService()
+    # (file, service, servicer, whether it carries names and commands only)
+    services: list[tuple[descriptor.FileDescriptor, str, object, bool]] = [
+        (management_pb2.DESCRIPTOR, "ManagementService", management, True),
+        (tracing_pb2.DESCRIPTOR, "TraceSegmentReportService", segments, False),
+        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, *guarded), False),
+        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, *guarded), False),
+        (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(instruments), False),
+        (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", configuration, True),
     ]
-    for file, name, servicer in services:
+    for file, name, servicer, control in services:
         # Telemetry streams count a message that does not decode and go on.
-        server.add(file.services_by_name[name], servicer, keep_undecodable=True)
+        server.add(file.services_by_name[name], servicer, keep_undecodable=True, control=control)
     return segments

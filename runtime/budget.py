@@ -1,11 +1,16 @@
 """The memory budget: how many bytes of accepted telemetry a node may hold
 while it waits to be combined, sent on or stored.
 
-Work enters a node at its admission points only: an agent's call on a
-receiver, a batch from another node on an aggregator. Each waits for room for
-*all* it carries before it puts anything in a queue, and is refused whole
-(RESOURCE_EXHAUSTED) when no room comes in time; so a call is either taken
-whole or not at all, and an agent that sends it again never counts it twice.
+Work enters a node through calls: an agent's on a receiver, a batch from
+another node on an aggregator. While a call is served, what it holds (its
+decoded requests, and what the handler made of them) is reserved: before a
+request is decoded, room for what decoding it can cost must be there
+(``reserve``), and a call that finds none in time is refused. Then the call
+waits for room for *all* it carries before it puts anything in a queue
+(``admission``), and is refused whole (RESOURCE_EXHAUSTED) when no room
+comes in time; so a call is either taken whole or not at all, and an agent
+that sends it again never counts it twice. Until the call ends, its
+reservation and its queued items are both counted: both are in memory.
 Past admission nothing is dropped for lack of room: the queues behind take
 every item and count their bytes, and the workers that hold items (L1
 merges, L2, the record writer) report what they hold. A remote client's
@@ -19,6 +24,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 
 from model.metrics import Downsampling, Metrics
 from model.stream import StreamData
@@ -50,14 +56,32 @@ class Overloaded(RuntimeError):
     """The node cannot take the work now; the caller should try again later."""
 
 
+class _Reservation:
+    __slots__ = ("nbytes", "waits_until")
+
+    def __init__(self) -> None:
+        self.nbytes = 0
+        self.waits_until: float | None = None
+        """When the call's first reservation started waiting, plus its wait:
+        a stream reserves once per message, and waits that long in all."""
+
+
+_current: ContextVar[_Reservation | None] = ContextVar("call_reservation", default=None)
+
+
 class MemoryBudget:
     def __init__(self, limit_bytes: int, instruments: Instruments) -> None:
         if limit_bytes <= 0:
             raise ValueError("the memory limit must be above 0 bytes")
         self.limit_bytes = limit_bytes
         self._holders: list[Callable[[], int]] = []
+        self._reserved = 0
+        """What the calls being served hold (``reserve``)."""
         self._lock = threading.Lock()
-        held = instruments.gauge("skyoap_memory_held_bytes", "bytes of accepted telemetry the node holds")
+        held = instruments.gauge(
+            "skyoap_memory_held_bytes",
+            "bytes of telemetry the node holds, in calls being served and accepted",
+        )
         held.set_function(self.held)
         instruments.gauge("skyoap_memory_limit_bytes", "the node's memory budget").set(limit_bytes)
         self._shed = instruments.counter(
@@ -69,25 +93,50 @@ class MemoryBudget:
         self._holders.append(holder)
 
     def held(self) -> int:
-        return sum(h() for h in self._holders)
+        return sum(h() for h in self._holders) + self._reserved
 
-    def check_size(self, nbytes: int) -> None:
-        """Refuses work that alone would pass the whole budget (a call can be
-        refused this way while it is still coming in, before all of it is held)."""
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """One call being served: what it reserves is counted until it ends."""
+        reservation = _Reservation()
+        token = _current.set(reservation)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+            with self._lock:
+                self._reserved -= reservation.nbytes
+
+    def reserve(self, nbytes: int, wait_s: float) -> None:
+        """Counts ``nbytes`` more that the current call holds, once they fit
+        (waiting, over all the call's reservations, up to ``wait_s`` and
+        within the call's deadline); raises Overloaded when no room came.
+        Outside a call, counts nothing."""
+        reservation = _current.get()
+        if reservation is None:
+            return
+        if reservation.waits_until is None:
+            reservation.waits_until = time.monotonic() + wait_s
+        with self._room(nbytes, max(0.0, reservation.waits_until - time.monotonic())):
+            self._reserved += nbytes
+            reservation.nbytes += nbytes
+
+    def admission(self, nbytes: int, wait_s: float) -> contextlib.AbstractContextManager[None]:
+        """Waits up to ``wait_s`` until ``nbytes`` more fit, then lets the
+        caller put its items into their queues, one caller at a time (putting
+        never waits past admission, so the budget is never overrun by callers
+        admitted together). Raises Overloaded when no room came in time."""
+        return self._room(nbytes, wait_s)
+
+    @contextlib.contextmanager
+    def _room(self, nbytes: int, wait_s: float) -> Iterator[None]:
+        """Holds the lock once ``nbytes`` more fit in the budget."""
         if nbytes > self.limit_bytes:
             self._shed.inc()
             raise Overloaded(
                 f"the call carries more than the node's whole memory budget ({self.limit_bytes} bytes); "
                 "send less per call"
             )
-
-    @contextlib.contextmanager
-    def admission(self, nbytes: int, wait_s: float) -> Iterator[None]:
-        """Waits up to ``wait_s`` until ``nbytes`` more fit, then lets the
-        caller put its items into their queues, one caller at a time (putting
-        never waits past admission, so the budget is never overrun by callers
-        admitted together). Raises Overloaded when no room came in time."""
-        self.check_size(nbytes)
         ends_at = time.monotonic() + deadline.remaining(wait_s)
         while True:
             with self._lock:
@@ -98,7 +147,7 @@ class MemoryBudget:
             if time.monotonic() >= ends_at:
                 self._shed.inc()
                 raise Overloaded(
-                    f"the node holds {held} bytes of telemetry for storage, and {nbytes} more would pass "
+                    f"the node holds {held} bytes of telemetry, and {nbytes} more would pass "
                     f"its memory budget of {self.limit_bytes}"
                 )
             time.sleep(POLL_S)

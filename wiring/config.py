@@ -40,6 +40,11 @@ class ServerConfig:
     )
     advertised_host: str = option("127.0.0.1", "address other nodes use to reach this one")
     max_message_bytes: int = option(4 * 1024 * 1024, "largest gRPC message the node accepts")
+    max_control_message_bytes: int = option(
+        1024 * 1024,
+        "largest message of a call that carries names or commands, not telemetry (registration, "
+        "keep-alives, pings, configuration and profiling polls); a larger one is refused undecoded",
+    )
     max_concurrent_calls: int = option(
         128,
         "most agent and node calls (streams included) served at once; past it a call is answered "

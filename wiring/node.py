@@ -363,6 +363,8 @@ class Node:
             token,
             tls,
             reflection,
+            self.budget,
+            cfg.server.max_control_message_bytes,
         )
 
     def _cardinality(self, cache: InventoryCache, reads: InventoryDAO) -> Cardinality:

@@ -47,7 +47,7 @@ def test_a_call_is_taken_whole_or_refused_whole() -> None:
     sinks.take(lines, ())
     assert len(sink.items) == 10
     held[0] = memory_size(lines) + 1  # what was taken is still held: one more call does not fit
-    with pytest.raises(Overloaded, match=r"the node holds \d+ bytes of telemetry for storage"):
+    with pytest.raises(Overloaded, match=r"the node holds \d+ bytes of telemetry, and \d+ more"):
         sinks.take(lines, ())
     assert len(sink.items) == 10  # nothing of the refused call was handed on
     assert instruments.value("skyoap_memory_shed_total") == 1
@@ -64,9 +64,44 @@ def test_a_call_larger_than_the_whole_budget_is_refused_at_once() -> None:
     sinks = Sinks(lambda m: Collect(), lambda m: Collect(), budget, wait_s=60.0)
     with pytest.raises(Overloaded, match="more than the node's whole memory budget"):
         sinks.take([log_line(1, "y" * 2000)], ())
-    with pytest.raises(Overloaded, match="send less per call"):
-        budget.check_size(1001)
-    budget.check_size(1000)
+    with budget.call(), pytest.raises(Overloaded, match="send less per call"):
+        budget.reserve(1001, wait_s=60.0)
+
+
+def test_what_calls_hold_is_counted_until_each_ends_and_compared_with_what_is_left() -> None:
+    instruments = Instruments()
+    budget = MemoryBudget(1000, instruments)
+    queued = [300]
+    budget.hold(lambda: queued[0])
+    budget.reserve(10_000, wait_s=0)  # outside a call: nothing to count
+    assert budget.held() == 300
+    first_done, second_tried = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def another_call() -> None:
+        with budget.call():
+            try:
+                budget.reserve(400, wait_s=0)  # 300 queued + 400 of the first call: 300 left
+            except Overloaded:
+                outcome.append("refused")
+            second_tried.set()
+            first_done.wait(5)
+            budget.reserve(400, wait_s=0)  # the first call ended: its 400 are free again
+            outcome.append("taken")
+            assert budget.held() == 700
+
+    with budget.call():
+        budget.reserve(300, wait_s=0)
+        budget.reserve(100, wait_s=0)
+        assert budget.held() == 700
+        other = threading.Thread(target=another_call)
+        other.start()
+        assert second_tried.wait(5)
+    first_done.set()
+    other.join(5)
+    assert outcome == ["refused", "taken"]
+    assert budget.held() == 300
+    assert instruments.value("skyoap_memory_shed_total") == 1
 
 
 def test_metrics_are_sized_by_their_strings_and_numbers() -> None:
