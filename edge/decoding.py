@@ -26,8 +26,17 @@ MESSAGE_COST = 128
 STRING_COST = 32
 """What an element of a repeated string or bytes field holds once decoded."""
 PACKED_BYTE_COST = 20
-"""What one byte of a packed repeated number can hold once decoded: an 8-byte
+"""What one byte of a packed repeated varint can hold once decoded: an 8-byte
 slot for a one-byte number, in an array grown by doubling."""
+FIXED_WIDTH = {
+    FD.TYPE_DOUBLE,
+    FD.TYPE_FLOAT,
+    FD.TYPE_FIXED32,
+    FD.TYPE_FIXED64,
+    FD.TYPE_SFIXED32,
+    FD.TYPE_SFIXED64,
+}
+"""Numbers that take as many bytes on the wire as once decoded."""
 
 
 def _tag(field: FD) -> bytes:
@@ -44,7 +53,7 @@ def _tag(field: FD) -> bytes:
 def _elements(root: Any) -> tuple[dict[bytes, int], bool]:
     """The tags of every field, at any depth under ``root``, whose elements
     are allocated one by one, with what each element costs; and whether a
-    packed repeated number is among its fields."""
+    packed repeated varint is among its fields."""
     tags: dict[bytes, int] = {}
     packed = False
     seen: set[str] = set()
@@ -62,7 +71,7 @@ def _elements(root: Any) -> tuple[dict[bytes, int], bool]:
             elif f.type in (FD.TYPE_STRING, FD.TYPE_BYTES):
                 if f.is_repeated:
                     tags[_tag(f)] = STRING_COST
-            elif f.is_repeated:
+            elif f.is_repeated and f.type not in FIXED_WIDTH:
                 packed = True
     return tags, packed
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import grpc
 
@@ -32,6 +33,8 @@ from runtime.ratelimit import RateLimitedLog
 from runtime.worker import UnknownWorker, Workers
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M")
 
 
 class TakenBatches:
@@ -95,7 +98,7 @@ class RemoteService:
     ) -> remote_pb2.RemoteAck:
         """Hands every good message to its worker; a bad one is counted, logged
         with the sender's address and skipped, and the stream goes on."""
-        return self._tally((self._take_message(m) for m in requests), context.peer())
+        return self._tally((self._take_message(m) for m in self._each(requests)), context.peer())
 
     def callBatched(
         self, requests: Iterator[remote_pb2.RemoteBatch | Undecodable], context: grpc.ServicerContext
@@ -104,10 +107,18 @@ class RemoteService:
         not add up is refused whole, as one message."""
         reasons = (
             reason
-            for batch in requests
+            for batch in self._each(requests)
             for reason in ([batch.describe()] if isinstance(batch, Undecodable) else self._take_batch(batch))
         )
         return self._tally(reasons, context.peer())
+
+    def _each(self, requests: Iterator[M]) -> Iterator[M]:
+        """The requests of a stream, each handed over before the next is read:
+        the memory its decoding reserved is free again then."""
+        for request in requests:
+            yield request
+            if self._budget is not None:
+                self._budget.release()
 
     def _tally(self, reasons: Iterable[str | None], peer: str) -> remote_pb2.RemoteAck:
         """Counts the items taken (reason None) and refused (the reason), logging each refusal."""

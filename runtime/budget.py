@@ -104,8 +104,7 @@ class MemoryBudget:
             yield
         finally:
             _current.reset(token)
-            with self._lock:
-                self._reserved -= reservation.nbytes
+            self._release(reservation)
 
     def reserve(self, nbytes: int, wait_s: float) -> None:
         """Counts ``nbytes`` more that the current call holds, once they fit
@@ -120,6 +119,18 @@ class MemoryBudget:
         with self._room(nbytes, max(0.0, reservation.waits_until - time.monotonic())):
             self._reserved += nbytes
             reservation.nbytes += nbytes
+
+    def release(self) -> None:
+        """Frees what the current call reserved: it holds none of it any more
+        (a stream that hands each message over before it reads the next)."""
+        reservation = _current.get()
+        if reservation is not None:
+            self._release(reservation)
+
+    def _release(self, reservation: _Reservation) -> None:
+        with self._lock:
+            self._reserved -= reservation.nbytes
+            reservation.nbytes = 0
 
     def admission(self, nbytes: int, wait_s: float) -> contextlib.AbstractContextManager[None]:
         """Waits up to ``wait_s`` until ``nbytes`` more fit, then lets the

@@ -107,3 +107,14 @@ def test_what_calls_hold_is_counted_until_each_ends_and_compared_with_what_is_le
 def test_metrics_are_sized_by_their_strings_and_numbers() -> None:
     m = ServiceMetrics(time_bucket=202611221900, service="shop", calls=1, histogram=(1, 2, 3))
     assert memory_size([m, m]) == 2 * (m.size_hint() + ITEM_OVERHEAD_BYTES)
+
+
+def test_a_stream_that_hands_each_message_over_frees_its_reservation_each_time() -> None:
+    budget = MemoryBudget(1000, Instruments())
+    with budget.call():
+        for _ in range(50):  # 50 x 600 bytes: far past the budget, had they stayed reserved
+            budget.reserve(600, wait_s=0)
+            assert budget.held() == 600
+            budget.release()
+        assert budget.held() == 0
+    assert budget.held() == 0
