@@ -17,6 +17,10 @@ from proto import common_pb2, ping_pb2, ping_pb2_grpc, register_pb2, register_pb
 log = logging.getLogger(__name__)
 
 RESET_COMMAND = "ServiceMetadataReset"
+ASK_AGAIN = frozenset(
+    {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+)
+"""What a busy or unreachable node answers; the agent asks again later."""
 
 
 class RegistrationTimeout(TimeoutError):
@@ -73,7 +77,9 @@ class Agent:
         try:
             return ask()
         except grpc.RpcError as e:
-            if e.code() not in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+            # Asking is idempotent (a name's id is the same whenever it is
+            # asked for), so a call that ran out of time is asked again too.
+            if e.code() not in ASK_AGAIN:
                 raise
             log.debug("asking again later: %s", e.details())
             return False

@@ -62,8 +62,9 @@ class _Reservation:
     def __init__(self) -> None:
         self.nbytes = 0
         self.waits_until: float | None = None
-        """When the call's first reservation started waiting, plus its wait:
-        a stream reserves once per message, and waits that long in all."""
+        """When the call's first wait for room (since it last released what it
+        held) ends: a stream reserves once per message and is admitted at its
+        end, and waits no longer in all than one call."""
 
 
 _current: ContextVar[_Reservation | None] = ContextVar("call_reservation", default=None)
@@ -108,15 +109,12 @@ class MemoryBudget:
 
     def reserve(self, nbytes: int, wait_s: float) -> None:
         """Counts ``nbytes`` more that the current call holds, once they fit
-        (waiting, over all the call's reservations, up to ``wait_s`` and
-        within the call's deadline); raises Overloaded when no room came.
-        Outside a call, counts nothing."""
+        (waiting up to ``wait_s``, within the call's deadline); raises
+        Overloaded when no room came. Outside a call, counts nothing."""
         reservation = _current.get()
         if reservation is None:
             return
-        if reservation.waits_until is None:
-            reservation.waits_until = time.monotonic() + wait_s
-        with self._room(nbytes, max(0.0, reservation.waits_until - time.monotonic())):
+        with self._room(nbytes, wait_s):
             self._reserved += nbytes
             reservation.nbytes += nbytes
 
@@ -131,12 +129,15 @@ class MemoryBudget:
         with self._lock:
             self._reserved -= reservation.nbytes
             reservation.nbytes = 0
+        reservation.waits_until = None
 
     def admission(self, nbytes: int, wait_s: float) -> contextlib.AbstractContextManager[None]:
         """Waits up to ``wait_s`` until ``nbytes`` more fit, then lets the
         caller put its items into their queues, one caller at a time (putting
         never waits past admission, so the budget is never overrun by callers
-        admitted together). Raises Overloaded when no room came in time."""
+        admitted together). Raises Overloaded when no room came in time.
+        Within a call, all its waits for room (``reserve`` included) end
+        when the first would have."""
         return self._room(nbytes, wait_s)
 
     @contextlib.contextmanager
@@ -149,12 +150,17 @@ class MemoryBudget:
                 "send less per call"
             )
         ends_at = time.monotonic() + deadline.remaining(wait_s)
+        reservation = _current.get()
         while True:
             with self._lock:
                 held = self.held()
                 if held + nbytes <= self.limit_bytes:
                     yield
                     return
+            if reservation is not None:  # a call's waits for room share one wait
+                if reservation.waits_until is None:
+                    reservation.waits_until = ends_at
+                ends_at = min(ends_at, reservation.waits_until)
             if time.monotonic() >= ends_at:
                 self._shed.inc()
                 raise Overloaded(

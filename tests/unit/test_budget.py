@@ -118,3 +118,24 @@ def test_a_stream_that_hands_each_message_over_frees_its_reservation_each_time()
             budget.release()
         assert budget.held() == 0
     assert budget.held() == 0
+
+
+def test_a_second_wait_of_a_call_ends_when_its_first_would_have() -> None:
+    budget = MemoryBudget(1000, Instruments())
+    queued = [900]
+    budget.hold(lambda: queued[0])
+    with budget.call():
+        with pytest.raises(Overloaded):
+            budget.reserve(200, wait_s=0.05)  # its wait ends
+        queued[0] = 0
+        budget.reserve(200, wait_s=60.0)  # room: no wait
+        queued[0] = 900
+        threading.Timer(0.3, lambda: queued.__setitem__(0, 0)).start()
+        # The call waited its wait already: refused before the room comes.
+        with pytest.raises(Overloaded), budget.admission(200, wait_s=60.0):
+            pass
+    with budget.call():
+        queued[0] = 900
+        threading.Timer(0.3, lambda: queued.__setitem__(0, 0)).start()
+        with budget.admission(200, wait_s=60.0):  # another call waits its own wait
+            pass
