@@ -150,6 +150,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         self._replays: list[Replay] | None = None
         """Taken from the spill directory at the first round."""
         self._round_failed = False
+        """Whether storage failed a read or write of the last round."""
         self._closing = threading.Event()
         self._spilled = instruments.counter(
             "skyoap_spilled_total",
@@ -188,7 +189,9 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         and once more on close (``last``), where what storage does not take
         is spilled."""
         with self._persisting, self.series.persist_seconds.time():
-            self._round_failed = False
+            failed_before, self._round_failed = self._round_failed, False
+            if last is not None and failed_before:  # storage failed a moment ago: no waiting on it again
+                last.storage_failed = True
             with self._lock:
                 fresh, self._fresh = self._fresh, {}
                 self._held_bytes += self._fresh_bytes
@@ -204,8 +207,12 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                     self._store(level, held, round_no, self.writer)
             self._bound()
             if last is not None:
-                last.storage_failed |= self._round_failed
-                self._spill_held(round_no, "storage_failed" if self._round_failed else "storage_down")
+                failed = self._round_failed or failed_before
+                reason = (
+                    "storage_failed" if failed else "storage_down" if last.storage_failed else "storage_busy"
+                )
+                last.storage_failed |= failed
+                self._spill_held(round_no, reason)
             else:
                 self._apply_spilled()
 

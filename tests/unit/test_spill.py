@@ -1,6 +1,6 @@
-"""What L2 could not store by its close is spilled to disk and stored once at
-a later start: whatever landed before the close, whatever a start killed
-while storing it had written."""
+"""What L2 and the record workers could not store by their close is spilled
+to disk and stored once at a later start: whatever landed before the close,
+whatever a start killed while storing it had written."""
 
 from __future__ import annotations
 
@@ -11,11 +11,16 @@ from pathlib import Path
 import pytest
 
 from aggregator.metrics import LastRound, MetricsPersistentWorker
+from aggregator.records import RecordPersistentWorker
 from model.metrics import Downsampling, ServiceMetrics
+from model.records import Record, SegmentRecord
+from model.stream import Text
+from runtime.batching import BatchPolicy
 from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.spill import SpillDir
+from storage.api import StorageUnavailable
 from tests.unit.fakes import MemoryMetricsDAO
 from tests.unit.test_metrics import delta, expected_calls, stored_calls, take
 
@@ -215,3 +220,63 @@ def test_starts_and_closes_through_random_faults_add_each_delta_once(tmp_path: P
         w.persist()
     assert_exact(dao, sent)
     assert spills(tmp_path) == []
+
+
+class MemoryRecordDAO:
+    """Records by key, as the real storages write them; ``down`` refuses every write."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Record] = {}
+        self.down = False
+
+    def insert(self, model, items, positions=None):  # type: ignore[no-untyped-def]
+        if self.down:
+            raise StorageUnavailable("storage is down")
+        self.rows.update({i.key(): i for i in items})
+        return {}
+
+
+def record_worker(
+    dao: MemoryRecordDAO, spill: Path | None, instruments: Instruments
+) -> RecordPersistentWorker:
+    return RecordPersistentWorker(
+        2, "segment_records", SegmentRecord, dao,  # type: ignore[arg-type]
+        DrainPool("test", 1, instruments), instruments, BufferSpec(1, 100, BufferStrategy.BLOCKING),
+        BatchPolicy(max_items=2), spill_dir=SpillDir(spill, STORAGE) if spill else None,
+    )  # fmt: skip
+
+
+def segment_records(n: int) -> list[Record]:
+    return [
+        SegmentRecord(
+            time_bucket=202611211905, segment_id=f"s{i}", trace_id=f"t{i}", service="shop", instance="i",
+            endpoint="/", start_time=1, end_time=2, latency_ms=1, is_error=False, spans=1, data=Text("AA=="),
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_records_storage_did_not_take_at_close_are_stored_at_the_next_start(tmp_path: Path) -> None:
+    dao, instruments = MemoryRecordDAO(), Instruments()
+    first = record_worker(dao, tmp_path, instruments)
+    first.interrupt_retries()  # the node closes
+    dao.down = True
+    first.handle_batch(segment_records(5))  # what the drain of its queue hands it
+    first.spill()
+    assert instruments.value("skyoap_spilled_total", worker="segment_records", reason="storage_failed") == 5
+    assert instruments.value("skyoap_worker_dropped_total", worker="segment_records", reason="closing") == 0
+    dao.down = False
+    second = record_worker(dao, tmp_path, Instruments())
+    second.apply_spilled()
+    assert sorted(dao.rows) == [f"s{i}" for i in range(5)]
+    assert spills(tmp_path) == []
+
+
+def test_without_a_spill_directory_records_left_at_close_are_counted_as_dropped() -> None:
+    dao, instruments = MemoryRecordDAO(), Instruments()
+    first = record_worker(dao, None, instruments)
+    first.interrupt_retries()
+    dao.down = True
+    first.handle_batch(segment_records(5))
+    first.spill()
+    assert instruments.value("skyoap_worker_dropped_total", worker="segment_records", reason="closing") == 5
