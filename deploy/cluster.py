@@ -213,6 +213,8 @@ class LocalCluster:
             "--role", role, "--cluster", "redis", "--storage", "elasticsearch",
             "--host", "127.0.0.1", "--port", "0", "--internal-port", "0", "--admin-port", "0",
             "--es-index-prefix", self.state.prefix, "--redis-key-prefix", self.state.prefix,
+            # In the cluster's own directory, shared by its nodes (a spill is taken by one at a time).
+            "--spill-dir", str(self.workdir.resolve() / "spill"),
             *options,
         ]  # fmt: skip
         with log_path.open("wb") as out:
