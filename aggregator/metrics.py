@@ -20,6 +20,12 @@ once, whatever storage does:
 - A row storage refused to change (a version conflict, a busy server) was
   certainly not written: its delta is merged and written again.
 
+What storage did not take by the last round at close is spilled to the node's
+spill directory with the rounds of its writes (``runtime/spill.py``), and the
+next start stores it under the same writer's name, so that the rows' rounds
+still tell which of its writes landed: before a spilled delta is first
+written, the file records it as unconfirmed at that write's round.
+
 Every version written is on the metrics topic (``aggregator/topics.py``): a
 row is stored at its place on the topic, and the version it overwrites is
 kept in the topic's history first.
@@ -43,6 +49,7 @@ from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.ratelimit import RateLimitedLog
+from runtime.spill import Spill, SpillDir
 from runtime.worker import BufferedWorker
 from storage.api import MetricsDAO, MetricsWrite, PutOutcome, Stored
 
@@ -68,6 +75,31 @@ class Held:
         return len(self.waiting.keys() | self.unconfirmed.keys())
 
 
+@dataclass
+class Replay:
+    """Deltas an earlier start of the worker spilled at close, stored under
+    that start's writer name. Its ``held`` has only unconfirmed deltas: each
+    is on file as such before it is written."""
+
+    spill: Spill
+    writer: str
+    round: int
+    held: dict[Downsampling, Held]
+    behind: dict[Downsampling, dict[str, Metrics]]
+    """Deltas of a key that also has an unconfirmed one: written once that one is settled."""
+
+    def __len__(self) -> int:
+        return sum(len(h) for h in self.held.values()) + sum(len(b) for b in self.behind.values())
+
+
+@dataclass
+class LastRound:
+    """Shared by the workers' rounds at close: once storage failed one, the
+    others spill what they hold without waiting on storage again."""
+
+    storage_failed: bool = False
+
+
 class MetricsPersistentWorker(BufferedWorker[Metrics]):
     def __init__(
         self,
@@ -80,10 +112,13 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         buffer: BufferSpec,
         max_held_bytes: int,
         topics: RowTopics | None = None,
+        spill_dir: SpillDir | None = None,
     ) -> None:
         """``max_held_bytes`` bounds the memory of the deltas held while
         storage does not take them; past it, the oldest are dropped and
-        counted. ``topics`` publishes every version written."""
+        counted. ``topics`` publishes every version written. ``spill_dir``
+        keeps what the round at close could not store, for the next start
+        (without it, that is dropped and counted)."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
@@ -111,9 +146,26 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             ["worker"],
         ).labels(worker=name)
         self._error_log = RateLimitedLog(log)
+        self._spill_dir = spill_dir
+        self._replays: list[Replay] | None = None
+        """Taken from the spill directory at the first round."""
+        self._round_failed = False
+        """Whether storage failed a read or write of the last round."""
+        self._closing = threading.Event()
+        self._spilled = instruments.counter(
+            "skyoap_spilled_total",
+            "rows or records a worker could not store at close, kept in --spill-dir for the next start",
+            ["worker", "reason"],
+        )
+        self._spill_applied = instruments.counter(
+            "skyoap_spill_applied_total",
+            "spilled rows or records a worker stored at a later start",
+            ["worker"],
+        ).labels(worker=name)
 
     def _count(self, level: Downsampling) -> int:
-        return len(self._held[level]) + (len(self._fresh) if level is Downsampling.MINUTE else 0)
+        replayed = sum(len(r.held[level]) + len(r.behind[level]) for r in self._replays or ())
+        return len(self._held[level]) + replayed + (len(self._fresh) if level is Downsampling.MINUTE else 0)
 
     def held_bytes(self) -> int:
         """About what the worker holds in memory: its queue, the deltas taken
@@ -132,10 +184,14 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         self._round = max(self._round + 1, time.time_ns() // 1_000_000)
         return self._round
 
-    def persist(self) -> None:
+    def persist(self, last: LastRound | None = None) -> None:
         """Adds every held delta to storage; called every persistence period
-        and once more on close."""
+        and once more on close (``last``), where what storage does not take
+        is spilled."""
         with self._persisting, self.series.persist_seconds.time():
+            failed_before, self._round_failed = self._round_failed, False
+            if last is not None and failed_before:  # storage failed a moment ago: no waiting on it again
+                last.storage_failed = True
             with self._lock:
                 fresh, self._fresh = self._fresh, {}
                 self._held_bytes += self._fresh_bytes
@@ -147,11 +203,30 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                     merge_into(held.waiting, fresh.values())
                 else:
                     merge_into(held.waiting, (m.downsampled(level) for m in fresh.values()))
-                if len(held):
-                    self._store(level, held, round_no)
+                if len(held) and self._may_store(last):
+                    self._store(level, held, round_no, self.writer)
             self._bound()
+            if last is not None:
+                failed = self._round_failed or failed_before
+                reason = (
+                    "storage_failed" if failed else "storage_down" if last.storage_failed else "storage_busy"
+                )
+                last.storage_failed |= failed
+                self._spill_held(round_no, reason)
+            else:
+                self._apply_spilled()
 
-    def _store(self, level: Downsampling, held: Held, round_no: int) -> None:
+    def interrupt(self) -> None:
+        """The node closes: a round under way stops waiting on storage, and
+        what it did not store waits for the round at close."""
+        self._closing.set()
+
+    def _may_store(self, last: LastRound | None) -> bool:
+        if last is None:
+            return not self._closing.is_set()
+        return not (last.storage_failed or self._round_failed)
+
+    def _store(self, level: Downsampling, held: Held, round_no: int, writer: str) -> None:
         """Writes what ``held`` holds, in up to MAX_ATTEMPTS read-merge-write
         attempts; what is left stays held for the next round."""
         keys = list(held.unconfirmed.keys() | held.waiting.keys())
@@ -161,7 +236,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             except Exception as e:  # whatever failed, the deltas stay held
                 self._storage_failed(level, len(keys), e)
                 return
-            writes, from_unconfirmed = self._plan(level, held, keys, stored, round_no)
+            writes, from_unconfirmed = self._plan(level, held, keys, stored, round_no, writer)
             if not writes:
                 return
             try:
@@ -200,6 +275,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         keys: list[str],
         stored: dict[str, Stored[Metrics]],
         round_no: int,
+        writer: str,
     ) -> tuple[list[MetricsWrite[Metrics]], set[str]]:
         """The writes of this attempt, and which of them carry an unconfirmed
         delta. An unconfirmed delta the row turns out to include is done with."""
@@ -211,7 +287,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             row = stored.get(key)
             rounds = row.rounds if row is not None else {}
             unconfirmed = held.unconfirmed.get(key)
-            if row is not None and unconfirmed is not None and rounds.get(self.writer, 0) >= unconfirmed[0]:
+            if row is not None and unconfirmed is not None and rounds.get(writer, 0) >= unconfirmed[0]:
                 del held.unconfirmed[key]
                 confirmed.append(row.item)
                 unconfirmed = None
@@ -224,7 +300,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 continue
             kept = {w: r for w, r in rounds.items() if r >= oldest_kept}
             value = row.item.combine(delta) if row is not None else delta
-            writes.append(MetricsWrite(row, value, {**kept, self.writer: round_no}))
+            writes.append(MetricsWrite(row, value, {**kept, writer: round_no}))
         # Their write's answer was lost: it may have landed after its range
         # was completed, below the end, where readers already passed.
         self._topics.publish_again(self._tables[level], confirmed)
@@ -253,6 +329,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             )  # fmt: skip
 
     def _storage_failed(self, level: Downsampling, rows: int, e: Exception) -> None:
+        self._round_failed = True
         self._error_log.error(
             f"{self.name}-storage",
             "%s: %d %s rows kept for the next round: %s",
@@ -288,3 +365,134 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 "%s: the metrics held for storage passed %d bytes; the oldest %d rows dropped",
                 self.name, self.max_held_bytes, dropped,
             )  # fmt: skip
+
+    def _spill_held(self, round_no: int, reason: str) -> None:
+        """At close: writes what is still held to the spill directory, with
+        this start's writer name and the rounds of its unconfirmed writes;
+        without a directory, or if the file cannot be written, it is dropped,
+        counted and logged with its size."""
+        rows = sum(len(h) for h in self._held.values())
+        if not rows:
+            return
+        content = _spill_content(self.model, self.writer, round_no, self._held, {})
+        if self._spill_dir is None:
+            self._dropped_at_close(rows, "no --spill-dir is set")
+            return
+        try:
+            spill = self._spill_dir.create(self.name)
+            size = spill.save(content)
+            spill.release()
+        except OSError as e:
+            self._dropped_at_close(rows, f"the spill file could not be written: {e}")
+            return
+        self._held = {level: Held() for level in Downsampling}
+        self._held_bytes = 0
+        self._spilled.labels(worker=self.name, reason=reason).inc(rows)
+        log.warning(
+            "%s: storage did not take %d metric rows at close; %d bytes kept in %s for the next start",
+            self.name, rows, size, spill.path,
+        )  # fmt: skip
+
+    def _dropped_at_close(self, rows: int, why: str) -> None:
+        size = self._held_bytes
+        self._held = {level: Held() for level in Downsampling}
+        self._held_bytes = 0
+        self.series.dropped("closing").inc(rows)
+        log.error(
+            "%s: storage did not take %d metric rows (about %d bytes) at close, and %s: they are lost",
+            self.name, rows, size, why,
+        )  # fmt: skip
+
+    def _apply_spilled(self) -> None:
+        """Stores what earlier starts spilled, a round of each spill per round
+        of the worker; a spill stored whole is removed."""
+        if self._replays is None:
+            self._replays = self._take_spilled()
+        for replay in list(self._replays):
+            if self._round_failed or self._closing.is_set():
+                return  # storage is failing: the spills wait for the next round
+            try:
+                self._apply(replay)
+            except OSError as e:
+                self._error_log.error(
+                    f"{self.name}-spill", "%s: cannot update %s: %s", self.name, replay.spill.path, e
+                )
+                continue
+            if not len(replay):
+                replay.spill.done()
+                self._replays.remove(replay)
+                log.info("%s: stored what %s held", self.name, replay.spill.path)
+
+    def _apply(self, replay: Replay) -> None:
+        replay.round = round_no = max(replay.round + 1, time.time_ns() // 1_000_000)
+        applied = 0
+        for level in Downsampling:
+            held, behind = replay.held[level], replay.behind[level]
+            for key in [k for k in behind if k not in held.unconfirmed]:
+                held.unconfirmed[key] = (round_no, behind.pop(key))
+        # On file before any write of this round: each of them may land.
+        replay.spill.save(_spill_content(self.model, replay.writer, round_no, replay.held, replay.behind))
+        for level in Downsampling:
+            held = replay.held[level]
+            before = len(held)
+            if before:
+                self._store(level, held, round_no, replay.writer)
+                applied += before - len(held)
+        self._spill_applied.inc(applied)
+        if len(replay):
+            replay.spill.save(_spill_content(self.model, replay.writer, round_no, replay.held, replay.behind))
+
+    def _take_spilled(self) -> list[Replay]:
+        if self._spill_dir is None:
+            return []
+        replays = []
+        for spill in self._spill_dir.take(self.name):
+            try:
+                replays.append(_replay_of(self.model, spill))
+            except (KeyError, TypeError, ValueError) as e:
+                log.error(
+                    "%s: spill file %s is not one this worker wrote, left as it is: %r",
+                    self.name,
+                    spill.path,
+                    e,
+                )
+                spill.release()
+                continue
+            log.info("%s: storing the %d metric rows spilled in %s", self.name, len(replays[-1]), spill.path)
+        return replays
+
+
+def _spill_content(
+    model: type[Metrics],
+    writer: str,
+    round_no: int,
+    held: dict[Downsampling, Held],
+    behind: dict[Downsampling, dict[str, Metrics]],
+) -> dict[str, object]:
+    """A spill file's content; ``behind`` deltas are written as ``waiting``."""
+    levels = {}
+    for level in Downsampling:
+        waiting = [*held[level].waiting.values(), *behind.get(level, {}).values()]
+        levels[level.value] = {
+            "waiting": [m.to_row() for m in waiting],
+            "unconfirmed": [[r, m.to_row()] for r, m in held[level].unconfirmed.values()],
+        }
+    return {"model": model.MODEL, "writer": writer, "round": round_no, "levels": levels}
+
+
+def _replay_of(model: type[Metrics], spill: Spill) -> Replay:
+    data = spill.read()
+    if data["model"] != model.MODEL:
+        raise ValueError(f"it holds {data['model']}")
+    held: dict[Downsampling, Held] = {}
+    behind: dict[Downsampling, dict[str, Metrics]] = {}
+    for level in Downsampling:
+        raw = data["levels"][level.value]
+        unconfirmed = {}
+        for r, row in raw["unconfirmed"]:
+            m = model.from_row(row)
+            unconfirmed[m.key()] = (int(r), m)
+        held[level] = Held(unconfirmed=unconfirmed)
+        behind[level] = {}
+        merge_into(behind[level], (model.from_row(row) for row in raw["waiting"]))
+    return Replay(spill, str(data["writer"]), int(data["round"]), held, behind)

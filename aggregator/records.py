@@ -5,7 +5,10 @@ a segment or a log line stores it.
 A bulk storage does not take is tried again until it does (records are
 stored by key, so a bulk that landed before its answer was lost is stored
 once); meanwhile the queue grows and the node's memory budget holds agents
-back. Only closing stops the tries.
+back. Only closing stops the tries: from then on, what storage does not take
+at once is spilled to the node's spill directory (``runtime/spill.py``) and
+stored at the next start (by key, so a spilled record that had landed is
+stored once).
 
 With ``topics``, each bulk is placed on the model's topic before it is written,
 and the write that stores the records publishes them (``aggregator/topics.py``)."""
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from aggregator.topics import Placement, Topics
 from model.records import Record
@@ -26,6 +29,7 @@ from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.ratelimit import RateLimitedLog
 from runtime.retry import UNTIL_STORED
+from runtime.spill import Spill, SpillDir
 from runtime.worker import BufferedWorker
 from storage.api import RecordDAO, StorageError
 
@@ -44,7 +48,10 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         buffer: BufferSpec,
         bulk: BatchPolicy,
         topics: Topics | None = None,
+        spill_dir: SpillDir | None = None,
     ) -> None:
+        """``spill_dir`` keeps what storage does not take at close, for the
+        next start (without it, that is dropped and counted)."""
         super().__init__(worker_id, name, pool, instruments, buffer)
         self.model = model
         self._dao = dao
@@ -53,10 +60,26 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         self._closing = threading.Event()
         self._in_hand = 0
         self._error_log = RateLimitedLog(log)
+        self._spill_dir = spill_dir
+        self._unstored: list[Record] = []
+        """Records storage did not take while closing, for the spill."""
+        self._unstored_lock = threading.Lock()
+        self._replays: list[tuple[Spill, list[Record]]] | None = None
+        self._replay_bytes = 0
+        self._spilled = instruments.counter(
+            "skyoap_spilled_total",
+            "rows or records a worker could not store at close, kept in --spill-dir for the next start",
+            ["worker", "reason"],
+        )
+        self._spill_applied = instruments.counter(
+            "skyoap_spill_applied_total",
+            "spilled rows or records a worker stored at a later start",
+            ["worker"],
+        ).labels(worker=name)
 
     def held_bytes(self) -> int:
         """What the worker holds in memory: its queue and the bulk in hand."""
-        return self.queue.bytes() + self._in_hand
+        return self.queue.bytes() + self._in_hand + self._replay_bytes
 
     def process(self, batch: list[Record]) -> None:
         chunks = [(chunk, memory_size(chunk)) for chunk in self.bulk.chunks(batch)]
@@ -68,6 +91,34 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             self._in_hand = 0
 
     def _write(self, chunk: Sequence[Record], nbytes: int) -> None:
+        if self._closing.is_set() and self._unstored:  # storage failed at close: no more waiting on it
+            self._keep_unstored(chunk)
+            return
+        try:
+            refused = self._insert(chunk, nbytes, lambda insert: UNTIL_STORED.call(insert, self._closing))
+        except Exception as e:
+            if isinstance(e, StorageError) and self._closing.is_set():
+                self._keep_unstored(chunk)
+                self._error_log.error(
+                    self.name, "%s: %d records not stored at close: %s", self.name, len(chunk), e
+                )
+            elif isinstance(e, StorageError):
+                self.series.dropped("storage_failed").inc(len(chunk))
+                self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
+            else:
+                self.series.dropped("error").inc(len(chunk))
+                log.exception("%s: %d records not stored", self.name, len(chunk))
+            return
+        self._count_refused(chunk, refused)
+
+    def _insert(
+        self,
+        chunk: Sequence[Record],
+        nbytes: int,
+        tries: Callable[[Callable[[], dict[str, str]]], dict[str, str]],
+    ) -> dict[str, str]:
+        """Places ``chunk`` on its topic and inserts it, tried as ``tries``
+        says; returns what storage refused for good."""
         placement: Placement | None = None
 
         def insert() -> dict[str, str]:
@@ -78,20 +129,16 @@ class RecordPersistentWorker(BufferedWorker[Record]):
                 return self._dao.insert(self.model, chunk, placement.positions if placement else None)
 
         try:
-            refused = UNTIL_STORED.call(insert, self._closing)
-        except Exception as e:
+            refused = tries(insert)
+        except Exception:
             if placement is not None and self._topics is not None:  # its ranges hold nothing now
                 self._topics.abandoned(placement)
-            if isinstance(e, StorageError):
-                reason = "closing" if self._closing.is_set() else "storage_failed"
-                self.series.dropped(reason).inc(len(chunk))
-                self._error_log.error(self.name, "%s: %d records not stored: %s", self.name, len(chunk), e)
-            else:
-                self.series.dropped("error").inc(len(chunk))
-                log.exception("%s: %d records not stored", self.name, len(chunk))
-            return
+            raise
         if placement is not None and self._topics is not None:
             self._topics.written(placement, refused)
+        return refused
+
+    def _count_refused(self, chunk: Sequence[Record], refused: dict[str, str]) -> None:
         self.series.stored("write").inc(len(chunk) - len(refused))
         if refused:
             self.series.dropped("refused").inc(len(refused))
@@ -103,5 +150,76 @@ class RecordPersistentWorker(BufferedWorker[Record]):
 
     def interrupt_retries(self) -> None:
         """Stops waiting to retry (the node closes): what storage does not take
-        at once is dropped, and counted as dropped while ``closing``."""
+        at once is kept for ``spill``, and once storage failed nothing more
+        waits on it."""
         self._closing.set()
+
+    def _keep_unstored(self, chunk: Sequence[Record]) -> None:
+        with self._unstored_lock:
+            self._unstored.extend(chunk)
+
+    def spill(self) -> None:
+        """At close, once the queue is drained: writes the records storage did
+        not take to the spill directory; without one, or if the file cannot
+        be written, they are dropped, counted and logged with their size."""
+        with self._unstored_lock:
+            records, self._unstored = self._unstored, []
+        if not records:
+            return
+        why = "no --spill-dir is set"
+        if self._spill_dir is not None:
+            try:
+                spill = self._spill_dir.create(self.name)
+                size = spill.save({"model": self.model.MODEL, "records": [r.to_row() for r in records]})
+                spill.release()
+            except OSError as e:
+                why = f"the spill file could not be written: {e}"
+            else:
+                self._spilled.labels(worker=self.name, reason="storage_failed").inc(len(records))
+                log.warning(
+                    "%s: storage did not take %d records at close; %d bytes kept in %s for the next start",
+                    self.name, len(records), size, spill.path,
+                )  # fmt: skip
+                return
+        self.series.dropped("closing").inc(len(records))
+        log.error(
+            "%s: storage did not take %d records (about %d bytes) at close, and %s: they are lost",
+            self.name, len(records), memory_size(records), why,
+        )  # fmt: skip
+
+    def apply_spilled(self) -> None:
+        """Stores what earlier starts spilled (one try of each bulk; called
+        again until it is stored), then removes each spill stored whole. A
+        record is stored by key: one that had landed, or that a start killed
+        meanwhile stored, is stored once."""
+        if self._replays is None:
+            self._replays = []
+            for spill in self._spill_dir.take(self.name) if self._spill_dir else []:
+                try:
+                    content = spill.read()
+                    if content["model"] != self.model.MODEL:
+                        raise ValueError(f"it holds {content['model']}")
+                    records = [self.model.from_row(row) for row in content["records"]]
+                except (KeyError, TypeError, ValueError) as e:
+                    log.error("%s: spill file %s left as it is: %r", self.name, spill.path, e)
+                    spill.release()
+                    continue
+                log.info("%s: storing the %d records spilled in %s", self.name, len(records), spill.path)
+                self._replays.append((spill, records))
+                self._replay_bytes += memory_size(records)
+        while self._replays and not self._closing.is_set():
+            spill, records = self._replays[0]
+            for chunk in self.bulk.chunks(records):
+                try:
+                    refused = self._insert(chunk, memory_size(chunk), lambda insert: insert())
+                except StorageError as e:
+                    self._error_log.error(
+                        f"{self.name}-spill", "%s: spilled records wait for storage: %s", self.name, e
+                    )
+                    return
+                self._count_refused(chunk, refused)
+                self._spill_applied.inc(len(chunk))
+            spill.done()
+            self._replays.pop(0)
+            self._replay_bytes -= memory_size(records)
+            log.info("%s: stored what %s held", self.name, spill.path)

@@ -60,12 +60,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _inventory(args: argparse.Namespace) -> int:
     from deploy.inventory_table import print_inventory
-    from model.inventory import INVENTORY_TYPES
     from storage.select import open_storage
 
-    storage = open_storage(config_from(args, StorageConfig))
+    config = config_from(args, StorageConfig)
+    if _said_nothing_stored(config):
+        return 0
+    storage = open_storage(config)
     try:
-        storage.inventory.install(INVENTORY_TYPES)
         print_inventory(storage.inventory, sys.stdout, args.limit)
     finally:
         storage.close()
@@ -74,29 +75,41 @@ def _inventory(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     from deploy.query import print_query
-    from model.metrics import METRICS_TYPES
-    from model.records import RECORD_TYPES
     from storage.select import open_storage
 
     for name in ("minutes", "limit"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be 1 or more, not {getattr(args, name)}")
-    storage = open_storage(config_from(args, StorageConfig))
+    config = config_from(args, StorageConfig)
+    if _said_nothing_stored(config):
+        return 0
+    storage = open_storage(config)
     try:
-        # A storage no node has written to yet reads as empty, not as an error.
-        storage.metrics.install(METRICS_TYPES)
-        storage.records.install(RECORD_TYPES)
         print_query(storage, args.what, args.service, args.minutes, args.limit, sys.stdout)
     finally:
         storage.close()
     return 0
 
 
+def _said_nothing_stored(config: StorageConfig) -> bool:
+    """Read-only commands create nothing: on a storage no node has installed,
+    they say so and stop."""
+    from storage.select import nothing_stored
+
+    missing = nothing_stored(config)
+    if missing is not None:
+        print(missing)
+    return missing is not None
+
+
 def _consumer(args: argparse.Namespace) -> int:
     from deploy.consumer_table import print_consumers
     from storage.select import topics_of
 
-    with topics_of(config_from(args, StorageConfig)) as (topics, state):
+    config = config_from(args, StorageConfig)
+    if _said_nothing_stored(config):
+        return 0
+    with topics_of(config) as (topics, state):
         print_consumers(topics, state, args.group, sys.stdout)
     return 0
 
@@ -254,7 +267,12 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     status = csub.add_parser(
         "status", parents=[where], help="the live nodes: name, role, address, start time"
     )
-    status.add_argument("--redis-url", help="the cluster's Redis (default: the local cluster's in --dir)")
+    status.add_argument(
+        "--redis-url",
+        default=os.environ.get("SKYOAP_REDIS_URL"),
+        help="the cluster's Redis (better given as $SKYOAP_REDIS_URL when it holds a password; "
+        "default: the local cluster's in --dir)",
+    )
     status.add_argument("--redis-key-prefix", help="its key prefix [default: skyoap]")
     status.add_argument("--redis-ca", help="CA certificate of a rediss:// Redis")
     status.set_defaults(run=_cluster_status)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.options import split_secrets
 from deploy.servers import ElasticsearchServer, RedisServer, ServerError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,6 +124,11 @@ class LocalCluster:
     def state_file(self) -> Path:
         return self.workdir / "cluster.json"
 
+    @staticmethod
+    def _workdir(workdir: Path) -> None:
+        """Only its owner may enter it: it holds the cluster's credentials and logs."""
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
     @classmethod
     def create(
         cls,
@@ -132,7 +138,7 @@ class LocalCluster:
         node_options: list[str] | None = None,
         prefix: str | None = None,
     ) -> LocalCluster:
-        workdir.mkdir(parents=True, exist_ok=True)
+        cls._workdir(workdir)
         state = ClusterState(redis_url, es_hosts, prefix or f"c{uuid.uuid4().hex[:8]}", node_options or [])
         cluster = cls(workdir, state)
         cluster.save()
@@ -171,7 +177,20 @@ class LocalCluster:
         return cls(workdir, state)
 
     def save(self) -> None:
-        self.state_file.write_text(json.dumps(asdict(self.state), indent=2))
+        """Writes the state file readable by its owner only (it holds the
+        cluster's credentials): created 0600, never briefly readable by
+        others, and replaced whole."""
+        tmp = self.state_file.with_name(f".cluster.json.{uuid.uuid4().hex[:8]}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(asdict(self.state), indent=2))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.state_file)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def nodes(self, role: str | None = None) -> list[NodeProcess]:
         return [n for n in self.state.nodes if role is None or n.role == role]
@@ -183,13 +202,20 @@ class LocalCluster:
         and waits until it listens."""
         index = sum(1 for n in self.state.nodes if n.role == role)
         log_path = self.workdir / f"{role}-{index}-{uuid.uuid4().hex[:6]}.log"
+        # Credentials go in the child's environment, which only this user can
+        # read, never on its command line, which anyone can (ps, /proc).
+        options, secrets = split_secrets([
+            "--es-hosts", self.state.es_hosts, "--redis-url", self.state.redis_url,
+            *self.state.node_options, *extra,
+        ])  # fmt: skip
         argv = [
             sys.executable, "-m", "deploy.cli", "node",
             "--role", role, "--cluster", "redis", "--storage", "elasticsearch",
             "--host", "127.0.0.1", "--port", "0", "--internal-port", "0", "--admin-port", "0",
-            "--es-hosts", self.state.es_hosts, "--es-index-prefix", self.state.prefix,
-            "--redis-url", self.state.redis_url, "--redis-key-prefix", self.state.prefix,
-            *self.state.node_options, *extra,
+            "--es-index-prefix", self.state.prefix, "--redis-key-prefix", self.state.prefix,
+            # In the cluster's own directory, shared by its nodes (a spill is taken by one at a time).
+            "--spill-dir", str(self.workdir.resolve() / "spill"),
+            *options,
         ]  # fmt: skip
         with log_path.open("wb") as out:
             proc = subprocess.Popen(
@@ -198,7 +224,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
                 start_new_session=True,
-                env={**os.environ, **(env or {})},
+                env={**os.environ, **secrets, **(env or {})},
             )
         deadline = time.monotonic() + timeout_s
         while True:

@@ -17,6 +17,40 @@ C = TypeVar("C")
 
 ENV_PREFIX = "SKYOAP_"
 
+_SECRET_WORDS = ("password", "token", "secret", "api_key")
+_SECRET_URLS = frozenset({"redis_url", "es_hosts"})
+"""URLs that may carry a user and password (``redis://USER:PASSWORD@HOST``)."""
+
+
+def is_secret(name: str) -> bool:
+    """Whether option ``name`` (``auth_token``, or ``--auth-token``) may hold a
+    credential: such values are passed to child processes in the environment
+    (readable by the same user only), never on their command line."""
+    name = name.lstrip("-").replace("-", "_").lower()
+    return name in _SECRET_URLS or any(word in name for word in _SECRET_WORDS)
+
+
+def env_name(name: str) -> str:
+    """The variable that sets option ``name`` (``--auth-token`` -> ``SKYOAP_AUTH_TOKEN``)."""
+    return ENV_PREFIX + name.lstrip("-").replace("-", "_").upper()
+
+
+def split_secrets(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """``argv`` without the options that may hold credentials (``--opt value``
+    or ``--opt=value``), and those options as ``SKYOAP_`` variables."""
+    kept: list[str] = []
+    env: dict[str, str] = {}
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if not (arg.startswith("--") and is_secret(name)):
+            kept.append(arg)
+        elif eq:
+            env[env_name(name)] = value
+        else:
+            env[env_name(name)] = next(args, "")
+    return kept, env
+
 
 _SWITCH = {"on": True, "true": True, "off": False, "false": False}
 

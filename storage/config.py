@@ -4,6 +4,8 @@ client and the Spark source need to know."""
 from __future__ import annotations
 
 import enum
+import os
+import urllib.parse
 from dataclasses import dataclass
 
 from runtime.config import option
@@ -42,3 +44,13 @@ class StorageConfig:
         "how long a writer may hold a range of topic offsets open; past it, readers pass the range "
         "and the writer publishes what it wrote there again at a new one",
     )
+
+    def identity(self) -> str:
+        """Which storage this is, in words that stay the same across starts:
+        what a node keeps for a storage (its spills) is for that storage only."""
+        if self.kind is StorageKind.ELASTICSEARCH:
+            # Without any user and password a URL carries: the identity is written to files.
+            urls = [urllib.parse.urlsplit(h.strip()) for h in self.es_hosts.split(",") if h.strip()]
+            hosts = ",".join(sorted(f"{u.scheme}://{u.hostname}:{u.port}" for u in urls))
+            return f"elasticsearch:{hosts}:{self.es_index_prefix}"
+        return f"embedded:{os.path.abspath(self.embedded_path)}"

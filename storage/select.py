@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from storage.api import (
     InventoryDAO,
@@ -85,6 +86,31 @@ def open_storage(config: StorageConfig) -> OpenStorage:
         LocalSequenceAllocator(),
         LocalOffsetRanges(),
         lambda timeout_s: inventory,  # a local file: reads wait only for the writes under way
+    )
+
+
+def nothing_stored(config: StorageConfig) -> str | None:
+    """None if a node has installed its storage where ``config`` says; else
+    what is missing, in words for the user. Creates nothing: readers ask it
+    before they open a storage that may not exist."""
+    if config.kind is StorageKind.ELASTICSEARCH:
+        from storage.elasticsearch.client import ElasticsearchClient
+
+        client = ElasticsearchClient.of(config)
+        try:
+            if client.has_indices():
+                return None
+        finally:
+            client.close()
+        return (
+            f"nothing is stored: Elasticsearch has no index named {config.es_index_prefix}_* "
+            "(a node creates them when it first starts; check --es-hosts and --es-index-prefix)"
+        )
+    if Path(config.embedded_path).is_file():
+        return None
+    return (
+        f"nothing is stored: there is no embedded storage at {config.embedded_path} "
+        "(a node creates it when it first starts; check --embedded-path)"
     )
 
 

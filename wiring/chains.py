@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from aggregator.metrics import MetricsPersistentWorker
+from aggregator.metrics import LastRound, MetricsPersistentWorker
 from aggregator.persistent import InventoryPersistentWorker
 from aggregator.records import RecordPersistentWorker
 from aggregator.topics import Topics
@@ -35,6 +35,7 @@ from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
 from runtime.pools import DrainPool
+from runtime.spill import SpillDir
 from runtime.worker import Worker, Workers
 from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator
 from wiring.config import NodeConfig
@@ -44,12 +45,15 @@ L2_POOL = "REGISTER_L2"
 METRICS_L1_POOL = "METRICS_L1"
 METRICS_L2_POOL = "METRICS_L2"
 RECORD_POOL = "RECORD_PERSIST"
+SPILL_RETRY_S = 1.0
+"""How often records spilled by an earlier start are looked for, and tried
+again while storage does not take them."""
 
 
 class ChainLevel:
     """One level (L1 or L2) of a processor's chains on this node: the pool its
     workers share and, for metrics, the task that flushes them on a timer.
-    ``close`` stops the task, runs ``before_drain`` (stop waiting to retry),
+    ``close`` runs ``before_drain`` (stop waiting to retry), stops the task,
     lets the pool drain what is queued, then runs ``after_drain`` (hand on or
     store what the workers hold)."""
 
@@ -71,10 +75,10 @@ class ChainLevel:
             self._task.start()
 
     def close(self, timeout_s: float) -> None:
+        for step in self._before_drain:  # first: a run of the task under way stops waiting on storage
+            step()
         if self._task is not None:
             self._task.close(timeout_s)
-        for step in self._before_drain:
-            step()
         self.pool.close(timeout_s)
         for step in self._after_drain:
             step()
@@ -179,6 +183,7 @@ class MetricsStreamProcessor:
         instruments: Instruments,
         budget: MemoryBudget,
         topics: Topics | None = None,
+        spill_dir: SpillDir | None = None,
     ) -> None:
         role, w = config.cluster.role, config.workers
         self._entries: dict[type[Metrics], Worker[Metrics]] = {}
@@ -198,6 +203,7 @@ class MetricsStreamProcessor:
                     admitted_buffer(config, w.l2_channels),
                     budget.limit_bytes,
                     topics,
+                    spill_dir,
                 )
                 budget.hold(l2.held_bytes)
                 workers.register(l2)
@@ -232,7 +238,8 @@ class MetricsStreamProcessor:
                 Periodic(
                     "metrics-persist", w.metrics_persist_interval_s, self._persist_l2, "persisting metrics"
                 ),
-                after_drain=[self._persist_l2],
+                before_drain=[w.interrupt for w in self._l2],
+                after_drain=[self._last_round],
             )
             if role.is_target
             else None
@@ -264,6 +271,11 @@ class MetricsStreamProcessor:
         for w in self._l2:
             w.persist()
 
+    def _last_round(self) -> None:
+        last = LastRound()
+        for w in self._l2:
+            w.persist(last)
+
 
 class RecordStreamProcessor:
     """Records are stored where they were received: the level is L2, on nodes
@@ -277,6 +289,7 @@ class RecordStreamProcessor:
         instruments: Instruments,
         budget: MemoryBudget,
         topics: Topics | None = None,
+        spill_dir: SpillDir | None = None,
     ) -> None:
         w = config.workers
         self._entries: dict[type[Record], RecordPersistentWorker] = {}
@@ -296,12 +309,23 @@ class RecordStreamProcessor:
                 admitted_buffer(config, 1),
                 BatchPolicy(max_items=w.record_bulk_size),
                 topics,
+                spill_dir,
             )
             budget.hold(worker.held_bytes)
             workers.register(worker)
             self._entries[model] = worker
-        # Closing: what storage does not take at once is dropped (and counted), not waited for.
-        self.l2 = ChainLevel(pool, before_drain=[r.interrupt_retries for r in self._entries.values()])
+        # Closing: what storage does not take at once is spilled (or dropped and counted), not waited for.
+        records = list(self._entries.values())
+        self.l2 = ChainLevel(
+            pool,
+            Periodic("records-spilled", SPILL_RETRY_S, self._apply_spilled, "storing spilled records"),
+            before_drain=[r.interrupt_retries for r in records],
+            after_drain=[r.spill for r in records],
+        )
 
     def entry(self, model: type[Record]) -> Worker[Record]:
         return self._entries[model]
+
+    def _apply_spilled(self) -> None:
+        for worker in self._entries.values():
+            worker.apply_spilled()

@@ -145,6 +145,11 @@ class WorkersConfig:
     resend_after_s: float = option(
         5.0, "a name still without an id is handed to L1 again after this long, not sooner"
     )
+    spill_dir: str = option(
+        "skyoap-data/spill",
+        "directory where metrics and records storage did not take by the close are kept, to be "
+        "stored at the next start on the same directory and storage (empty: dropped and counted)",
+    )
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from runtime.instruments import Instruments
 from runtime.lifecycle import Lifecycle
 from runtime.ratelimit import RateLimitedLog
 from runtime.retry import STORAGE_WRITES
+from runtime.spill import SpillDir
 from runtime.worker import Workers
 from storage.api import InventoryDAO
 from storage.config import StorageKind
@@ -260,11 +261,12 @@ class Node:
             on_stored=cache.learn if role is Role.MIXED else None,
             topics=topics,
         )
+        spill = SpillDir(cfg.workers.spill_dir, cfg.storage.identity()) if cfg.workers.spill_dir else None
         metrics = MetricsStreamProcessor(
-            cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, topics
+            cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, topics, spill
         )
         records = RecordStreamProcessor(
-            cfg, storage.records, self.workers, self.instruments, self.budget, topics
+            cfg, storage.records, self.workers, self.instruments, self.budget, topics, spill
         )
         processors = (inventory, metrics, records)
         for level in (p.l2 for p in processors):

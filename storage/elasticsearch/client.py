@@ -287,6 +287,12 @@ class ElasticsearchClient:
                 index=f"{self.index(name)}-*", properties=mappings["properties"], allow_no_indices=True
             )
 
+    def has_indices(self) -> bool:
+        """Whether any index of this prefix exists (reading, creating nothing)."""
+        pattern = f"{self.prefix}_*"
+        with translated_errors(f"looking for the indices {pattern}"):
+            return bool(self.es.indices.get(index=pattern, allow_no_indices=True, expand_wildcards="all"))
+
     def refresh(self, name: str) -> None:
         with translated_errors(f"refreshing {self.index(name)}"):
             self.es.indices.refresh(index=self.index(name))
