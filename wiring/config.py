@@ -172,6 +172,10 @@ class LimitsConfig:
         "file of endpoint grouping rules: lines 'GROUP' ({name} matches one path segment) or "
         "'GROUP = REGEX', under optional [SERVICE] headers (see the README's Security section)",
     )
+    max_services: int = option(
+        10_000,
+        "most services; past it new names count as the service (other), with their instances and endpoints",
+    )
     max_endpoints_per_service: int = option(
         3000, "most endpoints a service has; past it new names count as the endpoint (other)"
     )

@@ -28,7 +28,7 @@ from model.records import RECORD_TYPES
 from model.stream import StreamTypes
 from model.topics import Retention, Topic
 from receiver.cache import InventoryCache
-from receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from
+from receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
 from receiver.otlp import add_otlp_services
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
@@ -101,6 +101,7 @@ def check(config: NodeConfig) -> None:
         ("--max-endpoints-per-service", lim.max_endpoints_per_service),
         ("--max-instances-per-service", lim.max_instances_per_service),
         ("--max-network-addresses", lim.max_network_addresses),
+        ("--max-services", lim.max_services),
     ):
         if value < 1:
             raise ValueError(f"{option} must be at least 1, not {value}")
@@ -316,10 +317,10 @@ class Node:
                 cfg.limits.max_properties_chars,
                 cfg.workers.resend_after_s,
             )
-            registrar = Registrar(cache, inventory.entry, limits)
+            cardinality = self._cardinality(cache, edge_reads)
+            registrar = Registrar(cache, inventory.entry, limits, cardinality)
             add_agent_services(server, registrar)
             sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
-            cardinality = self._cardinality(cache, edge_reads)
             names = NamesByService(registrar)
             guarded = (item_limits, cardinality, self.instruments)
             segments = add_skywalking_services(server, names, sinks, *guarded, self._apdex)
@@ -381,6 +382,13 @@ class Node:
             per_service("instance", lim.max_instances_per_service, ServiceInstanceInventory),
             NameBound(
                 "network address", lim.max_network_addresses, "--max-network-addresses", self.instruments
+            ),
+            NameBound(
+                "service",
+                lim.max_services,
+                "--max-services",
+                self.instruments,
+                services_from(reads.list, lim.max_services),
             ),
         )
 
