@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -84,6 +85,9 @@ class ClusterState:
     nodes: list[NodeProcess] = field(default_factory=list)
     servers: dict[str, ServerProcess] = field(default_factory=dict)
     """The servers this cluster started itself (``up``), to stop with it."""
+    cluster_secret: str = ""
+    """What its nodes send each other on the internal port, handed to each
+    node in SKYOAP_CLUSTER_SECRET (a command line is readable by everyone)."""
 
 
 def _alive(pid: int) -> bool:
@@ -134,6 +138,7 @@ class LocalCluster:
     ) -> LocalCluster:
         workdir.mkdir(parents=True, exist_ok=True)
         state = ClusterState(redis_url, es_hosts, prefix or f"c{uuid.uuid4().hex[:8]}", node_options or [])
+        state.cluster_secret = secrets.token_urlsafe(32)
         cluster = cls(workdir, state)
         cluster.save()
         return cluster
@@ -167,11 +172,16 @@ class LocalCluster:
             raw["node_options"],
             [NodeProcess(**n) for n in raw["nodes"]],
             {k: ServerProcess(**v) for k, v in raw["servers"].items()},
+            raw.get("cluster_secret", ""),
         )
         return cls(workdir, state)
 
     def save(self) -> None:
-        self.state_file.write_text(json.dumps(asdict(self.state), indent=2))
+        # It holds the cluster's secret: its owner's to read only.
+        fd = os.open(self.state_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(self.state), indent=2))
 
     def nodes(self, role: str | None = None) -> list[NodeProcess]:
         return [n for n in self.state.nodes if role is None or n.role == role]
@@ -198,7 +208,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
                 start_new_session=True,
-                env={**os.environ, **(env or {})},
+                env={**os.environ, "SKYOAP_CLUSTER_SECRET": self.state.cluster_secret, **(env or {})},
             )
         deadline = time.monotonic() + timeout_s
         while True:

@@ -87,6 +87,12 @@ class ClusterConfig:
         "", "PEM certificate (signed by --cluster-ca) this node presents to other nodes"
     )
     cluster_key: str = option("", "PEM private key of --cluster-cert")
+    cluster_secret: str = option(
+        "",
+        "secret the nodes of a cluster send each other as the gRPC metadata 'skyoap-cluster-secret': "
+        "the internal port refuses a call without it (never the agent token); a cluster needs it or "
+        "--cluster-ca; give it through SKYOAP_CLUSTER_SECRET rather than the command line",
+    )
 
 
 @dataclass(frozen=True)
