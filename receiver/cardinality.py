@@ -49,9 +49,9 @@ RESEED_AFTER_S = 30.0
 """A service whose names storage could not list is asked again after this long."""
 MAX_HELD_NAMES = 500_000
 """How many names one bound holds across its scopes (each scope counts one
-more). Half a million short strings are some tens of megabytes; a deployment
-with more endpoints than that in active services pays one storage read each
-time a forgotten service is seen again, never a wrong count past its bound."""
+more), which bounds the guards' memory whatever agents name. A deployment
+with more names than that in active services pays one storage read each time
+a forgotten service is seen again; a service's stored names still count."""
 ALL = ""
 """The scope of a bound over every service (services, peer addresses)."""
 
