@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -85,6 +86,9 @@ class ClusterState:
     nodes: list[NodeProcess] = field(default_factory=list)
     servers: dict[str, ServerProcess] = field(default_factory=dict)
     """The servers this cluster started itself (``up``), to stop with it."""
+    cluster_secret: str = ""
+    """What its nodes send each other on the internal port, handed to each
+    node in SKYOAP_CLUSTER_SECRET (a command line is readable by everyone)."""
 
 
 def _alive(pid: int) -> bool:
@@ -140,6 +144,7 @@ class LocalCluster:
     ) -> LocalCluster:
         cls._workdir(workdir)
         state = ClusterState(redis_url, es_hosts, prefix or f"c{uuid.uuid4().hex[:8]}", node_options or [])
+        state.cluster_secret = secrets.token_urlsafe(32)
         cluster = cls(workdir, state)
         cluster.save()
         return cluster
@@ -173,6 +178,7 @@ class LocalCluster:
             raw["node_options"],
             [NodeProcess(**n) for n in raw["nodes"]],
             {k: ServerProcess(**v) for k, v in raw["servers"].items()},
+            raw.get("cluster_secret", ""),
         )
         return cls(workdir, state)
 
@@ -204,7 +210,7 @@ class LocalCluster:
         log_path = self.workdir / f"{role}-{index}-{uuid.uuid4().hex[:6]}.log"
         # Credentials go in the child's environment, which only this user can
         # read, never on its command line, which anyone can (ps, /proc).
-        options, secrets = split_secrets([
+        options, hidden = split_secrets([
             "--es-hosts", self.state.es_hosts, "--redis-url", self.state.redis_url,
             *self.state.node_options, *extra,
         ])  # fmt: skip
@@ -224,7 +230,12 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
                 start_new_session=True,
-                env={**os.environ, **secrets, **(env or {})},
+                env={
+                    **os.environ,
+                    **hidden,
+                    "SKYOAP_CLUSTER_SECRET": self.state.cluster_secret,
+                    **(env or {}),
+                },
             )
         deadline = time.monotonic() + timeout_s
         while True:

@@ -1,9 +1,12 @@
-"""SkyWalking's agent token. With ``--auth-token`` set, every call to the
-node's services must carry the gRPC metadata ``authentication: <token>``, as
-SkyWalking's agents send it when ``SW_AGENT_AUTHENTICATION`` is set; a call
-without it, or with another, is answered UNAUTHENTICATED before anything of
-it is read, reflection included. Health checks stay open. Nodes send the
-token to each other too (``SendingToken``)."""
+"""Who may call. With ``--auth-token`` set, every call to the agent port must
+carry the gRPC metadata ``authentication: <token>``, as SkyWalking's agents
+send it when ``SW_AGENT_AUTHENTICATION`` is set (``AgentToken``). The internal
+port, where nodes hand each other L1 results, takes only calls carrying the
+cluster's own secret as ``skyoap-cluster-secret`` (``ClusterSecret``), never
+the agent token: an agent that holds the token must not be able to write what
+L2 merges. A call without the metadata, or with another value, is answered
+UNAUTHENTICATED before anything of it is read, reflection included. Health
+checks stay open. Nodes send the secret to each other (``SendingMetadata``)."""
 
 from __future__ import annotations
 
@@ -14,27 +17,29 @@ from typing import Any, NamedTuple
 import grpc
 
 METADATA_KEY = "authentication"
+CLUSTER_METADATA_KEY = "skyoap-cluster-secret"
 HEALTH = "/grpc.health.v1.Health/"
 
 
-class AgentToken(grpc.ServerInterceptor):
-    """Installed on a server (``grpc.server(interceptors=[token])``), it sees
-    every call before its handler does."""
+class RequiredMetadata(grpc.ServerInterceptor):
+    """Installed on a server (``grpc.server(interceptors=[required])``), it sees
+    every call before its handler does and refuses those without ``key: secret``."""
 
-    def __init__(self, token: str) -> None:
-        self._token = token.encode()
+    KEY: str
+    MISSING: str
+    WRONG: str
+
+    def __init__(self, secret: str) -> None:
+        self._secret = secret.encode()
 
     def refusal(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
         """Why a call with ``metadata`` is refused, if it is."""
-        given = next((v for k, v in metadata or () if k == METADATA_KEY), None)
+        given = next((v for k, v in metadata or () if k == self.KEY), None)
         if given is None:
-            return (
-                f"this node requires an agent token: send it as the gRPC metadata '{METADATA_KEY}' "
-                "(SkyWalking's agents: SW_AGENT_AUTHENTICATION)"
-            )
+            return self.MISSING
         given_bytes = given if isinstance(given, bytes) else str(given).encode()
-        if not hmac.compare_digest(given_bytes, self._token):
-            return "the agent token is not the one this node requires"
+        if not hmac.compare_digest(given_bytes, self._secret):
+            return self.WRONG
         return None
 
     def intercept_service(
@@ -63,6 +68,28 @@ class AgentToken(grpc.ServerInterceptor):
         return grpc.unary_unary_rpc_method_handler(refuse)
 
 
+class AgentToken(RequiredMetadata):
+    """SkyWalking's agent token, on the agent port."""
+
+    KEY = METADATA_KEY
+    MISSING = (
+        f"this node requires an agent token: send it as the gRPC metadata '{METADATA_KEY}' "
+        "(SkyWalking's agents: SW_AGENT_AUTHENTICATION)"
+    )
+    WRONG = "the agent token is not the one this node requires"
+
+
+class ClusterSecret(RequiredMetadata):
+    """The cluster's secret, on the internal port."""
+
+    KEY = CLUSTER_METADATA_KEY
+    MISSING = (
+        "this port takes calls from the nodes of its cluster only: they send the cluster's secret "
+        f"(--cluster-secret) as the gRPC metadata '{CLUSTER_METADATA_KEY}'; agents call the agent port"
+    )
+    WRONG = "the cluster secret is not this cluster's (--cluster-secret)"
+
+
 class _CallDetails(NamedTuple):
     method: str
     timeout: float | None
@@ -72,11 +99,12 @@ class _CallDetails(NamedTuple):
     compression: Any
 
 
-class SendingToken(grpc.UnaryUnaryClientInterceptor, grpc.StreamUnaryClientInterceptor):
-    """Adds the token to every call of a channel: ``grpc.intercept_channel(channel, SendingToken(t))``."""
+class SendingMetadata(grpc.UnaryUnaryClientInterceptor, grpc.StreamUnaryClientInterceptor):
+    """Adds ``key: value`` to every call of a channel:
+    ``grpc.intercept_channel(channel, SendingMetadata(key, value))``."""
 
-    def __init__(self, token: str) -> None:
-        self._metadata = (METADATA_KEY, token)
+    def __init__(self, key: str, value: str) -> None:
+        self._metadata = (key, value)
 
     def _with_token(self, details: grpc.ClientCallDetails) -> _CallDetails:
         return _CallDetails(
@@ -97,3 +125,17 @@ class SendingToken(grpc.UnaryUnaryClientInterceptor, grpc.StreamUnaryClientInter
         self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, requests: Any
     ) -> Any:
         return continuation(self._with_token(details), requests)
+
+
+class SendingToken(SendingMetadata):
+    """Adds the agent token to every call of a channel, as an agent sends it."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(METADATA_KEY, token)
+
+
+class SendingClusterSecret(SendingMetadata):
+    """Adds the cluster's secret to every call of a node's channel to another node."""
+
+    def __init__(self, secret: str) -> None:
+        super().__init__(CLUSTER_METADATA_KEY, secret)

@@ -11,7 +11,7 @@ from google.protobuf import descriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from edge.auth import AgentToken
+from edge.auth import RequiredMetadata
 from edge.binding import Binding, bind
 from edge.limits import CallLimits
 from edge.tls import ServerTls
@@ -32,7 +32,7 @@ class GrpcServer:
         max_message_bytes: int,
         call_deadline_s: float = 5.0,
         limits: CallLimits | None = None,
-        token: AgentToken | None = None,
+        token: RequiredMetadata | None = None,
         tls: ServerTls | None = None,
         reflection: bool = True,
         budget: MemoryBudget | None = None,
@@ -41,7 +41,7 @@ class GrpcServer:
         """Each call answers within ``call_deadline_s`` of its request's arrival
         (``edge.binding.bind``), and ``limits`` bound the calls served at once
         and close idle streams (``edge/limits.py``). With ``token``, every
-        call but health checks must carry it (``edge/auth.py``); with ``tls``,
+        call but health checks must carry its metadata (``edge/auth.py``); with ``tls``,
         the port speaks only TLS (``edge/tls.py``). ``reflection`` lists the
         services to whoever asks. A call reserves in ``budget`` what decoding
         its requests can cost before they are decoded; a request of a control

@@ -7,14 +7,23 @@ Applied at the receiver before anything is measured or registered:
 
 - endpoint grouping rules (``--endpoint-groups FILE``) rename a matching
   endpoint to its group (``/orders/{id}``);
-- each service has at most ``--max-endpoints-per-service`` endpoints and
-  ``--max-instances-per-service`` instances, and all services together at
-  most ``--max-network-addresses`` peer addresses. Past a bound, a new name
-  is counted and folded into one catch-all entity, ``(other)``, itself one
-  of the bounded names: never a new row.
+- there are at most ``--max-services`` services, each has at most
+  ``--max-endpoints-per-service`` endpoints and ``--max-instances-per-service``
+  instances, and all services together at most ``--max-network-addresses``
+  peer addresses. Past a bound, a new name is counted and folded into one
+  catch-all entity, ``(other)``, itself one of the bounded names: never a new
+  row. A service folded into ``(other)`` takes its instances and endpoints
+  there too, where they count against ``(other)``'s bounds.
+
+Every way a name reaches a row or a metric goes through these guards: the
+segments, logs and meters of SkyWalking's v3 protocol and of OTLP, the callers
+a segment's references name, and the ``Register`` service's names and ids.
 
 A receiver learns which names a service has from storage the first time it
-sees the service, so a restart does not admit a new set of names."""
+sees the service, so a restart does not admit a new set of names. It keeps
+the names of at most ``MAX_HELD_NAMES`` per kind: past that, the scopes that
+changed least recently are forgotten and read from storage again at their next
+sight, so that the guards' own memory stays bounded whatever agents name."""
 
 from __future__ import annotations
 
@@ -22,10 +31,11 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from model.inventory import Inventory
+from model.inventory import Inventory, ServiceInventory
 from receiver.segments import Segment, SpanKind, SpanRef
 from runtime.instruments import Instruments
 from runtime.ratelimit import RateLimitedLog
@@ -37,6 +47,13 @@ OTHER = "(other)"
 """The catch-all entity names past a bound are folded into."""
 RESEED_AFTER_S = 30.0
 """A service whose names storage could not list is asked again after this long."""
+MAX_HELD_NAMES = 500_000
+"""How many names one bound holds across its scopes (each scope counts one
+more), which bounds the guards' memory whatever agents name. A deployment
+with more names than that in active services pays one storage read each time
+a forgotten service is seen again; a service's stored names still count."""
+ALL = ""
+"""The scope of a bound over every service (services, peer addresses)."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +130,11 @@ def _placeholders(group: str) -> str:
 
 
 class NameBound:
-    """At most ``bound`` distinct names per scope (a service, or "" for all),
+    """At most ``bound`` distinct names per scope (a service, or ``ALL``),
     ``OTHER`` among them once the others are taken. ``seed`` lists the names
-    a scope already has in storage."""
+    a scope already has in storage. At most ``held`` names are kept across
+    scopes: past it, the scope that gained a name least recently is
+    forgotten (and read from storage again at its next seeded sight)."""
 
     def __init__(
         self,
@@ -124,12 +143,15 @@ class NameBound:
         option: str,
         instruments: Instruments,
         seed: Callable[[str], Sequence[str]] | None = None,
+        held: int = MAX_HELD_NAMES,
     ) -> None:
         self._kind = kind
         self._bound = bound
         self._option = option
         self._seed = seed
-        self._names: dict[str, set[str]] = {}
+        self._held_most = held
+        self._held = 0
+        self._names: OrderedDict[str, set[str]] = OrderedDict()
         self._reseed_at: dict[str, float] = {}
         self._lock = threading.Lock()
         self._folded = instruments.counter(
@@ -137,7 +159,18 @@ class NameBound:
             f"names past a bound counted under the catch-all entity {OTHER}",
             ["kind"],
         ).labels(kind=kind)
+        self._forgotten = instruments.counter(
+            "skyoap_cardinality_scopes_forgotten_total",
+            "scopes whose names a bound stopped holding to keep its memory bounded "
+            "(read from storage again when seen again)",
+            ["kind"],
+        ).labels(kind=kind)
         self._log = RateLimitedLog(log, interval_s=60.0)
+
+    @property
+    def scopes(self) -> int:
+        """How many scopes the bound holds names of."""
+        return len(self._names)
 
     def admit(self, scope: str, name: str, seed: bool = True) -> str:
         """``name`` if the scope has it or room for it, else ``OTHER``. Without
@@ -152,9 +185,10 @@ class NameBound:
             if name in names:
                 return name
             if len(names) < self._bound - 1 or (name == OTHER and len(names) < self._bound):
-                names.add(name)
+                self._add(scope, names, name)
                 return name
-            names.add(OTHER)
+            if OTHER not in names:
+                self._add(scope, names, OTHER)
         self._folded.inc()
         self._log.warning(
             f"{self._kind}:{scope}",
@@ -168,9 +202,35 @@ class NameBound:
         )
         return OTHER
 
+    def _add(self, scope: str, names: set[str], name: str) -> None:
+        names.add(name)
+        self._held += 1
+        self._names.move_to_end(scope)
+        self._forget_past_held(scope)
+
+    def _forget_past_held(self, keep: str) -> None:
+        """Forgets the scopes that gained a name least recently (never ``keep``)
+        while more than ``held`` names are held."""
+        while self._held > self._held_most and len(self._names) > 1:
+            oldest = next(iter(self._names))
+            if oldest == keep:
+                self._names.move_to_end(keep)
+                continue
+            self._held -= len(self._names.pop(oldest)) + 1
+            self._reseed_at.pop(oldest, None)
+            self._forgotten.inc()
+
     def _unseeded(self, scope: str) -> set[str]:
         self._reseed_at[scope] = time.monotonic()  # read from storage at the next seeded sight
-        return self._names.setdefault(scope, set())
+        return self._put(scope, set())
+
+    def _put(self, scope: str, names: set[str]) -> set[str]:
+        """Holds ``names`` as the scope's (replacing what it held)."""
+        self._held += len(names) + 1 - (len(self._names[scope]) + 1 if scope in self._names else 0)
+        self._names[scope] = names
+        self._names.move_to_end(scope)
+        self._forget_past_held(scope)
+        return names
 
     def _scope(self, scope: str) -> set[str]:
         """The scope's names, read from storage at first sight (and again
@@ -189,38 +249,54 @@ class NameBound:
             log.warning(
                 "cannot list the %ss of %s yet (%s): counting from what arrives", self._kind, scope, e
             )
-        self._names[scope] = known
-        return known
+        return self._put(scope, known)
 
 
 class Cardinality:
     """The guards a receiver applies to what agents name."""
 
     def __init__(
-        self, groups: GroupingRules, endpoints: NameBound, instances: NameBound, addresses: NameBound
+        self,
+        groups: GroupingRules,
+        endpoints: NameBound,
+        instances: NameBound,
+        addresses: NameBound,
+        services: NameBound,
     ) -> None:
         self._groups = groups
         self._endpoints = endpoints
         self._instances = instances
         self._addresses = addresses
+        self._services = services
+
+    def service(self, name: str, seed: bool = True) -> str:
+        return self._services.admit(ALL, name, seed)
 
     def endpoint(self, service: str, name: str, seed: bool = True) -> str:
+        """``name`` grouped and bounded among the endpoints of ``service`` (a
+        name the service guard left)."""
         if self._groups:
             name = self._groups.group(service, name)
         return self._endpoints.admit(service, name, seed)
 
     def instance(self, service: str, name: str, seed: bool = True) -> str:
+        """``name`` bounded among the instances of ``service`` (a name the service guard left)."""
         return self._instances.admit(service, name, seed)
 
     def address(self, name: str) -> str:
-        return self._addresses.admit("", name)
+        return self._addresses.admit(ALL, name)
+
+    def source(self, service: str, instance: str) -> tuple[str, str]:
+        """The service and instance telemetry comes from, guarded (an empty instance stays empty)."""
+        service = self.service(service)
+        return service, self.instance(service, instance) if instance else ""
 
     def segment(self, segment: Segment) -> Segment:
-        """The segment with its instance, its entry spans' endpoints and the
-        addresses of its exit spans and references guarded, and the caller's
-        instance and endpoint each reference names (they make relation
-        metrics); itself when nothing changes, as for nearly every segment."""
-        service = segment.service
+        """The segment with its service and instance, its entry spans'
+        endpoints and the addresses of its exit spans and references guarded,
+        and the callers its references name (they make relation metrics);
+        itself when nothing changes, as for nearly every segment."""
+        service = self.service(segment.service)
         spans = list(segment.spans)
         for i, span in enumerate(spans):
             if span.kind == SpanKind.ENTRY and span.operation:
@@ -236,16 +312,23 @@ class Cardinality:
                 if refs != span.refs:
                     spans[i] = span._replace(refs=refs)
         instance = self.instance(service, segment.instance)
-        if instance == segment.instance and all(a is b for a, b in zip(spans, segment.spans, strict=True)):
+        if (
+            service == segment.service
+            and instance == segment.instance
+            and all(a is b for a, b in zip(spans, segment.spans, strict=True))
+        ):
             return segment
-        return replace(segment, instance=instance, spans=tuple(spans))
+        return replace(segment, service=service, instance=instance, spans=tuple(spans))
 
     def _reference(self, ref: SpanRef) -> SpanRef:
-        """The reference with its address and its caller's names guarded (with
-        the caller's names this receiver knows: the caller's scope is not read
-        from storage while the call waits)."""
+        """The reference with its address and its caller's names guarded, with
+        the names this receiver knows: neither the list of services nor the
+        caller's scope is read from storage while the call waits."""
         service, instance, endpoint = ref.parent_service, ref.parent_instance, ref.parent_endpoint
+        if service:
+            service = self.service(service, seed=False)
         return ref._replace(
+            parent_service=service,
             address=self.address(ref.address) if ref.address else "",
             parent_instance=self.instance(service, instance, seed=False)
             if service and instance
@@ -267,5 +350,20 @@ def seed_from(
     def seed(service: str) -> Sequence[str]:
         sid = service_id(service)
         return () if sid is None else names_of_service(model, sid, bound)
+
+    return seed
+
+
+LISTED_AT_MOST = 10_000
+"""The most rows one listing of storage answers (Elasticsearch's result window)."""
+
+
+def services_from(
+    list_rows: Callable[[type[ServiceInventory], int], Sequence[ServiceInventory]], bound: int
+) -> Callable[[str], Sequence[str]]:
+    """Lists the stored services' names (the first ``LISTED_AT_MOST`` of them)."""
+
+    def seed(scope: str) -> Sequence[str]:
+        return [s.name for s in list_rows(ServiceInventory, min(bound, LISTED_AT_MOST))]
 
     return seed

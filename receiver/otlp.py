@@ -548,8 +548,10 @@ class MetricsService(ItemsService):
         }
         meter = self._histogram(common, point) if kind == "histogram" else self._number(common, point)
         # Guarded once every check passed: a refused point counts against no bound.
-        instance = self._cardinality.instance(source.service, source.instance)
-        return meter if instance == source.instance else replace(meter, instance=instance)
+        service, instance = self._cardinality.source(source.service, source.instance)
+        if (service, instance) == (source.service, source.instance):
+            return meter
+        return replace(meter, service=service, instance=instance)
 
     def Export(
         self, request: metrics_service_pb2.ExportMetricsServiceRequest, context: grpc.ServicerContext
@@ -589,12 +591,13 @@ class LogsService(ItemsService):
         lim.at_most("attributes of a log record", len(tags), lim.max_tags_per_item, "--max-tags-per-item")
         body = text_of(pb.body) if pb.HasField("body") else ""
         lim.at_most("bytes of a log body", len(body.encode()), lim.max_log_body_bytes, "--max-log-body-bytes")
+        service, instance = self._cardinality.source(source.service, source.instance)
         return LogRecord(
             time_bucket=minute_bucket(timestamp),
             log_id=uuid.uuid4().hex,
             timestamp=timestamp,
-            service=source.service,
-            instance=self._cardinality.instance(source.service, source.instance),
+            service=service,
+            instance=instance,
             endpoint="",
             trace_id=pb.trace_id.hex(),
             segment_id="",

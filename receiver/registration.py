@@ -1,11 +1,13 @@
 """Registration and heartbeats, in the project's own types: look a name up,
-answer its id, or hand it to the worker chain and answer "no id yet"."""
+answer its id, or hand it to the worker chain and answer "no id yet". Every
+name passes the cardinality guards first (``receiver/cardinality.py``): a name
+past a bound is answered the id of its ``(other)`` entity."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from edge.errors import InvalidRequest, UnknownReference
 from model.checks import CONTROL_CHARACTERS, control_character
@@ -17,6 +19,7 @@ from model.inventory import (
     ServiceInventory,
 )
 from receiver.cache import InventoryCache, RecentKeys
+from receiver.cardinality import OTHER, Cardinality
 from runtime.worker import Worker
 
 
@@ -41,10 +44,12 @@ class Registrar:
         cache: InventoryCache,
         entry: Callable[[type[Inventory]], Worker[Inventory]],
         limits: Limits,
+        cardinality: Cardinality,
     ) -> None:
         self._cache = cache
         self._entry = entry
         self.limits = limits
+        self._cardinality = cardinality
         self._recent = RecentKeys(limits.resend_after_s)
 
     def check_names(self, what: str, names: Sequence[str]) -> None:
@@ -102,35 +107,67 @@ class Registrar:
             )
 
     def services(self, names: Sequence[str], properties: Callable[[int], dict[str, str]]) -> dict[str, int]:
+        """The ids of ``names`` that have one, by the names given (a name past
+        ``--max-services`` answers the id of the service ``(other)``)."""
         self.check_names("service name", names)
+        guarded = [self._cardinality.service(n) for n in names]
         t = now_ms()
-        return self.register(
+        ids = self.register(
             ServiceInventory,
-            names,
+            guarded,
             lambda i: ServiceInventory(
-                name=names[i], register_time=t, heartbeat_time=t, properties=properties(i)
+                name=guarded[i], register_time=t, heartbeat_time=t, properties=properties(i)
             ),
         )
+        return _by_given(names, guarded, ids)
 
     def instances(self, instances: Sequence[ServiceInstanceInventory]) -> dict[str, int]:
+        """The ids of ``instances`` that have one, by the keys given."""
         self.check_names("instance UUID", [i.instance_uuid for i in instances])
         self.check_names("instance name", [i.name for i in instances])
         self.check_services("service instance", [i.service_id for i in instances])
-        return self.register(ServiceInstanceInventory, [i.key() for i in instances], instances.__getitem__)
+        guarded = [self._instance(i) for i in instances]
+        keys = [i.key() for i in guarded]
+        ids = self.register(ServiceInstanceInventory, keys, guarded.__getitem__)
+        return _by_given([i.key() for i in instances], keys, ids)
+
+    def _instance(self, instance: ServiceInstanceInventory) -> ServiceInstanceInventory:
+        """The instance, or its service's ``(other)`` instance past the bound.
+        Rows are per UUID, so the UUID is what counts."""
+        uuid = self._cardinality.instance(self._service_name(instance.service_id), instance.instance_uuid)
+        if uuid == instance.instance_uuid:
+            return instance
+        return replace(instance, name=OTHER, instance_uuid=OTHER, properties={})
 
     def endpoints(self, endpoints: Sequence[EndpointInventory]) -> dict[str, int]:
+        """The ids of ``endpoints`` that have one, by the keys given (grouped,
+        then bounded: a name answers the id of its group or of ``(other)``)."""
         self.check_names("endpoint name", [e.name for e in endpoints])
         self.check_services("endpoint", [e.service_id for e in endpoints])
-        return self.register(EndpointInventory, [e.key() for e in endpoints], endpoints.__getitem__)
+        guarded = []
+        for e in endpoints:
+            name = self._cardinality.endpoint(self._service_name(e.service_id), e.name)
+            guarded.append(e if name == e.name else replace(e, name=name))
+        keys = [e.key() for e in guarded]
+        ids = self.register(EndpointInventory, keys, guarded.__getitem__)
+        return _by_given([e.key() for e in endpoints], keys, ids)
 
     def addresses(self, addresses: Sequence[str]) -> dict[str, int]:
         self.check_names("network address", addresses)
+        guarded = [self._cardinality.address(a) for a in addresses]
         t = now_ms()
-        return self.register(
+        ids = self.register(
             NetworkAddressInventory,
-            addresses,
-            lambda i: NetworkAddressInventory(name=addresses[i], register_time=t, heartbeat_time=t),
+            guarded,
+            lambda i: NetworkAddressInventory(name=guarded[i], register_time=t, heartbeat_time=t),
         )
+        return _by_given(addresses, guarded, ids)
+
+    def _service_name(self, service_id: int) -> str:
+        """The name of a service ``check_services`` found."""
+        service = self._cache.by_id(ServiceInventory, service_id)
+        assert service is not None, "check_services first"
+        return service.name
 
     def alive(self, service: str, instance: str, properties: dict[str, str]) -> bool:
         """Records that ``instance`` of ``service`` is alive, by names (SkyWalking's
@@ -139,6 +176,8 @@ class Registrar:
         known yet: the caller must try again later."""
         self.check_names("service name", [service])
         self.check_names("instance name", [instance])
+        service = self._cardinality.service(service)
+        instance = self._cardinality.instance(service, instance)
         t = now_ms()
         self._entry(ServiceInventory).accept(
             ServiceInventory(name=service, register_time=t, heartbeat_time=t)
@@ -163,7 +202,9 @@ class Registrar:
         no heartbeat for known ones (telemetry names its instance in every
         message; heartbeats are keepAlive's). Returns False if the service id is
         not known yet: the caller must try again later."""
+        self.check_names("service name", [service])
         self.check_names("instance name", [instance])
+        service = self._cardinality.service(service)
         self.services([service], lambda i: {})
         service_id = self._service_id(service)
         if service_id is None:
@@ -185,7 +226,8 @@ class Registrar:
     def endpoints_by_name(self, service: str, names: Sequence[str]) -> bool:
         """Registers server-side endpoints of ``service`` by names; returns False
         if the service id is not known yet (try again later)."""
-        service_id = self._service_id(service)
+        self.check_names("service name", [service])
+        service_id = self._service_id(self._cardinality.service(service))
         if service_id is None:
             return False
         t = now_ms()
@@ -223,3 +265,10 @@ class Registrar:
         if service is not None:
             self._entry(ServiceInventory).accept(ServiceInventory(name=service.name, heartbeat_time=t))
         return True
+
+
+def _by_given(given: Sequence[str], guarded: Sequence[str], ids: dict[str, int]) -> dict[str, int]:
+    """The ids of the guarded keys, by the keys given."""
+    if given is guarded or list(given) == list(guarded):
+        return ids
+    return {g: ids[k] for g, k in zip(given, guarded, strict=True) if k in ids}

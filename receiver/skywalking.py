@@ -134,15 +134,15 @@ class ManagementService:
         self._limits = limits
         self._cardinality = cardinality
 
-    def _instance(self, service: str, instance: str) -> str:
-        """The instance as it counts against its service's bound; a bad name
-        is left for registration to refuse, and never counted."""
+    def _source(self, service: str, instance: str) -> tuple[str, str]:
+        """The service and instance as they count against their bounds; bad
+        names are left for registration to refuse, and never counted."""
         try:
             self._limits.name("service", service)
             self._limits.name("serviceInstance", instance)
         except Refused:
-            return instance
-        return self._cardinality.instance(service, instance)
+            return service, instance
+        return self._cardinality.source(service, instance)
 
     def reportInstanceProperties(
         self, request: management_pb2.InstanceProperties, context: grpc.ServicerContext
@@ -150,14 +150,13 @@ class ManagementService:
         properties = {kv.key: kv.value for kv in request.properties}
         if request.layer:
             properties["layer"] = request.layer
-        instance = self._instance(request.service, request.serviceInstance)
-        self._names.instance(request.service, instance, properties)
+        self._names.instance(*self._source(request.service, request.serviceInstance), properties)
         return NO_COMMANDS
 
     def keepAlive(
         self, request: management_pb2.InstancePingPkg, context: grpc.ServicerContext
     ) -> common_pb2.Commands:
-        self._names.instance(request.service, self._instance(request.service, request.serviceInstance), {})
+        self._names.instance(*self._source(request.service, request.serviceInstance), {})
         return NO_COMMANDS
 
 
@@ -429,12 +428,13 @@ class LogReportService(TelemetryService):
         segment_id = lim.name("traceSegmentId", ctx.traceSegmentId, required=False)
         # Guarded once every check passed: a refused line counts against no bound.
         guard = self._cardinality
+        service, instance = guard.source(service, instance)
         return LogRecord(
             time_bucket=minute_bucket(timestamp),
             log_id=uuid.uuid4().hex,
             timestamp=timestamp,
             service=service,
-            instance=guard.instance(service, instance) if instance else "",
+            instance=instance,
             endpoint=guard.endpoint(service, endpoint) if endpoint else "",
             trace_id=trace_id,
             segment_id=segment_id,
@@ -518,7 +518,7 @@ class MeterReportService(TelemetryService):
                 if pb.service and (pb.service, pb.serviceInstance) != source:
                     service = self._limits.name("service", pb.service)
                     instance = self._limits.name("serviceInstance", pb.serviceInstance)
-                    source = (service, self._cardinality.instance(service, instance))
+                    source = self._cardinality.source(service, instance)
                 if source is None:
                     raise Refused(Reason.MISSING_NAME, "the first meter of a stream names no service")
                 metric = self._metric(pb, source, now_ms)

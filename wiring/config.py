@@ -92,6 +92,12 @@ class ClusterConfig:
         "", "PEM certificate (signed by --cluster-ca) this node presents to other nodes"
     )
     cluster_key: str = option("", "PEM private key of --cluster-cert")
+    cluster_secret: str = option(
+        "",
+        "secret the nodes of a cluster send each other as the gRPC metadata 'skyoap-cluster-secret': "
+        "the internal port refuses a call without it (never the agent token); a cluster needs it or "
+        "--cluster-ca; give it through SKYOAP_CLUSTER_SECRET rather than the command line",
+    )
 
 
 @dataclass(frozen=True)
@@ -181,6 +187,10 @@ class LimitsConfig:
         "",
         "file of endpoint grouping rules: lines 'GROUP' ({name} matches one path segment) or "
         "'GROUP = REGEX', under optional [SERVICE] headers (see the README's Security section)",
+    )
+    max_services: int = option(
+        10_000,
+        "most services; past it new names count as the service (other), with their instances and endpoints",
     )
     max_endpoints_per_service: int = option(
         3000, "most endpoints a service has; past it new names count as the endpoint (other)"

@@ -12,7 +12,7 @@ import grpc
 from aggregator.housekeeping import HeartbeatExpiry, TimeToLive, TopicRetention
 from aggregator.topics import Topics
 from consumer.lag import LagCollector, lags
-from edge.auth import AgentToken
+from edge.auth import AgentToken, ClusterSecret, RequiredMetadata, SendingClusterSecret
 from edge.limits import CallLimits
 from edge.server import GrpcServer
 from edge.tls import ClientTls, ServerTls
@@ -28,7 +28,7 @@ from model.records import RECORD_TYPES
 from model.stream import StreamTypes
 from model.topics import Retention, Topic
 from receiver.cache import InventoryCache
-from receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from
+from receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
 from receiver.otlp import add_otlp_services
 from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
@@ -92,6 +92,7 @@ def check(config: NodeConfig) -> None:
         raise ValueError(
             "--auth-token must be printable ASCII: it travels as gRPC metadata, which carries nothing else"
         )
+    _check_cluster_secret(config)
     lim = config.limits
     for option, value in (
         ("--max-spans-per-segment", lim.max_spans_per_segment),
@@ -102,6 +103,7 @@ def check(config: NodeConfig) -> None:
         ("--max-endpoints-per-service", lim.max_endpoints_per_service),
         ("--max-instances-per-service", lim.max_instances_per_service),
         ("--max-network-addresses", lim.max_network_addresses),
+        ("--max-services", lim.max_services),
     ):
         if value < 1:
             raise ValueError(f"{option} must be at least 1, not {value}")
@@ -124,6 +126,26 @@ def check(config: NodeConfig) -> None:
         raise ValueError(
             f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "
             "calls wait that long for room and for storage"
+        )
+
+
+def _check_cluster_secret(config: NodeConfig) -> None:
+    secret = config.cluster.cluster_secret
+    if secret and not (secret.isascii() and secret.isprintable()):
+        raise ValueError(
+            "--cluster-secret must be printable ASCII: it travels as gRPC metadata, "
+            "which carries nothing else"
+        )
+    if secret and secret == config.server.auth_token:
+        raise ValueError(
+            "--cluster-secret must differ from --auth-token: whoever holds the agent token must not be "
+            "able to hand L1 results to the internal port"
+        )
+    if config.cluster.kind is ClusterKind.REDIS and not (secret or config.cluster.cluster_ca):
+        raise ValueError(
+            "a cluster node needs --cluster-ca (mutual TLS) or --cluster-secret (set SKYOAP_CLUSTER_SECRET "
+            "to the same value on every node): without either, anyone who reaches the internal port "
+            "could send L1 results for this cluster's L2 to merge and store"
         )
 
 
@@ -227,7 +249,11 @@ class Node:
                 cluster_tls = ServerTls(
                     cfg.cluster.cluster_cert, cfg.cluster.cluster_key, client_ca=cfg.cluster.cluster_ca
                 )
-            self.internal = self._server(cfg.server.internal_port, token, cluster_tls, reflection=False)
+            # Members only: a certificate of the cluster's CA, the cluster's
+            # secret, or both; never the agent token.
+            secret = cfg.cluster.cluster_secret
+            members = ClusterSecret(secret) if secret else None
+            self.internal = self._server(cfg.server.internal_port, members, cluster_tls, reflection=False)
         if cfg.server.admin_port >= 0:
             # Every consumer group's lag, read from storage when scraped.
             self.instruments.registry.register(LagCollector(lambda: lags(storage.topics, storage.state)))
@@ -318,10 +344,10 @@ class Node:
                 cfg.limits.max_properties_chars,
                 cfg.workers.resend_after_s,
             )
-            registrar = Registrar(cache, inventory.entry, limits)
+            cardinality = self._cardinality(cache, edge_reads)
+            registrar = Registrar(cache, inventory.entry, limits, cardinality)
             add_agent_services(server, registrar)
             sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
-            cardinality = self._cardinality(cache, edge_reads)
             names = NamesByService(registrar)
             guarded = (item_limits, cardinality, self.instruments)
             segments = add_skywalking_services(server, names, sinks, *guarded, self._apdex)
@@ -353,7 +379,7 @@ class Node:
         return self
 
     def _server(
-        self, port: int, token: AgentToken | None, tls: ServerTls | None, reflection: bool = True
+        self, port: int, token: RequiredMetadata | None, tls: ServerTls | None, reflection: bool = True
     ) -> GrpcServer:
         cfg = self.config
         return GrpcServer(
@@ -385,6 +411,13 @@ class Node:
             per_service("instance", lim.max_instances_per_service, ServiceInstanceInventory),
             NameBound(
                 "network address", lim.max_network_addresses, "--max-network-addresses", self.instruments
+            ),
+            NameBound(
+                "service",
+                lim.max_services,
+                "--max-services",
+                self.instruments,
+                services_from(reads.list, lim.max_services),
             ),
         )
 
@@ -425,12 +458,15 @@ class Node:
             channel = self._client_tls.channel(node.internal, node.identity)
         else:
             channel = grpc.insecure_channel(node.internal)
+        if self.config.cluster.cluster_secret:
+            channel = grpc.intercept_channel(
+                channel, SendingClusterSecret(self.config.cluster.cluster_secret)
+            )
         client = GrpcRemoteClient(
             node.address,
             self.instruments,
             self.config.cluster.remote_buffer_size,
             self._sender.reroute,
-            token=self.config.server.auth_token,
             channel=channel,
         )
         if client.answers():

@@ -14,6 +14,7 @@ import grpc
 
 from agent import Agent
 from deploy.cluster import LocalCluster, NodeProcess
+from edge.auth import SendingClusterSecret
 from model.inventory import ServiceInventory
 from model.stream import Stage, worker_id
 from proto import remote_pb2
@@ -194,7 +195,8 @@ def test_bad_remote_messages_are_counted_logged_and_the_stream_goes_on(
         b"\x0a\xff\xff",
         encode(l2, ServiceInventory(name="after")).SerializeToString(),
     ]
-    with grpc.insecure_channel(aggregator.internal) as channel:
+    member = SendingClusterSecret(cluster.state.cluster_secret)  # as the cluster's nodes send it
+    with grpc.intercept_channel(grpc.insecure_channel(aggregator.internal), member) as channel:
         ack = channel.stream_unary(CALL, response_deserializer=remote_pb2.RemoteAck.FromString)(
             iter(messages), timeout=10
         )

@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from agent import Agent
 from deploy.servers import ElasticsearchServer, RedisServer
-from edge.auth import SendingToken
+from edge.auth import SendingClusterSecret, SendingToken
 from model.inventory import ServiceInstanceInventory, ServiceInventory
 from model.metrics import LATENCY_BUCKETS_MS, Downsampling, ServiceMetrics, minute_bucket
 from model.records import SegmentRecord
@@ -223,6 +223,56 @@ class FakeAggregator:
         self.server.stop(0)
 
 
+CLUSTER_SECRET = "cluster-s3cret"
+
+
+def test_without_cluster_tls_the_internal_port_takes_only_the_cluster_secret(
+    cluster_config: NodeConfig,
+) -> None:
+    """The agent token opens the agent port, never the internal one; nodes
+    that share the secret send each other L1 results."""
+    secret = {"cluster_secret": CLUSTER_SECRET, "auth_token": "agent-token"}
+    aggregator = Node(cluster_config.with_options(role=Role.AGGREGATOR, **secret)).start()
+    receiver = Node(cluster_config.with_options(role=Role.RECEIVER, **secret))
+    try:
+        receiver.start()
+        assert aggregator.internal_address is not None
+        item = encode(worker_id(ServiceInventory, Stage.L2), ServiceInventory(name="injected"))
+        internal = aggregator.internal_address
+        refused = [
+            SendingToken("agent-token"),  # what every agent holds
+            SendingClusterSecret("agent-token"),
+            SendingClusterSecret("guess"),
+        ]
+        for sending in refused:
+            channel = grpc.intercept_channel(grpc.insecure_channel(internal), sending)
+            assert remote_call(channel, item) is grpc.StatusCode.UNAUTHENTICATED, sending
+        assert remote_call(grpc.insecure_channel(internal), item) is grpc.StatusCode.UNAUTHENTICATED
+        assert aggregator.instruments.value("skyoap_remote_service_received_total") == 0
+
+        agent_channel = grpc.intercept_channel(
+            grpc.insecure_channel(receiver.address), SendingToken("agent-token")
+        )
+        agent = Agent(receiver.address, "members-svc", retry_interval_s=0.1, channel=agent_channel)
+        ids = agent.register(timeout_s=60)
+        agent.close()
+        assert (ids.service_id, ids.instance_id) == (1, 1)
+        assert [s.name for s in stored(cluster_config.storage, ServiceInventory)] == ["members-svc"]
+        assert aggregator.instruments.value("skyoap_remote_service_received_total") >= 2
+        member = grpc.intercept_channel(grpc.insecure_channel(internal), SendingClusterSecret(CLUSTER_SECRET))
+        assert remote_call(member, item) is grpc.StatusCode.OK
+    finally:
+        receiver.close()
+        aggregator.close()
+
+
+def test_a_cluster_node_with_neither_cluster_tls_nor_a_secret_does_not_start(
+    cluster_config: NodeConfig,
+) -> None:
+    with pytest.raises(ValueError, match="needs --cluster-ca"):
+        Node(cluster_config.with_options(role=Role.AGGREGATOR, auth_token="agent-token"))
+
+
 def members_only(ca: TestCa, name: str) -> dict[str, str]:
     cert, key = ca.issue(name)
     return {"cluster_ca": str(ca.path), "cluster_cert": str(cert), "cluster_key": str(key)}
@@ -380,9 +430,12 @@ def attempt(channel: grpc.Channel, method: descriptor.MethodDescriptor) -> grpc.
 
 
 def test_items_injected_into_the_internal_port_are_checked_as_at_the_edge(cluster_config: NodeConfig) -> None:
-    """Without cluster TLS anyone who reaches the internal port can send; what
-    no receiver sends is refused, and the metrics stored stay exact."""
-    node = Node(cluster_config.with_options(role=Role.AGGREGATOR, metrics_persist_interval_s=0.3)).start()
+    """Whoever holds the cluster secret (without cluster TLS) can send; what no
+    receiver sends is refused, and the metrics stored stay exact."""
+    config = cluster_config.with_options(
+        role=Role.AGGREGATOR, metrics_persist_interval_s=0.3, cluster_secret=CLUSTER_SECRET
+    )
+    node = Node(config).start()
     try:
         now_ms = int(time.time() * 1000)
         minute = minute_bucket(now_ms)
@@ -400,7 +453,8 @@ def test_items_injected_into_the_internal_port_are_checked_as_at_the_edge(cluste
         l2 = worker_id(ServiceMetrics, Stage.L2)
         batch = encode_batch([(l2, good), *((worker_id(type(c), Stage.L2), c) for c in crafted), (l2, good)])
         assert node.internal_address is not None
-        with grpc.insecure_channel(node.internal_address) as channel:
+        member = SendingClusterSecret(CLUSTER_SECRET)
+        with grpc.intercept_channel(grpc.insecure_channel(node.internal_address), member) as channel:
             call = channel.stream_unary(
                 CALL_BATCHED,
                 request_serializer=remote_pb2.RemoteBatch.SerializeToString,
