@@ -89,15 +89,16 @@ def test_bad_histograms_are_refused_at_the_receiver_and_the_other_meters_stored_
         histogram("negative", now, (0.5, 3), (1.0, -2)),
         histogram("nan_bound", now, (math.nan, 3)),
         histogram("inf_bound", now, (0.5, 3), (math.inf, 1)),
+        histogram("bound_twice", now, (0.5, 3), (0.5, 1)),
         histogram("latency", now, (0.5, 3), (1.0, 4)),
     ]
     message = refused(lambda: collect_meters(node, meters))
     assert message == (
-        "3 meters refused (1 inconsistent, 2 not_a_number; the first: meter_metrics "
+        "4 meters refused (2 inconsistent, 2 not_a_number; the first: meter_metrics "
         f"'orders orders-1 negative ' at {minute_bucket(now)} counts '-2' in its bucket '1.0': 0 or more); "
         "the other 2 were taken"
     )
-    for reason, count in (("inconsistent", 1), ("not_a_number", 2)):
+    for reason, count in (("inconsistent", 2), ("not_a_number", 2)):
         assert node.instruments.value("skyoap_v3_refused_total", kind="meters", reason=reason) == count
     want = {
         "queue_size": (1, 2.5, 2.5, {}),
