@@ -19,6 +19,9 @@ once, whatever storage does:
   delta it includes.
 - A row storage refused to change (a version conflict, a busy server) was
   certainly not written: its delta is merged and written again.
+- A delta whose sum with the row, or with the other deltas of its key, would
+  pass what storage can hold (a meter's float sum) is left out, counted and
+  logged: the row keeps the value it had, never one storage would lose.
 
 What storage did not take by the last round at close is spilled to the node's
 spill directory with the rounds of its writes (``runtime/spill.py``), and the
@@ -42,6 +45,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from aggregator.topics import NotWritten, RowTopics, Unpublished
+from model.checks import Reason, Refused
 from model.metrics import Downsampling, Metrics, merge_into
 from model.topics import Table
 from runtime.budget import memory_size
@@ -175,8 +179,9 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
     def process(self, batch: list[Metrics]) -> None:
         size = memory_size(batch)
         with self._lock:
-            merge_into(self._fresh, batch)
+            refused = merge_into(self._fresh, batch)
             self._fresh_bytes += size
+        self._left_out(Downsampling.MINUTE, [e for _, e in refused])
 
     def _next_round(self) -> int:
         """Milliseconds since the epoch, made to rise with every round so that
@@ -200,9 +205,10 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             for level in Downsampling:
                 held = self._held[level]
                 if level is Downsampling.MINUTE:
-                    merge_into(held.waiting, fresh.values())
+                    refused = merge_into(held.waiting, fresh.values())
                 else:
-                    merge_into(held.waiting, (m.downsampled(level) for m in fresh.values()))
+                    refused = merge_into(held.waiting, (m.downsampled(level) for m in fresh.values()))
+                self._left_out(level, [e for _, e in refused])
                 if len(held) and self._may_store(last):
                     self._store(level, held, round_no, self.writer)
             self._bound()
@@ -298,8 +304,15 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 delta = held.waiting[key]
             else:
                 continue
+            try:
+                value = row.item.combine(delta) if row is not None else delta
+            except Refused as e:  # the row stays as it is, without this delta
+                if held.unconfirmed.pop(key, None) is None:
+                    del held.waiting[key]
+                from_unconfirmed.discard(key)
+                self._left_out(level, [e])
+                continue
             kept = {w: r for w, r in rounds.items() if r >= oldest_kept}
-            value = row.item.combine(delta) if row is not None else delta
             writes.append(MetricsWrite(row, value, {**kept, writer: round_no}))
         # Their write's answer was lost: it may have landed after its range
         # was completed, below the end, where readers already passed.
@@ -326,6 +339,16 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 f"{self.name}-refused",
                 "%s: storage refused %d %s rows, e.g. %r: %s",
                 self.name, len(outcome.failed), level.value, key, reason,
+            )  # fmt: skip
+
+    def _left_out(self, level: Downsampling, refused: list[Refused]) -> None:
+        """Counts and logs the deltas left out of a sum that would overflow."""
+        if refused:
+            self.series.dropped(Reason.OVERFLOW.value).inc(len(refused))
+            self._error_log.error(
+                f"{self.name}-overflow",
+                "%s: %d %s deltas left out, their rows kept as they were: %s",
+                self.name, len(refused), level.value, refused[0],
             )  # fmt: skip
 
     def _storage_failed(self, level: Downsampling, rows: int, e: Exception) -> None:

@@ -24,6 +24,10 @@ class Reason(enum.Enum):
     """A name holding a control character (the key separator among them)."""
     MISSING_NAME = "missing_name"
     NOT_A_NUMBER = "not_a_number"
+    """A value or a histogram bound that is NaN or infinite."""
+    OVERFLOW = "overflow"
+    """A value that, added to the others of its meter and minute, makes a sum
+    past what a 64-bit float holds (about 1.8e308): no storage keeps it."""
     NO_VALUE = "no_value"
     """A meter with neither a single value nor a histogram."""
     OVER_LIMIT = "over_limit"
@@ -100,12 +104,16 @@ class TelemetryLimits:
                 f"after this node's clock ({now_ms})",
             )
 
-    def minute(self, what: What, bucket: int, now_ms: int) -> None:
-        """``bucket`` is a minute (yyyyMMddHHmm) within the time limits."""
+    @staticmethod
+    def minute(what: What, bucket: int) -> int:
+        """The start of minute ``bucket`` (yyyyMMddHHmm) in ms since the epoch;
+        Refused if it is no real minute. Only its form is judged, not its
+        distance from any clock: the receiver judged the telemetry's times
+        once, against its own clock, when it took them."""
         seconds = _minute_start(bucket)
         if seconds is None:
             raise Refused(Reason.INCONSISTENT, f"{said(what)} {bucket} is not a minute (yyyyMMddHHmm)")
-        self.time(what, seconds * 1000, now_ms)
+        return seconds * 1000
 
     def at_most(self, what: What, count: int, bound: int, option: str) -> None:
         if count > bound:

@@ -110,7 +110,11 @@ class Metrics(StreamData):
     """String columns that may be empty; every other one is a required name."""
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
-        limits.minute(lambda: f"the time bucket of {self.MODEL}", self.time_bucket, now_ms)
+        """Raises ``Refused`` for a value no receiver makes. Its time is not
+        judged against ``now_ms``: the receiver judged the telemetry's times
+        against its own clock when it took them, and a value spends seconds
+        to minutes on its way to an aggregator, whose clock may differ."""
+        limits.minute(lambda: f"the time bucket of {self.MODEL}", self.time_bucket)
         for column in self.columns():
             if column.type is ColumnType.STRING:
                 limits.name(column.name, getattr(self, column.name), column.name not in self.OPTIONAL_NAMES)
@@ -122,8 +126,11 @@ class Metrics(StreamData):
 M = TypeVar("M", bound=Metrics)
 
 
-def merge_into(target: dict[str, M], items: Iterable[M]) -> None:
-    """Adds ``items`` to ``target`` by key, the items of each key summed in one step."""
+def merge_into(target: dict[str, M], items: Iterable[M]) -> list[tuple[M, Refused]]:
+    """Adds ``items`` to ``target`` by key, the items of each key summed in one
+    step. Returns the items left out, each with why: those whose sum with the
+    others of their key would pass what storage can hold (``combine`` refuses
+    it); their key's value is what it would be without them."""
     groups: dict[str, list[M]] = {}
     for item in items:
         k = item.key()
@@ -133,8 +140,44 @@ def merge_into(target: dict[str, M], items: Iterable[M]) -> None:
             groups[k] = [item] if prev is None else [prev, item]
         else:
             group.append(item)
+    refused: list[tuple[M, Refused]] = []
     for k, group in groups.items():
-        target[k] = type(group[0]).combine_all(group)
+        try:
+            target[k] = type(group[0]).combine_all(group)
+        except Refused:  # rare: sum them one by one, leaving out each that overflows
+            target[k] = _fold(group, refused)
+    return refused
+
+
+def _fold(group: list[M], refused: list[tuple[M, Refused]]) -> M:
+    """``group`` summed, but for the items whose sum with those before them
+    ``combine`` refuses (added to ``refused``); the first, which may be what a
+    target held already, is always kept."""
+    total = group[0]
+    for item in group[1:]:
+        try:
+            total = total.combine(item)
+        except Refused as e:
+            refused.append((item, e))
+    return total
+
+
+def add_to(totals: dict[str, M], item: M) -> None:
+    """Adds ``item`` to the value of its key in ``totals``; Refused, leaving
+    that value as it was, if ``combine`` refuses the sum."""
+    key = item.key()
+    prev = totals.get(key)
+    totals[key] = item if prev is None else prev.combine(item)
+
+
+def not_finite(row: Mapping[str, Any]) -> str | None:
+    """Which column of a stored row holds a float that is not finite, if one
+    does: no storage keeps it (Elasticsearch stores it as null, read back as
+    0), so such a row is refused rather than written."""
+    for name, value in row.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name} is {value}: no storage keeps a number that is not finite"
+    return None
 
 
 LATENCY_BUCKETS_MS = (0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,
@@ -436,22 +479,33 @@ class MeterMetrics(Metrics):
         return f"{self.service}{SEP}{self.instance}{SEP}{self.name}{SEP}{self.labels}"
 
     def combine(self, other: Self) -> Self:
+        """The two summed; Refused (OVERFLOW) if their sum passes what a float
+        holds, since storage could not keep it: the caller keeps ``self``."""
+        value_sum = self.value_sum + other.value_sum
+        if not math.isfinite(value_sum):
+            raise Refused(
+                Reason.OVERFLOW,
+                f"{other.describe()}: its sum {other.value_sum!r} added to the {self.value_sum!r} of the "
+                "others would pass the largest number a float holds",
+            )
         latest = other if other.last_time >= self.last_time else self
-        return replace(
-            latest,
-            samples=self.samples + other.samples,
-            value_sum=self.value_sum + other.value_sum,
-        )
+        return replace(latest, samples=self.samples + other.samples, value_sum=value_sum)
 
     OPTIONAL_NAMES = frozenset({"labels"})
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        """As ``Metrics.check``; run by the receivers on every meter they
+        make and by the RemoteService on every meter another node sends."""
         Metrics.check(self, limits, now_ms)
         what = self.describe
         consistent(self.samples >= 1, lambda: f"{what()} has {self.samples} samples")
         if not (math.isfinite(self.value_sum) and math.isfinite(self.last_value)):
             raise Refused(Reason.NOT_A_NUMBER, f"{what()} has the values {self.value_sum}, {self.last_value}")
-        limits.time(lambda: f"the last report of {what()}", self.last_time, now_ms)
+        start = limits.minute(lambda: f"the time bucket of {what()}", self.time_bucket)
+        consistent(
+            start <= self.last_time < start + 60_000,
+            lambda: f"{what()} was last reported at {self.last_time} ms since the epoch, not in its minute",
+        )
         limits.at_most(
             lambda: f"buckets of {what()}",
             len(self.buckets),
@@ -459,8 +513,17 @@ class MeterMetrics(Metrics):
             "--max-histogram-buckets",
         )
         for bound, count in self.buckets.items():
-            if not ((bound == "-inf" or _finite(bound)) and count.isdigit()):
-                consistent(False, f"{what()} has the bucket {bound[:40]!r} counting {count[:40]!r}")
+            if not (bound == "-inf" or _finite(bound)):
+                raise Refused(
+                    Reason.NOT_A_NUMBER,
+                    f"{what()} has a bucket bounded by {bound[:40]!r}: a bound is a finite number "
+                    "(or -inf, the first bucket's)",
+                )
+            # isdigit alone takes '²', which int() does not read.
+            if not (count.isascii() and count.isdigit()):
+                raise Refused(
+                    Reason.INCONSISTENT, f"{what()} counts {count[:40]!r} in its bucket {bound!r}: 0 or more"
+                )
 
     def derived(self) -> dict[str, Any]:
         return {"value_avg": self.value_sum / self.samples if self.samples else 0.0}

@@ -4,15 +4,20 @@ key hit by a thousand spans leaves the node as one item per period."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+from model.checks import Reason
 from model.metrics import Metrics, merge_into
 from runtime.budget import memory_size
 from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
+from runtime.ratelimit import RateLimitedLog
 from runtime.worker import BufferedWorker, Worker
+
+log = logging.getLogger(__name__)
 
 
 class MetricsAggregateWorker(BufferedWorker[Metrics]):
@@ -34,6 +39,8 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
         """At most what the merged values take: merging only shrinks them."""
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
+        self._overflowed = self.series.dropped(Reason.OVERFLOW.value)
+        self._log = RateLimitedLog(log)
 
     def held_bytes(self) -> int:
         """What the worker holds in memory: its queue and the values it merges."""
@@ -42,8 +49,17 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
     def process(self, batch: list[Metrics]) -> None:
         size = memory_size(batch)
         with self._lock:
-            merge_into(self._merged, batch)
+            refused = merge_into(self._merged, batch)
             self._merged_bytes += size
+        if refused:
+            self._overflowed.inc(len(refused))
+            self._log.warning(
+                f"{self.name}-overflow",
+                "%s: %d values left out of their sums: %s",
+                self.name,
+                len(refused),
+                refused[0][1],
+            )
         self.flush(due_only=True)
 
     def flush(self, due_only: bool = False) -> None:

@@ -38,7 +38,7 @@ import grpc
 
 from edge.server import GrpcServer
 from model.checks import Reason, Refused, TelemetryLimits
-from model.metrics import MeterMetrics, minute_bucket
+from model.metrics import MeterMetrics, add_to, minute_bucket
 from model.records import LogRecord
 from model.stream import Text
 from proto.otlp import (
@@ -491,7 +491,9 @@ class MetricsService(ItemsService):
     """``opentelemetry.proto.collector.metrics.v1.MetricsService``: each data
     point of a gauge or a sum becomes a meter value, each of an explicit-bucket
     histogram a meter histogram (its buckets by lower bound, as SkyWalking's);
-    exponential histograms and summaries are refused."""
+    exponential histograms and summaries are refused. Each meter is checked
+    as the RemoteService checks it, and one whose sum with the others of its
+    meter and minute in the same export would overflow is refused."""
 
     def _number(self, common: dict[str, Any], point: metrics_pb2.NumberDataPoint) -> MeterMetrics:
         kind = point.WhichOneof("value")
@@ -528,7 +530,14 @@ class MetricsService(ItemsService):
             buckets={b: str(c) for b, c in zip(lower, counts, strict=True)},
         )
 
-    def _meter(self, source: Source, metric: metrics_pb2.Metric, point: Any, now_ms: int) -> MeterMetrics:
+    def _meter(
+        self,
+        source: Source,
+        metric: metrics_pb2.Metric,
+        point: Any,
+        now_ms: int,
+        totals: dict[str, MeterMetrics],
+    ) -> MeterMetrics:
         kind, lim = metric.WhichOneof("data"), self._limits
         if kind not in ("gauge", "sum", "histogram"):
             raise Refused(
@@ -547,6 +556,8 @@ class MetricsService(ItemsService):
             "last_time": timestamp,
         }
         meter = self._histogram(common, point) if kind == "histogram" else self._number(common, point)
+        meter.check(lim, now_ms)
+        add_to(totals, meter)
         # Guarded once every check passed: a refused point counts against no bound.
         service, instance = self._cardinality.source(source.service, source.instance)
         if (service, instance) == (source.service, source.instance):
@@ -561,7 +572,10 @@ class MetricsService(ItemsService):
             (r.resource, [(m, p) for scope in r.scope_metrics for m in scope.metrics for p in _points(m)])
             for r in request.resource_metrics
         ]
-        taken = export.each(resources, lambda source, mp: self._meter(source, mp[0], mp[1], export.now_ms))
+        totals: dict[str, MeterMetrics] = {}
+        taken = export.each(
+            resources, lambda source, mp: self._meter(source, mp[0], mp[1], export.now_ms, totals)
+        )
         self._hand_on(export, (), taken)
         response = metrics_service_pb2.ExportMetricsServiceResponse()
         export.partial(response.partial_success, "rejected_data_points")

@@ -24,7 +24,7 @@ from edge.binding import Undecodable
 from edge.decoding import DecodeCost
 from edge.server import GrpcServer
 from model.checks import Reason, Refused, TelemetryLimits
-from model.metrics import ApdexThresholds, MeterMetrics, Metrics, minute_bucket
+from model.metrics import ApdexThresholds, MeterMetrics, Metrics, add_to, minute_bucket
 from model.records import LogRecord, Record
 from model.stream import StreamData, Text
 from proto.skywalking import (
@@ -473,7 +473,9 @@ class LogReportService(TelemetryService):
 
 class MeterReportService(TelemetryService):
     """Takes meters: registers the service and instance they come from (named
-    in the first message of a stream only) and turns each value into a metric."""
+    in the first message of a stream only) and turns each value into a metric,
+    checked as the RemoteService checks it. A value whose sum with the others
+    of its meter and minute in the same call would overflow is refused."""
 
     KIND = "meters"
 
@@ -497,7 +499,14 @@ class MeterReportService(TelemetryService):
         if kind == "singleValue":
             if not math.isfinite(value.value):
                 raise Refused(Reason.NOT_A_NUMBER, f"meter {value.name} has the value {value.value}")
-            return MeterMetrics(**common, value_sum=value.value, last_value=value.value)
+            meter = MeterMetrics(**common, value_sum=value.value, last_value=value.value)
+        else:
+            meter = self._histogram(common, value)
+        meter.check(lim, now_ms)
+        return meter
+
+    def _histogram(self, common: dict[str, Any], value: meter_pb2.MeterHistogram) -> MeterMetrics:
+        lim = self._limits
         lim.at_most(
             f"buckets of meter {value.name}",
             len(value.values),
@@ -505,11 +514,20 @@ class MeterReportService(TelemetryService):
             "--max-histogram-buckets",
         )
         buckets = {"-inf" if b.isNegativeInfinity else repr(b.bucket): str(b.count) for b in value.values}
+        if len(buckets) < len(value.values):  # two counts of one bucket: which is right is not known
+            raise Refused(Reason.INCONSISTENT, f"histogram {value.name} names a bucket bound twice")
         total = float(sum(b.count for b in value.values))
         return MeterMetrics(**common, value_sum=total, last_value=total, buckets=buckets)
 
-    def _take(self, meters: Iterable[meter_pb2.MeterData], tally: Tally, taken: list[MeterMetrics]) -> None:
-        """Checks ``meters``, adding the good ones to ``taken``."""
+    def _take(
+        self,
+        meters: Iterable[meter_pb2.MeterData],
+        tally: Tally,
+        taken: list[MeterMetrics],
+        totals: dict[str, MeterMetrics],
+    ) -> None:
+        """Checks ``meters``, adding the good ones to ``taken`` and to the
+        call's ``totals`` by key."""
         now_ms = _now_ms()
         source: tuple[str, str] | None = None
         for pb in meters:
@@ -522,6 +540,7 @@ class MeterReportService(TelemetryService):
                 if source is None:
                     raise Refused(Reason.MISSING_NAME, "the first meter of a stream names no service")
                 metric = self._metric(pb, source, now_ms)
+                add_to(totals, metric)
             except Refused as e:
                 tally.refuse(e)
                 continue
@@ -542,7 +561,7 @@ class MeterReportService(TelemetryService):
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
         taken: list[MeterMetrics] = []
-        self._take(_taking(requests, tally, context), tally, taken)
+        self._take(_taking(requests, tally, context), tally, taken, {})
         return self._hand_on(taken, tally)
 
     def collectBatch(
@@ -550,8 +569,9 @@ class MeterReportService(TelemetryService):
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
         taken: list[MeterMetrics] = []
+        totals: dict[str, MeterMetrics] = {}
         for batch in _taking(requests, tally, context):
-            self._take(batch.meterData, tally, taken)
+            self._take(batch.meterData, tally, taken, totals)
         return self._hand_on(taken, tally)
 
 

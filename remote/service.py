@@ -197,7 +197,10 @@ class RemoteService:
         longs: Sequence[int],
         now_ms: int,
     ) -> StreamData | str:
-        """The item, or why there is none."""
+        """The item, or why there is none. Its form is checked as a receiver
+        checks it, but not how its minute stands to this node's clock: the
+        receiver that took the telemetry judged its times once, and a value
+        may be minutes on its way or meet a clock that differs."""
         stream = self._types.get(stream_data_id)
         if stream is None:
             return f"unknown stream data id {stream_data_id}"

@@ -19,7 +19,7 @@ from typing import Any
 
 from elasticsearch import helpers
 
-from model.metrics import SEP, Downsampling, Metrics
+from model.metrics import SEP, Downsampling, Metrics, not_finite
 from storage.api import (
     APPLIED_ROUNDS,
     M,
@@ -145,7 +145,12 @@ class ElasticsearchMetricsDAO:
             if index is None:
                 outcome.failed[key] = f"time bucket {row.value.time_bucket} is of no real day"
                 continue
-            source = with_position({**row.value.to_row(), APPLIED_ROUNDS: row.rounds}, row.position)
+            values = row.value.to_row()
+            why = not_finite(values)
+            if why is not None:  # Elasticsearch would keep it as null, read back as 0
+                outcome.failed[key] = why
+                continue
+            source = with_position({**values, APPLIED_ROUNDS: row.rounds}, row.position)
             action: dict[str, Any] = {"_index": index, "_id": doc_id(key), "_source": source}
             if row.stored is None:
                 action["_op_type"] = "create"

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from model.metrics import Downsampling, Metrics
+from model.metrics import Downsampling, Metrics, not_finite
 from model.stream import StreamData
 from storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_columns, check_where
 from storage.embedded.db import (
@@ -90,6 +90,10 @@ class EmbeddedMetricsDAO:
         with self._db.transaction() as db:
             for write in rows:
                 key, row = write.value.key(), write.value.to_row()
+                why = not_finite(row)
+                if why is not None:  # SQLite would keep NaN as NULL, read back as 0
+                    outcome.failed[key] = why
+                    continue
                 values = [
                     json.dumps(write.rounds, separators=(",", ":")),
                     *position_values(write.position),
