@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/remote.proto\x12\tskyoap.v1\"\xa9\x01\n\x0bRemoteBatch\x12\x15\n\rnextWorkerIds\x18\x01 \x03(\x05\x12\x15\n\rstreamDataIds\x18\x02 \x03(\x05\x12\x14\n\x0cstringCounts\x18\x03 \x03(\x05\x12\x12\n\nlongCounts\x18\x04 \x03(\x05\x12\x0f\n\x07strings\x18\x05 \x03(\t\x12\r\n\x05longs\x18\x06 \x03(\x03\x12\x10\n\x08senderId\x18\x07 \x01(\t\x12\x10\n\x08sequence\x18\x08 \x01(\x03\"f\n\rRemoteMessage\x12\x14\n\x0cnextWorkerId\x18\x01 \x01(\x05\x12\x14\n\x0cstreamDataId\x18\x02 \x01(\x05\x12)\n\nremoteData\x18\x03 \x01(\x0b\x32\x15.skyoap.v1.RemoteData\"I\n\nRemoteData\x12\x13\n\x0b\x64\x61taStrings\x18\x01 \x03(\t\x12\x11\n\tdataLongs\x18\x02 \x03(\x03\x12\x13\n\x0b\x64\x61taDoubles\x18\x03 \x03(\x01\"/\n\tRemoteAck\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x32\x88\x01\n\rRemoteService\x12\x38\n\x04\x63\x61ll\x12\x18.skyoap.v1.RemoteMessage\x1a\x14.skyoap.v1.RemoteAck(\x01\x12=\n\x0b\x63\x61llBatched\x12\x16.skyoap.v1.RemoteBatch\x1a\x14.skyoap.v1.RemoteAck(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/remote.proto\x12\tskyoap.v1\"\xbe\x01\n\x0bRemoteBatch\x12\x15\n\rnextWorkerIds\x18\x01 \x03(\x05\x12\x15\n\rstreamDataIds\x18\x02 \x03(\x05\x12\x14\n\x0cstringCounts\x18\x03 \x03(\x05\x12\x12\n\nlongCounts\x18\x04 \x03(\x05\x12\x0f\n\x07strings\x18\x05 \x03(\t\x12\r\n\x05longs\x18\x06 \x03(\x03\x12\x10\n\x08senderId\x18\x07 \x01(\t\x12\x10\n\x08sequence\x18\x08 \x01(\x03\x12\x13\n\x0bincarnation\x18\t \x01(\t\"f\n\rRemoteMessage\x12\x14\n\x0cnextWorkerId\x18\x01 \x01(\x05\x12\x14\n\x0cstreamDataId\x18\x02 \x01(\x05\x12)\n\nremoteData\x18\x03 \x01(\x0b\x32\x15.skyoap.v1.RemoteData\"I\n\nRemoteData\x12\x13\n\x0b\x64\x61taStrings\x18\x01 \x03(\t\x12\x11\n\tdataLongs\x18\x02 \x03(\x03\x12\x13\n\x0b\x64\x61taDoubles\x18\x03 \x03(\x01\"D\n\tRemoteAck\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x12\x13\n\x0bincarnation\x18\x03 \x01(\t2\x88\x01\n\rRemoteService\x12\x38\n\x04\x63\x61ll\x12\x18.skyoap.v1.RemoteMessage\x1a\x14.skyoap.v1.RemoteAck(\x01\x12=\n\x0b\x63\x61llBatched\x12\x16.skyoap.v1.RemoteBatch\x1a\x14.skyoap.v1.RemoteAck(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,13 +32,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.remote_pb2', _globals
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REMOTEBATCH']._serialized_start=34
-  _globals['_REMOTEBATCH']._serialized_end=203
-  _globals['_REMOTEMESSAGE']._serialized_start=205
-  _globals['_REMOTEMESSAGE']._serialized_end=307
-  _globals['_REMOTEDATA']._serialized_start=309
-  _globals['_REMOTEDATA']._serialized_end=382
-  _globals['_REMOTEACK']._serialized_start=384
-  _globals['_REMOTEACK']._serialized_end=431
-  _globals['_REMOTESERVICE']._serialized_start=434
-  _globals['_REMOTESERVICE']._serialized_end=570
+  _globals['_REMOTEBATCH']._serialized_end=224
+  _globals['_REMOTEMESSAGE']._serialized_start=226
+  _globals['_REMOTEMESSAGE']._serialized_end=328
+  _globals['_REMOTEDATA']._serialized_start=330
+  _globals['_REMOTEDATA']._serialized_end=403
+  _globals['_REMOTEACK']._serialized_start=405
+  _globals['_REMOTEACK']._serialized_end=473
+  _globals['_REMOTESERVICE']._serialized_start=476
+  _globals['_REMOTESERVICE']._serialized_end=612
 # @@protoc_insertion_point(module_scope)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RemoteBatch(_message.Message):
-    __slots__ = ("nextWorkerIds", "streamDataIds", "stringCounts", "longCounts", "strings", "longs", "senderId", "sequence")
+    __slots__ = ("nextWorkerIds", "streamDataIds", "stringCounts", "longCounts", "strings", "longs", "senderId", "sequence", "incarnation")
     NEXTWORKERIDS_FIELD_NUMBER: _ClassVar[int]
     STREAMDATAIDS_FIELD_NUMBER: _ClassVar[int]
     STRINGCOUNTS_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class RemoteBatch(_message.Message):
     LONGS_FIELD_NUMBER: _ClassVar[int]
     SENDERID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     nextWorkerIds: _containers.RepeatedScalarFieldContainer[int]
     streamDataIds: _containers.RepeatedScalarFieldContainer[int]
     stringCounts: _containers.RepeatedScalarFieldContainer[int]
@@ -24,7 +25,8 @@ class RemoteBatch(_message.Message):
     longs: _containers.RepeatedScalarFieldContainer[int]
     senderId: str
     sequence: int
-    def __init__(self, nextWorkerIds: _Optional[_Iterable[int]] = ..., streamDataIds: _Optional[_Iterable[int]] = ..., stringCounts: _Optional[_Iterable[int]] = ..., longCounts: _Optional[_Iterable[int]] = ..., strings: _Optional[_Iterable[str]] = ..., longs: _Optional[_Iterable[int]] = ..., senderId: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, nextWorkerIds: _Optional[_Iterable[int]] = ..., streamDataIds: _Optional[_Iterable[int]] = ..., stringCounts: _Optional[_Iterable[int]] = ..., longCounts: _Optional[_Iterable[int]] = ..., strings: _Optional[_Iterable[str]] = ..., longs: _Optional[_Iterable[int]] = ..., senderId: _Optional[str] = ..., sequence: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class RemoteMessage(_message.Message):
     __slots__ = ("nextWorkerId", "streamDataId", "remoteData")
@@ -47,9 +49,11 @@ class RemoteData(_message.Message):
     def __init__(self, dataStrings: _Optional[_Iterable[str]] = ..., dataLongs: _Optional[_Iterable[int]] = ..., dataDoubles: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class RemoteAck(_message.Message):
-    __slots__ = ("received", "rejected")
+    __slots__ = ("received", "rejected", "incarnation")
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     received: int
     rejected: int
-    def __init__(self, received: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, received: _Optional[int] = ..., rejected: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...

@@ -7,7 +7,8 @@ from __future__ import annotations
 import enum
 import json
 import logging
-from dataclasses import asdict, dataclass
+import uuid
+from dataclasses import asdict, dataclass, fields
 from typing import Protocol
 
 import redis
@@ -44,6 +45,16 @@ class RemoteNode:
     """``host:port`` where its RemoteService listens."""
     identity: str = ""
     """The name its cluster certificate must carry ("" without cluster TLS)."""
+    incarnation: str = ""
+    """The run of its process (``new_incarnation``): a node restarted at the
+    same address is another node to its senders ("" when unknown)."""
+
+
+def new_incarnation() -> str:
+    """A name for one run of a node's process, picked at its start. What a
+    node took from others lives in its memory, so a restarted node is a new
+    incarnation: batches its previous run may have taken are not sent to it."""
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,8 @@ class Member:
     """``host:port`` of its RemoteService, if it takes L1 results."""
     identity: str = ""
     """The name its cluster certificate carries, with cluster TLS on."""
+    incarnation: str = ""
+    """The run of the node's process; its RemoteService acks name it too."""
 
 
 class ClusterNodesQuery(Protocol):
@@ -148,13 +161,16 @@ class RedisCluster:
     def members(self) -> list[Member]:
         """Every live node, sorted by role then name."""
         raw = self._live(keys=[self._alive_key, self._info_key])
-        members = [Member(**json.loads(r)) for r in raw if r is not None]
+        members = [_member(json.loads(r)) for r in raw if r is not None]
         return sorted(members, key=lambda m: (m.role, m.name))
 
     def remote_nodes(self) -> list[RemoteNode]:
+        """One node per address: of two records of one address (a node
+        restarted under another name before its old record expired), the
+        later start, since the earlier run is gone."""
         mine = self._me.address if self._me else None
-        nodes = []
-        for m in self.members():
+        nodes: dict[str, RemoteNode] = {}
+        for m in sorted(self.members(), key=lambda m: m.started_at):
             if not Role(m.role).is_target:
                 continue
             if self._require_identity and not m.identity:
@@ -166,8 +182,10 @@ class RedisCluster:
                         m.internal or m.address,
                     )
                 continue
-            nodes.append(RemoteNode(m.address, m.address == mine, m.internal or m.address, m.identity))
-        return nodes
+            nodes[m.address] = RemoteNode(
+                m.address, m.address == mine, m.internal or m.address, m.identity, m.incarnation
+            )
+        return list(nodes.values())
 
     def start(self) -> None:
         """Registers now (failing loudly if Redis cannot be reached), then keeps renewing."""
@@ -191,3 +209,12 @@ class RedisCluster:
     def _describe(self) -> str:
         kw = self._redis.connection_pool.connection_kwargs
         return f"redis {kw.get('host')}:{kw.get('port')}"
+
+
+_MEMBER_FIELDS = frozenset(f.name for f in fields(Member))
+
+
+def _member(record: dict[str, object]) -> Member:
+    """A member from its record; fields a later version added are left out,
+    so that nodes of two versions can share a cluster while it is upgraded."""
+    return Member(**{k: v for k, v in record.items() if k in _MEMBER_FIELDS})  # type: ignore[arg-type]

@@ -51,10 +51,11 @@ def encode(next_worker_id: int, item: StreamData) -> remote_pb2.RemoteMessage:
 
 
 def encode_batch(
-    items: list[tuple[int, StreamData]], sender_id: str = "", sequence: int = 0
+    items: list[tuple[int, StreamData]], sender_id: str = "", sequence: int = 0, incarnation: str = ""
 ) -> remote_pb2.RemoteBatch:
     """Items in the columns of a RemoteBatch (``RemoteService.callBatched``),
-    numbered ``sequence`` by the client ``sender_id``."""
+    numbered ``sequence`` by the client ``sender_id``, for the run
+    ``incarnation`` of the target ("" for any)."""
     workers, streams, string_counts, long_counts = [], [], [], []
     strings: list[str] = []
     longs: list[int] = []
@@ -75,6 +76,7 @@ def encode_batch(
         longs=longs,
         senderId=sender_id,
         sequence=sequence,
+        incarnation=incarnation,
     )
 
 
@@ -97,7 +99,15 @@ class GrpcRemoteClient:
     a failed one carried, for up to ``LEAVE_S``; what was never sent goes to
     ``give_back`` for the new owner, and batches still unconfirmed are counted
     (``skyoap_remote_unconfirmed_total``), not sent elsewhere: the target may
-    have taken them."""
+    have taken them.
+
+    Batches are addressed to one run of the target (``incarnation``, from
+    its membership record, else learnt from its first ack), since only that
+    run knows which it took. A target restarted at the same address takes
+    none of a stream addressed to its earlier run and acks with its new
+    incarnation: the client then counts what its failed streams carried as
+    unconfirmed, as for a target that left, and sends on to the new run what
+    it never sent before."""
 
     def __init__(
         self,
@@ -109,11 +119,14 @@ class GrpcRemoteClient:
         reconnect: RetryPolicy = RECONNECT,
         token: str = "",
         channel: grpc.Channel | None = None,
+        incarnation: str = "",
     ) -> None:
         """``address`` names the target in routing. ``channel`` reaches its
         RemoteService (default: plaintext to ``address``); ``token`` is the
-        agent token the target requires (``edge/auth.py``), if any."""
+        agent token the target requires (``edge/auth.py``), if any;
+        ``incarnation`` the run of the target its membership names."""
         self._address = address
+        self._incarnation = incarnation
         self._give_back = give_back
         if stream.max_delay_s is None:
             raise ValueError("a stream of batches ends after max_delay_s: give one")
@@ -129,6 +142,10 @@ class GrpcRemoteClient:
         """Batches of failed streams, to send again first."""
         self._unacked: list[Batch] = []
         """Batches of the stream under way."""
+        self._unacked_resent = 0
+        """How many of them (the first ones) failed streams carried before."""
+        self._open = False
+        """Whether the stream under way may take more batches."""
         self._sender_id = uuid.uuid4().hex
         self._numbers = itertools.count(1)
         self._pending_lock = threading.Lock()
@@ -161,6 +178,11 @@ class GrpcRemoteClient:
             "lost unless the target had taken them",
         )
         self._resent = counter("resent", "items of failed streams sent again (the target drops what it took)")
+        self._restarts = counter(
+            "target_restarts",
+            "times the target answered as a new run of its node; what its earlier run was sent and "
+            "did not confirm is counted unconfirmed, not sent again",
+        )
         instruments.gauge(
             "skyoap_remote_held_items",
             "items taken from a client's queue and not yet confirmed by its target",
@@ -194,13 +216,15 @@ class GrpcRemoteClient:
     def _take_batch(self) -> Batch | None:
         """The next batch: one of a failed stream, else a new one of up to
         ``BATCH.max_items`` items of about ``BATCH.max_bytes`` at most; None
-        when there is none or the client is closing (a leaving client only
-        sends again). Runs on gRPC's request thread, hence the lock."""
+        when there is none, the stream ended or the client is closing (a
+        leaving client only sends again). Runs on gRPC's request thread,
+        hence the lock."""
         with self._pending_lock:
-            if self._closing.is_set():
+            if self._closing.is_set() or not self._open:
                 return None
             if self._resend:
                 batch = self._resend.popleft()
+                self._unacked_resent += 1
             elif self._leaving.is_set():
                 return None
             else:
@@ -219,7 +243,7 @@ class GrpcRemoteClient:
             self._unacked.append(batch)
             return batch
 
-    def _batches(self, carried: list[int]) -> Iterator[remote_pb2.RemoteBatch]:
+    def _batches(self, carried: list[int], incarnation: str) -> Iterator[remote_pb2.RemoteBatch]:
         deadline = time.monotonic() + self._stream_s
         while carried[0] < self._stream.max_items:
             batch = self._take_batch()
@@ -227,7 +251,7 @@ class GrpcRemoteClient:
                 return  # idle or closing: end the stream, get the ack
             number, items = batch
             carried[0] += len(items)
-            yield encode_batch(items, self._sender_id, number)
+            yield encode_batch(items, self._sender_id, number, incarnation)
             if time.monotonic() >= deadline:
                 return
 
@@ -248,42 +272,86 @@ class GrpcRemoteClient:
                 self._closing.wait(self._pause(failures))
                 continue
             carried = [0]
+            incarnation = self._incarnation  # one for the whole stream
+            with self._pending_lock:
+                self._open, self._unacked_resent = True, 0
             self._streaming = True
             try:
                 self._future = self._call.future(
-                    self._batches(carried), timeout=max(30.0, self._stream_s * 5)
+                    self._batches(carried, incarnation), timeout=max(30.0, self._stream_s * 5)
                 )
                 with self._stream_seconds.time():
                     ack = self._future.result()
-                with self._pending_lock:
-                    self._unacked.clear()
-                self._sent.inc(ack.received)
-                self._rejected.inc(ack.rejected)
+                self._acked(ack, incarnation)
                 failures = 0
             except grpc.FutureCancelledError:
                 break  # close() gave up on the stream; _stop() counts what it carried
             except grpc.RpcError as e:
-                with self._pending_lock:
-                    self._resend.extendleft(reversed(self._unacked))
-                    self._unacked.clear()
+                self._end_stream(failed=True)
                 self._reachable = False
                 if self._closing.is_set():
                     break
                 failures += 1
-                code = e.code() if isinstance(e, grpc.Call) else None
-                pause = self._pause(failures)
-                self._resent.inc(carried[0])
-                log.warning(
-                    "stream to %s failed (%s); sending its %d items again in %.2f s%s",
-                    self._address,
-                    code,
-                    carried[0],
-                    pause,
-                    "" if code in RETRYABLE else " (the failure may not pass)",
-                )
-                self._closing.wait(pause)
+                self._failed(e, carried[0], self._pause(failures))
             finally:
                 self._streaming = False
+
+    def _end_stream(self, failed: bool) -> None:
+        """No batch joins the stream any more (gRPC may still ask for one after
+        the call ended); a failed stream's batches are to be sent again first."""
+        with self._pending_lock:
+            self._open = False
+            if failed:
+                self._resend.extendleft(reversed(self._unacked))
+            self._unacked.clear()
+
+    def _acked(self, ack: remote_pb2.RemoteAck, incarnation: str) -> None:
+        if incarnation and ack.incarnation and ack.incarnation != incarnation:
+            self._readdress(ack.incarnation, incarnation)
+            return
+        self._end_stream(failed=False)
+        if not self._incarnation:
+            self._incarnation = ack.incarnation
+        self._sent.inc(ack.received)
+        self._rejected.inc(ack.rejected)
+
+    def _readdress(self, incarnation: str, earlier: str) -> None:
+        """The target restarted as ``incarnation`` and took none of the stream
+        addressed to ``earlier``. What failed streams carried (to the earlier
+        run, which may have taken it) is unconfirmed, as for a target that
+        left; the batches this stream carried first go to the new run."""
+        with self._pending_lock:
+            self._open = False
+            carried_before = [*self._unacked[: self._unacked_resent], *self._resend]
+            never_taken = [entry for _, items in self._unacked[self._unacked_resent :] for entry in items]
+            self._pending.extendleft(reversed(never_taken))
+            self._unacked.clear()
+            self._resend.clear()
+            self._incarnation = incarnation
+        unconfirmed = sum(len(items) for _, items in carried_before)
+        self._restarts.inc()
+        self._unconfirmed.inc(unconfirmed)
+        log.warning(
+            "%s restarted (incarnation %s, was %s): %d items sent to its earlier run were never "
+            "confirmed; they are not sent again (it may have taken them)",
+            self._address,
+            incarnation,
+            earlier,
+            unconfirmed,
+        )
+
+    def _failed(self, error: grpc.RpcError, carried: int, pause: float) -> None:
+        code = error.code() if isinstance(error, grpc.Call) else None
+        self._resent.inc(carried)
+        log.warning(
+            "stream to %s failed (%s); sending its %d items again in %.2f s%s",
+            self._address,
+            code,
+            carried,
+            pause,
+            "" if code in RETRYABLE else " (the failure may not pass)",
+        )
+        self._closing.wait(pause)
 
     def _pause(self, failures: int) -> float:
         return self._reconnect.delay_s(failures)

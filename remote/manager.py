@@ -57,7 +57,9 @@ class RemoteClientManager:
             nodes = sorted(by_address.values())
             if tuple(nodes) == self._targets:
                 return
-            # A node that came back at another internal address or identity gets a new client.
+            # A node that came back at another internal address or identity, or
+            # restarted (another incarnation: it forgot which batches it took),
+            # gets a new client.
             current = dict(zip(self._targets, self._clients, strict=True))
             chosen = [(n, current.get(n) or self._started(n)) for n in nodes]
             targets = tuple(n for n, c in chosen if c is not None)

@@ -34,7 +34,7 @@ from receiver.registration import Limits, Registrar
 from receiver.services import add_agent_services
 from receiver.skywalking import NamesByService, Sinks, add_skywalking_services
 from remote.client import RemoteClient, SelfRemoteClient
-from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster
+from remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster, new_incarnation
 from remote.grpc_client import GrpcRemoteClient
 from remote.manager import RemoteClientManager
 from remote.sender import RemoteSender
@@ -174,6 +174,8 @@ class Node:
         self._apdex = config.analysis.apdex()
         self._closed = threading.Event()
         self._unanswered = RateLimitedLog(log)
+        self.incarnation = new_incarnation()
+        """This run of the node, in its membership record and its RemoteService's acks."""
 
     @property
     def port(self) -> int:
@@ -314,6 +316,7 @@ class Node:
                 self.budget,
                 cfg.limits.call_deadline_s,
                 item_limits,
+                self.incarnation,
             )
         if role.is_target:
             life.start(
@@ -437,7 +440,16 @@ class Node:
         admin = f"{host}:{self._admin.port}" if self._admin else ""
         internal = self.internal_address or ""
         identity = self._client_tls.identity if self._client_tls else ""
-        me = Member(self.name, cfg.cluster.role.value, self.address, time.time(), admin, internal, identity)
+        me = Member(
+            self.name,
+            cfg.cluster.role.value,
+            self.address,
+            time.time(),
+            admin,
+            internal,
+            identity,
+            self.incarnation,
+        )
         return RedisCluster(
             cfg.storage.redis_url,
             cfg.storage.redis_key_prefix,
@@ -468,6 +480,7 @@ class Node:
             self.config.cluster.remote_buffer_size,
             self._sender.reroute,
             channel=channel,
+            incarnation=node.incarnation,
         )
         if client.answers():
             return client

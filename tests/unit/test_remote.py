@@ -46,9 +46,10 @@ class FakeClient:
 class Nodes:
     def __init__(self, *addresses: str) -> None:
         self.addresses = list(addresses)
+        self.incarnations: dict[str, str] = {}
 
     def remote_nodes(self) -> list[RemoteNode]:
-        return [RemoteNode(a) for a in self.addresses]
+        return [RemoteNode(a, incarnation=self.incarnations.get(a, "")) for a in self.addresses]
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
@@ -127,6 +128,29 @@ def test_refresh_builds_the_next_list_beside_the_one_in_use() -> None:
     assert [c.address for c in first] == ["n1:1", "n2:1", "n3:1", "n4:1"]
     manager.refresh()
     assert manager.clients is second  # no change, no new list
+
+
+def test_a_node_restarted_at_the_same_address_gets_a_new_client() -> None:
+    """It forgot which batches it took: the client of its earlier run leaves
+    (counting what that run did not confirm), and a new one sends to it."""
+    nodes = Nodes("a:1", "b:1")
+    nodes.incarnations = {"a:1": "run-1", "b:1": "run-1"}
+    made: list[tuple[str, FakeClient]] = []
+
+    def make(node: RemoteNode) -> FakeClient:
+        made.append((node.incarnation, FakeClient(node.address)))
+        return made[-1][1]
+
+    manager = RemoteClientManager(nodes, make)
+    manager.refresh()
+    nodes.incarnations["a:1"] = "run-2"
+    manager.refresh()
+    assert [(i, c.address, c.left) for i, c in made] == [
+        ("run-1", "a:1", True),
+        ("run-1", "b:1", False),
+        ("run-2", "a:1", False),
+    ]
+    assert manager.clients == (made[2][1], made[1][1])
 
 
 def test_the_remote_worker_routes_to_the_selected_node_and_worker() -> None:

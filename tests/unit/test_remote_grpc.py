@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import grpc
@@ -28,6 +28,7 @@ from remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, enc
 from remote.service import RemoteService
 from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
+from runtime.retry import RetryPolicy
 from runtime.worker import Workers
 from tests.unit.fakes import Collect
 from wiring.config import LimitsConfig
@@ -287,3 +288,144 @@ def test_items_no_receiver_sends_are_refused_with_the_rule_they_break() -> None:
     assert sinks[ServiceMetrics].items == [good_metric]
     assert sinks[ServiceInstanceInventory].items == [good_instance]
     assert all(not sinks[m].items for m in (EndpointInventory, MeterMetrics))
+
+
+def serve(service: RemoteService, port: int = 0) -> GrpcServer:
+    server = GrpcServer("127.0.0.1", port, max_message_bytes=1 << 22)
+    server.add(remote_pb2.DESCRIPTOR.services_by_name["RemoteService"], service, keep_undecodable=True)
+    server.start()
+    return server
+
+
+class Room:
+    """A memory budget with no room until ``room`` is set; ``asking`` holds
+    the threads that waited for room."""
+
+    def __init__(self, instruments: Instruments) -> None:
+        self.budget = MemoryBudget(10**9, instruments)
+        self.room = threading.Event()
+        self.asking: set[int] = set()
+        self.budget.hold(self._held)
+
+    def _held(self) -> int:
+        self.asking.add(threading.get_ident())
+        return 0 if self.room.is_set() else 10**9
+
+
+def overlapping_streams(
+    wait_s: float, until: Callable[[Instruments], bool]
+) -> tuple[list[remote_pb2.RemoteAck | grpc.StatusCode], list[StreamData], Instruments]:
+    """Sends batch 1 of one sender on a stream, and again on a second stream
+    while the first still waits for room; gives room once ``until``. Returns
+    each stream's answer, what the workers got and the node's metrics."""
+    workers = Workers()
+    collect = Collect[StreamData](L2)
+    workers.register(collect)
+    instruments = Instruments()
+    budget = Room(instruments)
+    service = RemoteService(
+        workers, StreamTypes(INVENTORY_TYPES), instruments, budget.budget, wait_s=wait_s, limits=LIMITS
+    )
+    server = serve(service)
+    batch = encode_batch([(L2, ServiceInventory(name="a"))], sender_id="receiver-1", sequence=1)
+    answers: list[remote_pb2.RemoteAck | grpc.StatusCode] = []
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            call = channel.stream_unary(CALL_BATCHED, response_deserializer=remote_pb2.RemoteAck.FromString)
+            first = call.future(iter([batch.SerializeToString()]), timeout=30)
+            wait_for(lambda: len(budget.asking) == 1)
+            second = call.future(iter([batch.SerializeToString()]), timeout=30)
+            # The second copy waits for the first (fixed) or for room itself.
+            wait_for(
+                lambda: (
+                    instruments.value("skyoap_remote_service_overlapping_batches_total") == 1
+                    or len(budget.asking) == 2
+                )
+            )
+            wait_for(lambda: until(instruments))
+            budget.room.set()
+            for future in (first, second):
+                try:
+                    answers.append(future.result())
+                except grpc.RpcError as e:
+                    answers.append(e.code())
+    finally:
+        server.close(0)
+    return answers, collect.items, instruments
+
+
+def test_two_streams_carrying_one_batch_at_once_hand_it_over_once() -> None:
+    """A sender gave up on a stream whose batch still waited for room and sent
+    the batch again on a new stream: exactly one of the two hands it over,
+    and both confirm it."""
+    answers, items, instruments = overlapping_streams(wait_s=10, until=lambda _: True)
+    assert [(a.received, a.rejected) for a in answers if isinstance(a, remote_pb2.RemoteAck)] == [
+        (1, 0),
+        (1, 0),
+    ]
+    assert [i.key() for i in items] == ["a"]
+    assert instruments.value("skyoap_remote_service_duplicate_batches_total") == 1
+
+
+def test_a_batch_refused_on_one_stream_is_taken_from_the_stream_that_waited_for_it() -> None:
+    """The first copy finds no room and is refused: its claim is released,
+    and the copy that waited for it is taken."""
+    answers, items, instruments = overlapping_streams(
+        wait_s=2, until=lambda i: i.value("skyoap_memory_shed_total") >= 1
+    )
+    assert answers[0] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert isinstance(answers[1], remote_pb2.RemoteAck)
+    assert (answers[1].received, answers[1].rejected) == (1, 0)
+    assert [i.key() for i in items] == ["a"]
+    assert instruments.value("skyoap_remote_service_duplicate_batches_total") == 0
+
+
+def test_a_client_whose_target_restarted_sends_the_new_run_only_what_the_old_one_never_had() -> None:
+    """The target's first run takes the first batch of a stream, has no room
+    for the next (the stream fails) and dies; a second run comes up on the
+    same port. The client's batches addressed to the first run are refused
+    by the second and counted unconfirmed, never taken twice; what it never
+    sent goes to the second run."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    runs = []
+    for name in ("run-1", "run-2"):
+        workers = Workers()
+        collect = Collect[StreamData](L2)
+        workers.register(collect)
+        runs.append((name, workers, collect, Instruments()))
+    (_, workers1, first, instruments1), (_, workers2, second, instruments2) = runs
+    budget = MemoryBudget(10**9, instruments1)
+    budget.hold(lambda: 0 if len(first.items) < 500 else 10**9)
+    types = StreamTypes(INVENTORY_TYPES)
+    server = serve(
+        RemoteService(workers1, types, instruments1, budget, 0.05, limits=LIMITS, incarnation="run-1"), port
+    )
+    instruments = Instruments()
+    client = GrpcRemoteClient(
+        address, instruments, buffer_size=5000, give_back=lambda items: None,
+        reconnect=RetryPolicy(attempts=None, first_delay_s=0.05, multiplier=1.0, max_delay_s=0.05),
+        incarnation="run-1",
+    )  # fmt: skip
+    items = [ServiceInventory(name=f"s{i}") for i in range(1500)]  # three batches of 500
+    later = [ServiceInventory(name=f"later{i}") for i in range(100)]
+    try:
+        for item in items:
+            client.push(L2, item)
+        client.start()
+        wait_for(lambda: instruments.value("skyoap_remote_resent_total", target=address) > 0)
+        server.close(0)
+        server = serve(RemoteService(workers2, types, instruments2, limits=LIMITS, incarnation="run-2"), port)
+        wait_for(lambda: instruments.value("skyoap_remote_target_restarts_total", target=address) == 1)
+        for item in later:
+            client.push(L2, item)
+        unconfirmed = int(instruments.value("skyoap_remote_unconfirmed_total", target=address))
+        wait_for(lambda: len(second.items) == len(items) - unconfirmed + len(later))
+        client.close(5)
+    finally:
+        server.close(0)
+    assert first.items == items[:500]
+    assert unconfirmed in (1000, 1500)  # the failed stream's batches: two, or all three if gRPC had asked
+    assert second.items == items[unconfirmed:] + later
+    assert instruments2.value("skyoap_remote_service_misaddressed_streams_total") == 1
+    assert instruments.value("skyoap_remote_sent_total", target=address) == 1500 - unconfirmed + 100
