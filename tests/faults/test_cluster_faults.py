@@ -20,6 +20,7 @@ from storage.config import StorageConfig
 from tests.conftest import FAST_CLUSTER, wipe
 from tests.faults.support import AgentLoad, settle, storage_config
 from tests.faults.test_storage_faults import NODE, assert_exact
+from tests.integration.cluster_support import metric
 
 pytestmark = pytest.mark.faults
 
@@ -50,9 +51,15 @@ class Cluster:
 
 @pytest.fixture
 def cluster(redis: RedisServer, es_server: ElasticsearchServer, tmp_path: Path) -> Iterator[Cluster]:
+    yield from two_by_two(redis, es_server, tmp_path)
+
+
+def two_by_two(
+    redis: RedisServer, es_server: ElasticsearchServer, tmp_path: Path, *aggregator_options: str
+) -> Iterator[Cluster]:
     local = LocalCluster.create(tmp_path / "cluster", redis.url, es_server.url, [*FAST_CLUSTER, *NODE])
     try:
-        aggregators = [local.add("aggregator") for _ in range(2)]
+        aggregators = [local.add("aggregator", *aggregator_options) for _ in range(2)]
         receivers = [local.add("receiver") for _ in range(2)]
         yield Cluster(
             local, aggregators, receivers, storage_config(es_server.url, redis.url, local.state.prefix)
@@ -124,3 +131,49 @@ def test_redis_stopped_and_restarted_empty_under_load(cluster: Cluster, redis: R
         cluster.alive(),
     )  # fmt: skip
     assert_exact(outcome, levels, load.ledger)
+
+
+LINGERING = ["--cluster-expiry-s", "60"]
+"""Aggregators whose membership outlives a restart: a killed one is still a
+member, as far as the receivers know, when it comes back."""
+
+
+@pytest.fixture
+def lingering_cluster(
+    redis: RedisServer, es_server: ElasticsearchServer, tmp_path: Path
+) -> Iterator[Cluster]:
+    yield from two_by_two(redis, es_server, tmp_path, *LINGERING)
+
+
+def test_an_aggregator_killed_and_restarted_at_its_address_counts_nothing_twice(
+    lingering_cluster: Cluster,
+) -> None:
+    """SIGKILL, then a new process at once on the same agent and internal
+    ports, under the name and membership record of the one killed. It took
+    batches that its restart forgot; the receivers send it none of them
+    again (they count them unconfirmed), only what its first run never got."""
+    cluster = lingering_cluster
+    with load_on(cluster) as load:
+        time.sleep(5)
+        victim = cluster.aggregators[0]
+        killed_at = time.time()
+        cluster.local.remove(victim, kill=True)
+        port, internal = (a.rsplit(":", 1)[1] for a in (victim.address, victim.internal))
+        cluster.local.add("aggregator", *LINGERING, "--port", port, "--internal-port", internal)
+        time.sleep(5)
+    held = load.ledger.taken_between(killed_at - UNPERSISTED_S, killed_at)
+    outcome, _ = settle(
+        "aggregator killed (SIGKILL) and restarted at once at its address in a 2 x 2 cluster",
+        LOAD,
+        load.ledger,
+        cluster.config,
+        cluster.alive(),
+        held,
+    )
+    assert outcome.double_counted == 0
+    assert outcome.lost <= held
+    assert outcome.stored == outcome.accepted
+    restarts = sum(
+        metric(r, "skyoap_remote_target_restarts_total", target=victim.address) for r in cluster.receivers
+    )
+    assert restarts >= 1  # the receivers met the new run with batches addressed to the killed one
