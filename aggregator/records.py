@@ -5,7 +5,7 @@ a segment or a log line stores it.
 A bulk storage does not take is tried again until it does (records are
 stored by key, so a bulk that landed before its answer was lost is stored
 once); meanwhile the queue grows and the node's memory budget holds agents
-back. Only closing stops the tries.
+back. Only closing stops the tries, once the node's grace has passed.
 
 With ``topics``, each bulk is placed on the model's topic before it is written,
 and the write that stores the records publishes them (``aggregator/topics.py``)."""
@@ -102,6 +102,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             )  # fmt: skip
 
     def interrupt_retries(self) -> None:
-        """Stops waiting to retry (the node closes): what storage does not take
-        at once is dropped, and counted as dropped while ``closing``."""
+        """Stops waiting to retry (the node closes, and its grace has passed):
+        what storage has not taken is dropped, and counted as dropped while
+        ``closing``."""
         self._closing.set()

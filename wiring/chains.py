@@ -49,20 +49,20 @@ RECORD_POOL = "RECORD_PERSIST"
 class ChainLevel:
     """One level (L1 or L2) of a processor's chains on this node: the pool its
     workers share and, for metrics, the task that flushes them on a timer.
-    ``close`` stops the task, runs ``before_drain`` (stop waiting to retry),
-    lets the pool drain what is queued, then runs ``after_drain`` (hand on or
-    store what the workers hold)."""
+    ``close`` stops the task, lets the pool drain what is queued within its
+    grace, then runs ``give_up`` (stop waiting to retry what storage has not
+    taken by then) and ``after_drain`` (hand on or store what the workers hold)."""
 
     def __init__(
         self,
         pool: DrainPool,
         task: Periodic | None = None,
-        before_drain: Sequence[Callable[[], None]] = (),
+        give_up: Sequence[Callable[[], None]] = (),
         after_drain: Sequence[Callable[[], None]] = (),
     ) -> None:
         self.pool = pool
         self._task = task
-        self._before_drain = before_drain
+        self._give_up = give_up
         self._after_drain = after_drain
 
     def start(self) -> None:
@@ -73,9 +73,13 @@ class ChainLevel:
     def close(self, timeout_s: float) -> None:
         if self._task is not None:
             self._task.close(timeout_s)
-        for step in self._before_drain:
-            step()
+        # A write storage did not take at once (a timeout on a busy machine) is
+        # tried again for the grace, as in service: stopping loses nothing then.
         self.pool.close(timeout_s)
+        if self._give_up:
+            for step in self._give_up:
+                step()
+            self.pool.close(timeout_s)  # the tries under way end at once
         for step in self._after_drain:
             step()
 
@@ -300,8 +304,8 @@ class RecordStreamProcessor:
             budget.hold(worker.held_bytes)
             workers.register(worker)
             self._entries[model] = worker
-        # Closing: what storage does not take at once is dropped (and counted), not waited for.
-        self.l2 = ChainLevel(pool, before_drain=[r.interrupt_retries for r in self._entries.values()])
+        # Closing: what storage has not taken within the grace is dropped (and counted).
+        self.l2 = ChainLevel(pool, give_up=[r.interrupt_retries for r in self._entries.values()])
 
     def entry(self, model: type[Record]) -> Worker[Record]:
         return self._entries[model]
