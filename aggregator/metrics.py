@@ -115,6 +115,10 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
     def _count(self, level: Downsampling) -> int:
         return len(self._held[level]) + (len(self._fresh) if level is Downsampling.MINUTE else 0)
 
+    def holds(self) -> bool:
+        """Whether deltas wait for storage (or for a write to be confirmed)."""
+        return any(self._count(level) for level in Downsampling)
+
     def held_bytes(self) -> int:
         """About what the worker holds in memory: its queue, the deltas taken
         since the last round and those held for storage."""

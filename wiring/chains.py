@@ -14,6 +14,8 @@ hands its last items on while L2 still takes them.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
 
 from aggregator.metrics import MetricsPersistentWorker
@@ -35,9 +37,15 @@ from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
 from runtime.pools import DrainPool
+from runtime.retry import RetryPolicy
 from runtime.worker import Worker, Workers
 from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator
 from wiring.config import NodeConfig
+
+log = logging.getLogger(__name__)
+
+CLOSE_RETRY = RetryPolicy(attempts=None, first_delay_s=0.2, multiplier=2.0, max_delay_s=1.0)
+"""Pauses between the last rounds of a closing level, within its grace."""
 
 L1_POOL = "REGISTER_L1"
 L2_POOL = "REGISTER_L2"
@@ -51,7 +59,9 @@ class ChainLevel:
     workers share and, for metrics, the task that flushes them on a timer.
     ``close`` stops the task, lets the pool drain what is queued within its
     grace, then runs ``give_up`` (stop waiting to retry what storage has not
-    taken by then) and ``after_drain`` (hand on or store what the workers hold)."""
+    taken by then) and ``after_drain`` (hand on what the workers hold), then
+    ``store_again`` (store what they hold; True once nothing is left), again
+    after pauses while something is left and the grace lasts."""
 
     def __init__(
         self,
@@ -59,11 +69,13 @@ class ChainLevel:
         task: Periodic | None = None,
         give_up: Sequence[Callable[[], None]] = (),
         after_drain: Sequence[Callable[[], None]] = (),
+        store_again: Callable[[], bool] | None = None,
     ) -> None:
         self.pool = pool
         self._task = task
         self._give_up = give_up
         self._after_drain = after_drain
+        self._store_again = store_again
 
     def start(self) -> None:
         self.pool.start()
@@ -80,8 +92,21 @@ class ChainLevel:
             for step in self._give_up:
                 step()
             self.pool.close(timeout_s)  # the tries under way end at once
+        ends_at = time.monotonic() + timeout_s
         for step in self._after_drain:
             step()
+        # A last write storage did not take (a timeout on a busy machine) would
+        # be lost at exit: it is tried again while the grace lasts.
+        failures = 0
+        while self._store_again is not None and not self._store_again():
+            failures += 1
+            pause = CLOSE_RETRY.delay_s(failures)
+            if time.monotonic() + pause >= ends_at:
+                log.warning(
+                    "stopping although storage did not take every row in %g s: they are lost", timeout_s
+                )
+                return
+            time.sleep(pause)
 
 
 def l1_buffer(config: NodeConfig) -> BufferSpec:
@@ -236,7 +261,7 @@ class MetricsStreamProcessor:
                 Periodic(
                     "metrics-persist", w.metrics_persist_interval_s, self._persist_l2, "persisting metrics"
                 ),
-                after_drain=[self._persist_l2],
+                store_again=self._persist_l2_held,
             )
             if role.is_target
             else None
@@ -267,6 +292,11 @@ class MetricsStreamProcessor:
     def _persist_l2(self) -> None:
         for w in self._l2:
             w.persist()
+
+    def _persist_l2_held(self) -> bool:
+        """Persists what the L2 workers hold; True once they hold nothing."""
+        self._persist_l2()
+        return not any(w.holds() for w in self._l2)
 
 
 class RecordStreamProcessor:

@@ -85,7 +85,9 @@ def test_a_node_stopped_gracefully_under_load_loses_nothing(cluster: Cluster, ro
     and stores or hands on all it holds before it exits."""
     with load_on(cluster) as load:
         time.sleep(5)
-        cluster.local.remove(cluster.local.nodes(role)[0])
+        # Patience for the stop itself: a busy machine takes longer than the
+        # 30 s after which a stop is no longer graceful (SIGKILL).
+        cluster.local.remove(cluster.local.nodes(role)[0], timeout_s=120)
         time.sleep(5)
     wait_until_stored(load.ledger, cluster.config)
     outcome, levels = settle(

@@ -1,20 +1,23 @@
-"""Records a receiver holds when it stops gracefully: storage that is slow to
-take them (a timed-out bulk on a busy machine) is asked again within the
-node's grace, not given up at once."""
+"""What a node holds for storage when it stops gracefully: storage that is
+slow to take it (a timed-out bulk on a busy machine) is asked again within
+the node's grace, not given up at once."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
 
+from model.metrics import Downsampling, ServiceMetrics
 from model.records import SegmentRecord
-from model.stream import Text
+from model.stream import Stage, Text, worker_id
 from model.topics import Position
+from remote.cluster import Role
 from runtime.budget import MemoryBudget
 from runtime.instruments import Instruments
 from runtime.worker import Workers
 from storage.api import R, StorageUnavailable
-from wiring.chains import RecordStreamProcessor
+from tests.unit.fakes import MemoryMetricsDAO
+from wiring.chains import MetricsStreamProcessor, RecordStreamProcessor
 from wiring.config import NodeConfig
 
 
@@ -67,3 +70,26 @@ def test_records_held_at_a_graceful_stop_are_asked_again_within_the_grace() -> N
     assert list(dao.stored) == [record.key()]
     dropped = instruments.value("skyoap_worker_dropped_total", worker="segment_records", reason="closing")
     assert dropped == 0
+
+
+def test_metrics_an_aggregator_holds_at_a_graceful_stop_are_written_again_within_the_grace() -> None:
+    """The last round's write of the hour rows times out (nothing lands): the
+    stopping aggregator writes them again rather than exit holding them."""
+    dao = MemoryMetricsDAO()
+    instruments = Instruments()
+    config = NodeConfig().with_options(role=Role.AGGREGATOR, metrics_persist_interval_s=3600)
+    workers = Workers()
+    metrics = MetricsStreamProcessor(
+        config, dao, workers, None, instruments, MemoryBudget(64 << 20, instruments)
+    )
+    assert metrics.l2 is not None
+    metrics.l2.start()
+    dao.lands[Downsampling.HOUR] = 0
+    row = ServiceMetrics(time_bucket=202611240700, service="shop", calls=3)
+    workers.get(worker_id(ServiceMetrics, Stage.L2)).accept(row)
+    metrics.l2.close(15)
+    assert {lv: dao.values(ServiceMetrics, lv) for lv in Downsampling} == {
+        Downsampling.MINUTE: {row.key(): row},
+        Downsampling.HOUR: {row.downsampled(Downsampling.HOUR).key(): row.downsampled(Downsampling.HOUR)},
+        Downsampling.DAY: {row.downsampled(Downsampling.DAY).key(): row.downsampled(Downsampling.DAY)},
+    }
