@@ -1,5 +1,5 @@
 # The two commands of the README. Each does its own set-up (deploy/install.sh).
-.PHONY: install demo test lint bench
+.PHONY: install demo test test-busy lint bench
 
 install:
 	./deploy/install.sh
@@ -18,6 +18,15 @@ lint: install
 # Every test: lint, types, unit tests, and integration tests against the real
 # Redis and Elasticsearch the fixtures start.
 test: lint
+	.venv/bin/pytest
+
+# The same tests while two CPU hogs (stress-ng, one per core of a 2-core machine)
+# keep the cores busy: what holds only on an idle machine is no guarantee. The hogs
+# are stopped when the tests end, pass or fail (the trap), and time out on their own.
+BUSY_CPUS ?= 2
+test-busy: lint
+	stress-ng --cpu $(BUSY_CPUS) --timeout 3h --quiet & hog=$$!; \
+	trap 'kill $$hog 2>/dev/null; wait $$hog 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	.venv/bin/pytest
 
 bench: install

@@ -171,6 +171,10 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         replayed = sum(len(r.held[level]) + len(r.behind[level]) for r in self._replays or ())
         return len(self._held[level]) + replayed + (len(self._fresh) if level is Downsampling.MINUTE else 0)
 
+    def holds(self) -> bool:
+        """Whether deltas wait for storage (or for a write to be confirmed)."""
+        return any(self._count(level) for level in Downsampling)
+
     def held_bytes(self) -> int:
         """About what the worker holds in memory: its queue, the deltas taken
         since the last round and those held for storage."""

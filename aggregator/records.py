@@ -5,10 +5,10 @@ a segment or a log line stores it.
 A bulk storage does not take is tried again until it does (records are
 stored by key, so a bulk that landed before its answer was lost is stored
 once); meanwhile the queue grows and the node's memory budget holds agents
-back. Only closing stops the tries: from then on, what storage does not take
-at once is spilled to the node's spill directory (``runtime/spill.py``) and
-stored at the next start (by key, so a spilled record that had landed is
-stored once).
+back. Only closing stops the tries, once the node's grace has passed: what
+storage has not taken then is spilled to the node's spill directory
+(``runtime/spill.py``) and stored at the next start (by key, so a spilled
+record that had landed is stored once).
 
 With ``topics``, each bulk is placed on the model's topic before it is written,
 and the write that stores the records publishes them (``aggregator/topics.py``)."""
@@ -149,9 +149,9 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             )  # fmt: skip
 
     def interrupt_retries(self) -> None:
-        """Stops waiting to retry (the node closes): what storage does not take
-        at once is kept for ``spill``, and once storage failed nothing more
-        waits on it."""
+        """Stops waiting to retry (the node closes, and its grace has passed):
+        what storage has not taken is kept for ``spill``, and once storage
+        failed nothing more waits on it."""
         self._closing.set()
 
     def _keep_unstored(self, chunk: Sequence[Record]) -> None:

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Installs everything skyoap needs on a fresh Debian machine, skipping what is there:
-# Redis (Debian's redis-server), a virtualenv with the project and its tools, and
+# Redis (Debian's redis-server), stress-ng, a virtualenv with the project and its tools, and
 # Elasticsearch (Elastic's zip from Maven Central, run with the machine's Java).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "installing redis-server" >&2
+# stress-ng keeps the cores busy for `make test-busy`.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]}" >&2
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 for tool in java mvn python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "$tool is needed (Java 17+, Maven, Python 3.11+)" >&2; exit 1; }

@@ -14,6 +14,8 @@ hands its last items on while L2 still takes them.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
 
 from aggregator.metrics import LastRound, MetricsPersistentWorker
@@ -35,10 +37,16 @@ from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.periodic import Periodic
 from runtime.pools import DrainPool
+from runtime.retry import RetryPolicy
 from runtime.spill import SpillDir
 from runtime.worker import Worker, Workers
 from storage.api import InventoryDAO, MetricsDAO, RecordDAO, SequenceAllocator
 from wiring.config import NodeConfig
+
+log = logging.getLogger(__name__)
+
+CLOSE_RETRY = RetryPolicy(attempts=None, first_delay_s=0.2, multiplier=2.0, max_delay_s=1.0)
+"""Pauses between the last rounds of a closing level, within its grace."""
 
 L1_POOL = "REGISTER_L1"
 L2_POOL = "REGISTER_L2"
@@ -53,21 +61,26 @@ again while storage does not take them."""
 class ChainLevel:
     """One level (L1 or L2) of a processor's chains on this node: the pool its
     workers share and, for metrics, the task that flushes them on a timer.
-    ``close`` runs ``before_drain`` (stop waiting to retry), stops the task,
-    lets the pool drain what is queued, then runs ``after_drain`` (hand on or
-    store what the workers hold)."""
+    ``close`` stops the task, lets the pool drain what is queued within its
+    grace, then runs ``give_up`` (stop waiting to retry what storage has not
+    taken by then), ``store_again`` (store what the workers hold; True once
+    nothing is left) again after pauses while something is left and the grace
+    lasts, and last ``after_drain`` (hand on, or spill, what the workers
+    still hold)."""
 
     def __init__(
         self,
         pool: DrainPool,
         task: Periodic | None = None,
-        before_drain: Sequence[Callable[[], None]] = (),
+        give_up: Sequence[Callable[[], None]] = (),
         after_drain: Sequence[Callable[[], None]] = (),
+        store_again: Callable[[], bool] | None = None,
     ) -> None:
         self.pool = pool
         self._task = task
-        self._before_drain = before_drain
+        self._give_up = give_up
         self._after_drain = after_drain
+        self._store_again = store_again
 
     def start(self) -> None:
         self.pool.start()
@@ -75,11 +88,26 @@ class ChainLevel:
             self._task.start()
 
     def close(self, timeout_s: float) -> None:
-        for step in self._before_drain:  # first: a run of the task under way stops waiting on storage
-            step()
         if self._task is not None:
             self._task.close(timeout_s)
+        # A write storage did not take at once (a timeout on a busy machine) is
+        # tried again for the grace, as in service: stopping loses nothing then.
         self.pool.close(timeout_s)
+        if self._give_up:
+            for step in self._give_up:
+                step()
+            self.pool.close(timeout_s)  # the tries under way end at once
+        ends_at = time.monotonic() + timeout_s
+        # A last write storage did not take (a timeout on a busy machine) would
+        # be lost at exit: it is tried again while the grace lasts.
+        failures = 0
+        while self._store_again is not None and not self._store_again():
+            failures += 1
+            pause = CLOSE_RETRY.delay_s(failures)
+            if time.monotonic() + pause >= ends_at:
+                log.warning("storage did not take every row in %g s; what is left is spilled", timeout_s)
+                break
+            time.sleep(pause)
         for step in self._after_drain:
             step()
 
@@ -238,8 +266,8 @@ class MetricsStreamProcessor:
                 Periodic(
                     "metrics-persist", w.metrics_persist_interval_s, self._persist_l2, "persisting metrics"
                 ),
-                before_drain=[w.interrupt for w in self._l2],
-                after_drain=[self._last_round],
+                store_again=self._persist_l2_held,
+                after_drain=[*(w.interrupt for w in self._l2), self._last_round],
             )
             if role.is_target
             else None
@@ -270,6 +298,11 @@ class MetricsStreamProcessor:
     def _persist_l2(self) -> None:
         for w in self._l2:
             w.persist()
+
+    def _persist_l2_held(self) -> bool:
+        """Persists what the L2 workers hold; True once they hold nothing."""
+        self._persist_l2()
+        return not any(w.holds() for w in self._l2)
 
     def _last_round(self) -> None:
         last = LastRound()
@@ -314,12 +347,13 @@ class RecordStreamProcessor:
             budget.hold(worker.held_bytes)
             workers.register(worker)
             self._entries[model] = worker
-        # Closing: what storage does not take at once is spilled (or dropped and counted), not waited for.
+        # Closing: what storage has not taken within the grace is spilled (or
+        # dropped and counted).
         records = list(self._entries.values())
         self.l2 = ChainLevel(
             pool,
             Periodic("records-spilled", SPILL_RETRY_S, self._apply_spilled, "storing spilled records"),
-            before_drain=[r.interrupt_retries for r in records],
+            give_up=[r.interrupt_retries for r in records],
             after_drain=[r.spill for r in records],
         )
 

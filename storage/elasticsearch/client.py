@@ -9,6 +9,7 @@ import functools
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
@@ -22,6 +23,7 @@ from model.stream import ColumnType, StreamData
 from model.topics import Position
 from runtime import deadline
 from runtime.batching import BatchPolicy
+from runtime.retry import RetryPolicy
 from storage.api import StorageError, StorageUnavailable
 from storage.config import StorageConfig
 
@@ -194,6 +196,48 @@ def translated_errors(what: str) -> Iterator[None]:
         raise err(f"Elasticsearch refused {what}: {e}") from e
 
 
+SHARDS_STARTING = RetryPolicy(attempts=12, first_delay_s=0.1, multiplier=2.0, max_delay_s=2.0)
+"""Pauses of a search that met an index whose shards are not started yet:
+about ten seconds in all (at most fifteen), within the call's deadline if
+there is one."""
+
+_SEARCHES = frozenset({"search", "count", "msearch"})
+_UNSTARTED = frozenset({"search_phase_execution_exception", "no_shard_available_action_exception"})
+
+
+def _shards_unavailable(e: elasticsearch.ApiError) -> bool:
+    """Whether Elasticsearch answered 503 because no copy of some shard was
+    started: an index a write is creating at this moment (at every change of
+    day, a new index per model), or one being recovered."""
+    error = e.body.get("error") if isinstance(e.body, dict) else None
+    return e.meta.status == 503 and isinstance(error, dict) and error.get("type") in _UNSTARTED
+
+
+class _Client(Elasticsearch):
+    """The client, whose searches wait for the shards of an index being
+    created to start (``SHARDS_STARTING``) rather than fail: a search that
+    matches such an index is answered 503 until its primary shard started,
+    which a busy machine takes seconds to do, and the transport's own retries
+    come without a pause. Searches only: nothing is written twice."""
+
+    def perform_request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if kwargs.get("endpoint_id") not in _SEARCHES:
+            return super().perform_request(method, path, **kwargs)
+        failures = 0
+        while True:
+            try:
+                return super().perform_request(method, path, **kwargs)
+            except elasticsearch.ApiError as e:
+                failures += 1
+                if not _shards_unavailable(e) or failures >= (SHARDS_STARTING.attempts or 1):
+                    raise
+                pause = SHARDS_STARTING.delay_s(failures)
+                if deadline.remaining(pause) < pause:
+                    raise  # the call answers by its deadline
+                log.debug("%s %s: shards not started yet, asking again in %.2f s", method, path, pause)
+                time.sleep(pause)
+
+
 class _ByDeadline:
     """An Elasticsearch client whose every request times out after
     ``limit_s``, or sooner when the current call's deadline comes first, and
@@ -228,7 +272,7 @@ class ElasticsearchClient:
     ) -> None:
         """``credentials``: the client's ``basic_auth``, ``api_key`` and
         ``ca_certs`` (see ``of``)."""
-        self.es = Elasticsearch(
+        self.es: Elasticsearch = _Client(
             [h.strip() for h in hosts.split(",") if h.strip()],
             request_timeout=request_timeout_s,
             retry_on_timeout=True,

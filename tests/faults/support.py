@@ -182,6 +182,10 @@ def storage_config(es_url: str, redis_url: str, prefix: str) -> StorageConfig:
 
 
 def stored_sums(config: StorageConfig, level: Downsampling) -> Sums:
+    """The sums stored now: searched after a refresh, since a search sees a
+    row only from the next refresh on (seconds later on a busy machine)."""
+    with Elasticsearch(config.es_hosts, request_timeout=60) as es:
+        es.indices.refresh(index=f"{config.es_index_prefix}_*metrics*", allow_no_indices=True)
     storage = open_storage(config)
     try:
         sums: Sums = {}

@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
 
 import pytest
-from elasticsearch import Elasticsearch
+from elasticsearch import ApiError, Elasticsearch
 
 from aggregator.housekeeping import TimeToLive
 from aggregator.topics import Topics
@@ -118,7 +119,19 @@ def test_each_kind_of_data_goes_on_the_day_its_time_to_live_says(
         rows = storage.metrics.query(EndpointMetrics, level, *ALL_BUCKETS)
         return {m.endpoint: m.calls for m in rows}
 
+    # Every row the segments give, at every level, before anything is counted:
+    # the models are persisted one after another, and a row still on its way
+    # would be removed, and counted, beside those the snapshot saw.
+    # No segment names its caller: their one relation is User -> shop.
+    rows = {
+        "service_metrics": 1,
+        "service_instance_metrics": 2,
+        "endpoint_metrics": 2,
+        "service_relation_metrics": 1,
+    }
+    before = {level: {f"{model}_{level.value}": n for model, n in rows.items()} for level in Downsampling}
     for level in Downsampling:
+        eventually(functools.partial(lambda lv: counts(storage, lv) == before[lv], level), timeout_s=60)
         eventually(
             functools.partial(lambda lv: endpoint_calls(lv) == {"/a": 3, "/b": 2}, level), timeout_s=60
         )
@@ -127,8 +140,6 @@ def test_each_kind_of_data_goes_on_the_day_its_time_to_live_says(
     eventually(lambda: len(stored(config.storage, ServiceInstanceInventory)) == 2)
     on_topic = eventually(lambda: {k for k in inventory_topic_keys(storage) if "/b" in k or "shop-1" in k})
     assert len(on_topic) == 2
-    before = {level: counts(storage, level) for level in Downsampling}
-    assert before[Downsampling.MINUTE]["endpoint_metrics_minute"] == 2
 
     clock = [now_s]
     ttl_topics = row_topics(storage, config)
@@ -278,5 +289,52 @@ def test_rows_of_the_single_index_of_an_earlier_release_move_into_day_indices(
         queried = dao.query(ServiceMetrics, Downsampling.MINUTE, 202611210000, 202611232359)
         assert [(m.time_bucket, m.calls) for m in queried] == [(202611221000, 3), (202611210905, 2)]
     finally:
+        dao.close()
+        wipe(es_server.url, redis_server.url, prefix)
+
+
+class _OnFirst(logging.Handler):
+    """Runs ``action`` on its own thread at the first record it handles."""
+
+    def __init__(self, action: Callable[[], object]) -> None:
+        super().__init__(logging.DEBUG)
+        self.fired = threading.Event()
+        self._action = action
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.fired.is_set():
+            self.fired.set()
+            threading.Thread(target=self._action, daemon=True).start()
+
+
+def test_a_search_waits_for_the_shards_of_an_index_being_created(
+    es_server: ElasticsearchServer, redis_server: RedisServer
+) -> None:
+    """An index a write is creating (each model's first row of a day creates
+    that day's index) answers searches 503 until its shard has started; a
+    query meeting it then waits for the shard rather than failing. Here the
+    shard may start only once the query was refused."""
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    client = ElasticsearchClient(es_server.url, prefix)
+    dao = ElasticsearchMetricsDAO(client)
+    es: Elasticsearch = client.es
+    index = f"{prefix}_service_metrics_minute-20261124"
+    only_on = "index.routing.allocation.include._name"
+    starting = _OnFirst(lambda: es.indices.put_settings(index=index, settings={only_on: None}))
+    logger = logging.getLogger("storage.elasticsearch.client")
+    previous = logger.level
+    try:
+        dao.install([ServiceMetrics])
+        es.indices.create(index=index, settings={only_on: "no-such-node"}, wait_for_active_shards="0")
+        with Elasticsearch(es_server.url, max_retries=0) as plain, pytest.raises(ApiError) as refused:
+            plain.count(index=index)  # the state a query meets
+        assert refused.value.meta.status == 503
+        logger.addHandler(starting)
+        logger.setLevel(logging.DEBUG)
+        assert dao.query(ServiceMetrics, Downsampling.MINUTE, 202611240000, 202611242359) == []
+        assert starting.fired.is_set()
+    finally:
+        logger.removeHandler(starting)
+        logger.setLevel(previous)
         dao.close()
         wipe(es_server.url, redis_server.url, prefix)
