@@ -82,19 +82,35 @@ def _unary(
     fn: Callable[[Any, grpc.ServicerContext], Any],
     deadline_s: float,
     limits: CallLimits,
-) -> Callable[[Any, grpc.ServicerContext], Any]:
-    def handle(request: Any, context: grpc.ServicerContext) -> Any:
-        if isinstance(request, Undecodable):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
+) -> Callable[[Iterator[Any], grpc.ServicerContext], Any]:
+    """Served as a client stream of one message, so that the call counts
+    against ``limits`` while its request comes, and one that never comes is
+    closed as idle (gRPC would hold a thread for it, uncounted, unbounded)."""
+
+    def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
         limits.admit(context)
-        with deadline.call():
-            deadline.start(deadline_s)
+        try:
+            watched = limits.watched(requests, context)
             try:
-                return fn(request, context)
-            except Exception as e:
-                abort_for(context, e)
+                request = next(watched, None)
+            except grpc.RpcError:
+                # Cancelled, by the client or as idle: nobody hears it; an abort
+                # (unlike returning nothing) leaves gRPC nothing to serialize.
+                context.abort(grpc.StatusCode.CANCELLED, "the request did not come")
             finally:
-                limits.leave()
+                watched.close()
+            if request is None:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call ended before its request came")
+            if isinstance(request, Undecodable):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
+            with deadline.call():
+                deadline.start(deadline_s)
+                try:
+                    return fn(request, context)
+                except Exception as e:
+                    abort_for(context, e)
+        finally:
+            limits.leave()
 
     return handle
 
@@ -168,7 +184,7 @@ def bind(
                 _stream_in(fn, keep_undecodable, deadline_s, limits), **kwargs
             )
         elif not method.client_streaming and not method.server_streaming:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            handlers[method.name] = grpc.stream_unary_rpc_method_handler(
                 _unary(fn, deadline_s, limits), **kwargs
             )
         else:
