@@ -8,13 +8,14 @@ other name is answered SERVICE_UNKNOWN and keeps nothing of the name; at
 most ``max_watches`` watches are open at once (past it: RESOURCE_EXHAUSTED),
 each ended once ``CallLimits.stream_max_age_s`` old. Both methods run on a
 pool of their own, so that health checks answer while every other thread
-of the server is busy; a watch holds no thread while it waits.
+of the server is busy; a call whose request does not come within
+``REQUEST_WAIT_S`` is cancelled, and a watch holds no thread while it waits.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any, TypeAlias
 
@@ -24,6 +25,8 @@ from grpc_health.v1 import health_pb2
 from edge.limits import CallLimits
 
 SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+REQUEST_WAIT_S = 1.0
+"""How long a health call may wait for its request: a client sends it at once."""
 Status: TypeAlias = int
 """A ``HealthCheckResponse.ServingStatus``."""
 _Send = Callable[[Any], None]
@@ -73,10 +76,11 @@ class Health:
         return grpc.method_handlers_generic_handler(
             SERVICE_NAME,
             {
-                "Check": grpc.unary_unary_rpc_method_handler(
+                # Request-streaming, so that the wait for the request is ours to bound.
+                "Check": grpc.stream_unary_rpc_method_handler(
                     _OnPool(self._check, self._pool, non_blocking=False), **kwargs
                 ),
-                "Watch": grpc.unary_stream_rpc_method_handler(
+                "Watch": grpc.stream_stream_rpc_method_handler(
                     _OnPool(self._watch, self._pool, non_blocking=True), **kwargs
                 ),
             },
@@ -100,9 +104,27 @@ class Health:
         with self._lock:
             self._refusing = True
 
+    def _request(
+        self, requests: Iterator[health_pb2.HealthCheckRequest], context: grpc.ServicerContext
+    ) -> health_pb2.HealthCheckRequest:
+        """The call's one request; a call whose request does not come within
+        ``REQUEST_WAIT_S`` is cancelled, so that it holds a thread of the
+        health pool no longer."""
+        watched = self._limits.watched(requests, context, idle_s=REQUEST_WAIT_S)
+        try:
+            request = next(watched, None)
+        except grpc.RpcError:
+            context.abort(grpc.StatusCode.CANCELLED, "the request did not come")
+        finally:
+            watched.close()
+        if request is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call ended before its request came")
+        return request
+
     def _check(
-        self, request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext
+        self, requests: Iterator[health_pb2.HealthCheckRequest], context: grpc.ServicerContext
     ) -> health_pb2.HealthCheckResponse:
+        request = self._request(requests, context)
         # No lock: a dict's get is atomic, and a check must not wait on a watcher's send.
         status = self._statuses.get(request.service)
         if status is None:
@@ -111,10 +133,11 @@ class Health:
 
     def _watch(
         self,
-        request: health_pb2.HealthCheckRequest,
+        requests: Iterator[health_pb2.HealthCheckRequest],
         context: grpc.ServicerContext,
         send_response_callback: _Send,
     ) -> None:
+        request = self._request(requests, context)
         held = self._limits.hold(context)
         watch = _Watch(None, send_response_callback)
 

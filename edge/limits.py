@@ -24,16 +24,16 @@ from typing import Any
 import grpc
 
 RESERVE_THREADS = 8
-HEALTH_THREADS = 2
+HEALTH_THREADS = 4
 
 
 class _Stream:
-    __slots__ = ("context", "idles", "last", "opened")
+    __slots__ = ("context", "idle_s", "last", "opened")
 
-    def __init__(self, context: grpc.ServicerContext, idles: bool) -> None:
+    def __init__(self, context: grpc.ServicerContext, idle_s: float | None) -> None:
         self.context = context
-        self.idles = idles
-        """Whether it is closed once idle: a stream the client sends on."""
+        self.idle_s = idle_s
+        """How long it may go without a message from the client (None: for ever)."""
         self.opened = time.monotonic()
         self.last = self.opened
         """When its last message came; set by the call's thread alone, read by the reaper."""
@@ -77,11 +77,13 @@ class CallLimits:
         with self._lock:
             self._calls -= 1
 
-    def watched(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Generator[Any, None, None]:
-        """The requests of a client stream, which is cancelled once
-        ``stream_idle_s`` passes without one coming, or once it is
-        ``stream_max_age_s`` old."""
-        stream = self.hold(context, idles=True)
+    def watched(
+        self, requests: Iterator[Any], context: grpc.ServicerContext, idle_s: float | None = None
+    ) -> Generator[Any, None, None]:
+        """The requests of a client stream, which is cancelled once ``idle_s``
+        (``stream_idle_s`` unless given) passes without one coming, or once
+        it is ``stream_max_age_s`` old."""
+        stream = self.hold(context, self.stream_idle_s if idle_s is None else idle_s)
         try:
             for request in requests:
                 stream.last = time.monotonic()
@@ -89,10 +91,10 @@ class CallLimits:
         finally:
             self.release(stream)
 
-    def hold(self, context: grpc.ServicerContext, idles: bool = False) -> _Stream:
+    def hold(self, context: grpc.ServicerContext, idle_s: float | None = None) -> _Stream:
         """Registers a stream to be cancelled once ``stream_max_age_s`` old (and,
-        with ``idles``, once idle); ``release`` it when it ends."""
-        stream = _Stream(context, idles)
+        with ``idle_s``, once that long without a message); ``release`` it when it ends."""
+        stream = _Stream(context, idle_s)
         with self._lock:
             self._streams.add(stream)
         return stream
@@ -111,13 +113,16 @@ class CallLimits:
             self._reaper.join(5)
 
     def _reap(self) -> None:
-        period = min(1.0, self.stream_idle_s / 4, self.stream_max_age_s / 4)
+        # Often enough for the shortest wait given (a health check's request).
+        period = min(0.25, self.stream_idle_s / 4, self.stream_max_age_s / 4)
         while not self._stopping.wait(period):
             now = time.monotonic()
-            idle_cutoff, age_cutoff = now - self.stream_idle_s, now - self.stream_max_age_s
+            age_cutoff = now - self.stream_max_age_s
             with self._lock:
                 over = [
-                    s for s in self._streams if s.opened < age_cutoff or (s.idles and s.last < idle_cutoff)
+                    s
+                    for s in self._streams
+                    if s.opened < age_cutoff or (s.idle_s is not None and now - s.last > s.idle_s)
                 ]
                 # Cancelled once: its call may take a moment to end and release it.
                 self._streams.difference_update(over)
