@@ -57,15 +57,13 @@ class RequiredMetadata(grpc.ServerInterceptor):
         def refuse(request: object, context: grpc.ServicerContext) -> None:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
 
-        # A handler of the same kind that decodes nothing; a method the node
-        # does not serve is refused alike, so that none is revealed.
-        if handler is None or (handler.request_streaming and handler.response_streaming):
+        # A request-streaming handler reads nothing before it refuses: gRPC
+        # runs a unary handler only once the request came, and a client that
+        # never sends it would hold a thread. A method the node does not
+        # serve is refused alike, so that none is revealed.
+        if handler is None or handler.response_streaming:
             return grpc.stream_stream_rpc_method_handler(refuse)
-        if handler.request_streaming:
-            return grpc.stream_unary_rpc_method_handler(refuse)
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(refuse)
-        return grpc.unary_unary_rpc_method_handler(refuse)
+        return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 class AgentToken(RequiredMetadata):

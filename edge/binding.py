@@ -124,20 +124,37 @@ def _unary(
     deadline_s: float,
     limits: CallLimits,
     budget: MemoryBudget | None,
-) -> Callable[[Any, grpc.ServicerContext], Any]:
-    def handle(data: bytes | TooLarge, context: grpc.ServicerContext) -> Any:
+) -> Callable[[Iterator[Any], grpc.ServicerContext], Any]:
+    """Served as a client stream of one message, so that the call counts
+    against ``limits`` while its request comes, and one that never comes is
+    closed as idle (gRPC would hold a thread for it, uncounted, unbounded)."""
+
+    def handle(received: Iterator[bytes | TooLarge], context: grpc.ServicerContext) -> Any:
         limits.admit(context)
-        with deadline.call(), _call_memory(budget):
-            deadline.start(deadline_s)
+        try:
+            watched = limits.watched(received, context)
             try:
-                request = decode(data)
-                if isinstance(request, Undecodable):
-                    raise InvalidRequest(request.describe())
-                return fn(request, context)
-            except Exception as e:
-                abort_for(context, e)
+                data = next(watched, None)
+            except grpc.RpcError:
+                # Cancelled, by the client or as idle: nobody hears it; an abort
+                # (unlike returning nothing) leaves gRPC nothing to serialize.
+                context.abort(grpc.StatusCode.CANCELLED, "the request did not come")
             finally:
-                limits.leave()
+                watched.close()
+            if data is None:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call ended before its request came")
+                return None  # abort raised
+            with deadline.call(), _call_memory(budget):
+                deadline.start(deadline_s)
+                try:
+                    request = decode(data)
+                    if isinstance(request, Undecodable):
+                        raise InvalidRequest(request.describe())
+                    return fn(request, context)
+                except Exception as e:
+                    abort_for(context, e)
+        finally:
+            limits.leave()
 
     return handle
 
@@ -231,7 +248,9 @@ def bind(
                 _stream_in(fn, decode, keep_undecodable, *shared), **kwargs
             )
         elif not method.client_streaming and not method.server_streaming:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(_unary(fn, decode, *shared), **kwargs)
+            handlers[method.name] = grpc.stream_unary_rpc_method_handler(
+                _unary(fn, decode, *shared), **kwargs
+            )
         else:
             raise NotImplementedError(f"{method.full_name}: server streaming is not used by skyoap")
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

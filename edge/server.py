@@ -4,20 +4,40 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from concurrent import futures
+from typing import Any
 
 import grpc
 from google.protobuf import descriptor
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from edge.auth import RequiredMetadata
 from edge.binding import Binding, bind
-from edge.limits import CallLimits
+from edge.health import SERVICE_NAME as HEALTH_SERVICE
+from edge.health import Health
+from edge.limits import HEALTH_THREADS, CallLimits
 from edge.tls import ServerTls
 from runtime.budget import MemoryBudget
 
 log = logging.getLogger(__name__)
+
+
+class _CountedReflection(reflection.ReflectionServicer):
+    """Reflection whose streams count against the bound and are closed when
+    idle or too old, as our own streams are."""
+
+    def __init__(self, names: tuple[str, ...], limits: CallLimits) -> None:
+        super().__init__(names)
+        self._limits = limits
+
+    def ServerReflectionInfo(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        self._limits.admit(context)
+        try:
+            yield from super().ServerReflectionInfo(self._limits.watched(requests, context), context)
+        finally:
+            self._limits.leave()
 
 
 class GrpcServer:
@@ -57,6 +77,11 @@ class GrpcServer:
         self._executor = futures.ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix="grpc"
         )
+        self._health_executor = futures.ThreadPoolExecutor(
+            max_workers=HEALTH_THREADS, thread_name_prefix="grpc-health"
+        )
+        # No maximum_concurrent_rpcs: gRPC would count health checks against it
+        # too, and refuse them while the bound is full.
         self.server = grpc.server(
             self._executor,
             interceptors=[token] if token else None,
@@ -82,9 +107,9 @@ class GrpcServer:
             self.port = 0
         if self.port == 0:
             raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available")
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.services: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+        self.health = Health(self.limits, self._health_executor, max_watches=self.limits.max_calls)
+        self.server.add_generic_rpc_handlers((self.health.handler(),))
+        self.services: list[str] = [HEALTH_SERVICE]
         self._started = False
 
     def add(
@@ -102,7 +127,9 @@ class GrpcServer:
 
     def start(self) -> None:
         if self._reflection:
-            reflection.enable_server_reflection((*self.services, reflection.SERVICE_NAME), self.server)
+            reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+                _CountedReflection((*self.services, reflection.SERVICE_NAME), self.limits), self.server
+            )
         self.limits.start()
         self.server.start()
         self._started = True
@@ -111,7 +138,7 @@ class GrpcServer:
 
     def refuse(self) -> None:
         """Answers NOT_SERVING to health checks from now on, still serving calls."""
-        self.health.enter_graceful_shutdown()
+        self.health.refuse()
 
     def close(self, timeout_s: float) -> None:
         """Stops listening and lets calls under way finish within ``timeout_s``;
@@ -125,8 +152,12 @@ class GrpcServer:
         self.limits.close()
         # A handler still running past the grace period is waiting out a bound
         # of its own (its call's deadline); the join is bounded too.
-        joiner = threading.Thread(target=self._executor.shutdown, name="grpc-shutdown", daemon=True)
+        joiner = threading.Thread(target=self._shutdown_pools, name="grpc-shutdown", daemon=True)
         joiner.start()
         joiner.join(timeout_s + 1)
         if joiner.is_alive():
             log.warning("gRPC handlers still running %g s after the server stopped", timeout_s + 1)
+
+    def _shutdown_pools(self) -> None:
+        self._executor.shutdown()
+        self._health_executor.shutdown()

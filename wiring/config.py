@@ -51,6 +51,9 @@ class ServerConfig:
         "RESOURCE_EXHAUSTED (health checks are not counted)",
     )
     stream_idle_s: float = option(60.0, "a client stream that sends nothing for this long is closed")
+    stream_max_age_s: float = option(
+        600.0, "a stream (client streams, reflection, health watches) open this long is closed"
+    )
     auth_token: str = option(
         "",
         "SkyWalking's agent token: every call but health checks must carry it as the gRPC metadata "

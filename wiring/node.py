@@ -87,6 +87,8 @@ def check(config: NodeConfig) -> None:
         )
     if config.server.stream_idle_s <= 0:
         raise ValueError(f"--stream-idle-s must be above 0, not {config.server.stream_idle_s:g}")
+    if config.server.stream_max_age_s <= 0:
+        raise ValueError(f"--stream-max-age-s must be above 0, not {config.server.stream_max_age_s:g}")
     token = config.server.auth_token
     if token and not (token.isascii() and token.isprintable()):
         raise ValueError(
@@ -390,7 +392,9 @@ class Node:
             port,
             cfg.server.max_message_bytes,
             cfg.limits.call_deadline_s,
-            CallLimits(cfg.server.max_concurrent_calls, cfg.server.stream_idle_s),
+            CallLimits(
+                cfg.server.max_concurrent_calls, cfg.server.stream_idle_s, cfg.server.stream_max_age_s
+            ),
             token,
             tls,
             reflection,
