@@ -171,9 +171,12 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         replayed = sum(len(r.held[level]) + len(r.behind[level]) for r in self._replays or ())
         return len(self._held[level]) + replayed + (len(self._fresh) if level is Downsampling.MINUTE else 0)
 
-    def holds(self) -> bool:
-        """Whether deltas wait for storage (or for a write to be confirmed)."""
-        return any(self._count(level) for level in Downsampling)
+    def store_held(self) -> bool:
+        """At close: persists what the worker took; True once storage took all
+        of it (what an earlier start spilled is not waited for: it stays in
+        its file)."""
+        self.persist()
+        return not (self._round_failed or self._fresh or any(len(h) for h in self._held.values()))
 
     def held_bytes(self) -> int:
         """About what the worker holds in memory: its queue, the deltas taken
@@ -232,8 +235,10 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         self._closing.set()
 
     def _may_store(self, last: LastRound | None) -> bool:
+        """Whether a level is written in this round: not once storage failed
+        in it (the next round, or the spill at close, takes what is left)."""
         if last is None:
-            return not self._closing.is_set()
+            return not (self._closing.is_set() or self._round_failed)
         return not (last.storage_failed or self._round_failed)
 
     def _store(self, level: Downsampling, held: Held, round_no: int, writer: str) -> None:

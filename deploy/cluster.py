@@ -178,7 +178,8 @@ class LocalCluster:
             raw["node_options"],
             [NodeProcess(**n) for n in raw["nodes"]],
             {k: ServerProcess(**v) for k, v in raw["servers"].items()},
-            raw.get("cluster_secret", ""),
+            # A state file of an earlier release has none: its next nodes get one.
+            raw.get("cluster_secret") or secrets.token_urlsafe(32),
         )
         return cls(workdir, state)
 
@@ -232,8 +233,8 @@ class LocalCluster:
                 start_new_session=True,
                 env={
                     **os.environ,
-                    **hidden,
                     "SKYOAP_CLUSTER_SECRET": self.state.cluster_secret,
+                    **hidden,  # a --cluster-secret the operator gave wins
                     **(env or {}),
                 },
             )

@@ -186,18 +186,19 @@ def _stream_in(
 ) -> Callable[..., Any]:
     def handle(received: Iterator[bytes | TooLarge], context: grpc.ServicerContext) -> Any:
         limits.admit(context)
-        requests = _deadline_once_received(map(decode, limits.watched(received, context)), deadline_s)
-        with deadline.call(), _call_memory(budget):
-            try:
-                return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
-            except grpc.RpcError as e:
-                if not context.is_active():
-                    return None  # cancelled: by the client, or as idle; nobody hears an answer
-                abort_for(context, e)
-            except Exception as e:
-                abort_for(context, e)
-            finally:
-                limits.leave()
+        try:
+            requests = _deadline_once_received(map(decode, limits.watched(received, context)), deadline_s)
+            with deadline.call(), _call_memory(budget):
+                try:
+                    return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
+                except grpc.RpcError as e:
+                    if not context.is_active():
+                        return None  # cancelled: by the client, or as idle; nobody hears an answer
+                    abort_for(context, e)
+                except Exception as e:
+                    abort_for(context, e)
+        finally:
+            limits.leave()
 
     return handle
 

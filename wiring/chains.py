@@ -88,18 +88,23 @@ class ChainLevel:
             self._task.start()
 
     def close(self, timeout_s: float) -> None:
+        """Within ``timeout_s``, but for the write under way when the tries
+        are given up (it ends by its own timeout) and one last pass of
+        ``store_again``."""
+        ends_at = time.monotonic() + timeout_s
+
+        def left() -> float:
+            return max(0.0, ends_at - time.monotonic())
+
         if self._task is not None:
-            self._task.close(timeout_s)
+            self._task.close(left())
         # A write storage did not take at once (a timeout on a busy machine) is
         # tried again for the grace, as in service: stopping loses nothing then.
-        self.pool.close(timeout_s)
+        self.pool.close(left())
         if self._give_up:
             for step in self._give_up:
                 step()
-            self.pool.close(timeout_s)  # the tries under way end at once
-        ends_at = time.monotonic() + timeout_s
-        # A last write storage did not take (a timeout on a busy machine) would
-        # be lost at exit: it is tried again while the grace lasts.
+            self.pool.close(timeout_s)  # the tries under way end at once, the write under way by its timeout
         failures = 0
         while self._store_again is not None and not self._store_again():
             failures += 1
@@ -300,9 +305,10 @@ class MetricsStreamProcessor:
             w.persist()
 
     def _persist_l2_held(self) -> bool:
-        """Persists what the L2 workers hold; True once they hold nothing."""
-        self._persist_l2()
-        return not any(w.holds() for w in self._l2)
+        """Persists what the L2 workers hold, up to the first whose storage
+        failed (the others wait for the next try, or for the spill); True
+        once every one has stored all it took."""
+        return all(w.store_held() for w in self._l2)
 
     def _last_round(self) -> None:
         last = LastRound()
