@@ -71,20 +71,11 @@ def empty_spans(spans: int, refs: int = 0) -> bytes:
 
 
 def collection(*segments: bytes) -> bytes:
-    """A SegmentCollection holding ``segments``, encoded by hand (field 1, length-delimited)."""
-    out = bytearray()
+    """A SegmentCollection holding ``segments``."""
+    pb = tracing_pb2.SegmentCollection()
     for s in segments:
-        out += b"\x0a" + _varint(len(s)) + s
-    return bytes(out)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | 0x80 if n else low)
-        if not n:
-            return bytes(out)
+        pb.segments.add().MergeFromString(s)
+    return pb.SerializeToString()
 
 
 class Shapes:
