@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench.registration import register_new
+from bench.registration import UNBOUNDED, register_new
 from deploy.cluster import LocalCluster, read_metrics
 from deploy.servers import ElasticsearchServer, RedisServer
 
@@ -39,7 +39,7 @@ def main() -> None:
             for n, (receivers, aggregators) in enumerate([*layouts, *reversed(layouts)]):
                 cluster = LocalCluster.create(
                     Path(tmp) / f"run{n}", rs.url, es.url,
-                    ["--log-level", "WARNING", "--inventory-selector", args.selector],
+                    ["--log-level", "WARNING", "--inventory-selector", args.selector, *UNBOUNDED],
                 )  # fmt: skip
                 try:
                     aggs = [cluster.add("aggregator") for _ in range(aggregators)]
