@@ -9,7 +9,8 @@ most ``max_watches`` watches are open at once (past it: RESOURCE_EXHAUSTED),
 each ended once ``CallLimits.stream_max_age_s`` old. Both methods run on a
 pool of their own, so that health checks answer while every other thread
 of the server is busy; a call whose request does not come within
-``REQUEST_WAIT_S`` is cancelled, and a watch holds no thread while it waits.
+``REQUEST_WAIT_S`` is cancelled, one whose request does not decode is
+answered INVALID_ARGUMENT, and a watch holds no thread while it waits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, TypeAlias
 import grpc
 from grpc_health.v1 import health_pb2
 
+from edge.binding import Decoder, Undecodable
 from edge.limits import CallLimits
 
 SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
@@ -30,6 +32,7 @@ REQUEST_WAIT_S = 1.0
 Status: TypeAlias = int
 """A ``HealthCheckResponse.ServingStatus``."""
 _Send = Callable[[Any], None]
+_decode = Decoder(health_pb2.HealthCheckRequest, budget=None, wait_s=0.0)
 
 
 class _OnPool:
@@ -70,7 +73,7 @@ class Health:
 
     def handler(self) -> grpc.GenericRpcHandler:
         kwargs = {
-            "request_deserializer": health_pb2.HealthCheckRequest.FromString,
+            "request_deserializer": bytes,  # decoded in the call's thread (``_request``)
             "response_serializer": health_pb2.HealthCheckResponse.SerializeToString,
         }
         return grpc.method_handlers_generic_handler(
@@ -105,7 +108,7 @@ class Health:
             self._refusing = True
 
     def _request(
-        self, requests: Iterator[health_pb2.HealthCheckRequest], context: grpc.ServicerContext
+        self, requests: Iterator[bytes], context: grpc.ServicerContext
     ) -> health_pb2.HealthCheckRequest:
         """The call's one request; a call whose request does not come within
         ``REQUEST_WAIT_S`` is cancelled, so that it holds a thread of the
@@ -119,10 +122,14 @@ class Health:
             watched.close()
         if request is None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call ended before its request came")
-        return request
+            raise AssertionError("abort raises")
+        decoded = _decode(request)
+        if isinstance(decoded, Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, decoded.describe())
+        return decoded
 
     def _check(
-        self, requests: Iterator[health_pb2.HealthCheckRequest], context: grpc.ServicerContext
+        self, requests: Iterator[bytes], context: grpc.ServicerContext
     ) -> health_pb2.HealthCheckResponse:
         request = self._request(requests, context)
         # No lock: a dict's get is atomic, and a check must not wait on a watcher's send.
@@ -133,7 +140,7 @@ class Health:
 
     def _watch(
         self,
-        requests: Iterator[health_pb2.HealthCheckRequest],
+        requests: Iterator[bytes],
         context: grpc.ServicerContext,
         send_response_callback: _Send,
     ) -> None:

@@ -83,3 +83,24 @@ def test_watches_hear_changes_are_bounded_and_end_once_old(
             next(watch)
         assert closed.value.code() is grpc.StatusCode.CANCELLED
     eventually(lambda: server.health.watches == 0)  # as each call's end reaches the server
+
+
+def test_a_request_that_does_not_decode_is_refused_with_what_was_wrong(
+    served: tuple[GrpcServer, health_pb2_grpc.HealthStub],
+) -> None:
+    server, stub = served
+    not_utf8 = b"\x0a\x02\xff\xfe"  # field 1 (service): 2 bytes that are not UTF-8
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        calls = [
+            lambda: channel.unary_unary("/grpc.health.v1.Health/Check")(not_utf8, timeout=10),
+            lambda: next(channel.unary_stream("/grpc.health.v1.Health/Watch")(not_utf8, timeout=10)),
+        ]
+        for call in calls:
+            with pytest.raises(grpc.RpcError) as refused:
+                call()
+            assert (refused.value.code(), refused.value.details()) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "the request is not a valid grpc.health.v1.HealthCheckRequest message "
+                "(String field had bad UTF-8); strings must be UTF-8",
+            )
+    assert check(stub, "") == SERVING
