@@ -43,6 +43,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from aggregator.topics import NotWritten, RowTopics, Unpublished
 from model.checks import Reason, Refused
@@ -53,7 +54,7 @@ from runtime.buffer import BufferSpec
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.ratelimit import RateLimitedLog
-from runtime.spill import Spill, SpillDir
+from runtime.spill import Spill, SpillDir, WorkerSpill
 from runtime.worker import BufferedWorker
 from storage.api import MetricsDAO, MetricsWrite, PutOutcome, Stored
 
@@ -91,6 +92,12 @@ class Replay:
     held: dict[Downsampling, Held]
     behind: dict[Downsampling, dict[str, Metrics]]
     """Deltas of a key that also has an unconfirmed one: written once that one is settled."""
+    nbytes: int = field(init=False)
+    """About what it held in memory when read (counted as held until it is stored whole)."""
+
+    def __post_init__(self) -> None:
+        deltas = [m for h in self.held.values() for _, m in h.unconfirmed.values()]
+        self.nbytes = memory_size(deltas + [m for b in self.behind.values() for m in b.values()])
 
     def __len__(self) -> int:
         return sum(len(h) for h in self.held.values()) + sum(len(b) for b in self.behind.values())
@@ -150,22 +157,12 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             ["worker"],
         ).labels(worker=name)
         self._error_log = RateLimitedLog(log)
-        self._spill_dir = spill_dir
+        self._spill = WorkerSpill(spill_dir, name, instruments, self.series.dropped("closing"))
         self._replays: list[Replay] | None = None
         """Taken from the spill directory at the first round."""
         self._round_failed = False
         """Whether storage failed a read or write of the last round."""
         self._closing = threading.Event()
-        self._spilled = instruments.counter(
-            "skyoap_spilled_total",
-            "rows or records a worker could not store at close, kept in --spill-dir for the next start",
-            ["worker", "reason"],
-        )
-        self._spill_applied = instruments.counter(
-            "skyoap_spill_applied_total",
-            "spilled rows or records a worker stored at a later start",
-            ["worker"],
-        ).labels(worker=name)
 
     def _count(self, level: Downsampling) -> int:
         replayed = sum(len(r.held[level]) + len(r.behind[level]) for r in self._replays or ())
@@ -180,8 +177,10 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
 
     def held_bytes(self) -> int:
         """About what the worker holds in memory: its queue, the deltas taken
-        since the last round and those held for storage."""
-        return self.queue.bytes() + self._fresh_bytes + self._held_bytes
+        since the last round, those held for storage and those spilled by an
+        earlier start and not yet stored."""
+        replayed = sum(r.nbytes for r in self._replays or ())
+        return self.queue.bytes() + self._fresh_bytes + self._held_bytes + replayed
 
     def process(self, batch: list[Metrics]) -> None:
         size = memory_size(batch)
@@ -407,39 +406,17 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         if not rows:
             return
         content = _spill_content(self.model, self.writer, round_no, self._held, {})
-        if self._spill_dir is None:
-            self._dropped_at_close(rows, "no --spill-dir is set")
-            return
-        try:
-            spill = self._spill_dir.create(self.name)
-            size = spill.save(content)
-            spill.release()
-        except OSError as e:
-            self._dropped_at_close(rows, f"the spill file could not be written: {e}")
-            return
+        self._spill.keep(content, rows, "metric rows", self._held_bytes, reason)
         self._held = {level: Held() for level in Downsampling}
         self._held_bytes = 0
-        self._spilled.labels(worker=self.name, reason=reason).inc(rows)
-        log.warning(
-            "%s: storage did not take %d metric rows at close; %d bytes kept in %s for the next start",
-            self.name, rows, size, spill.path,
-        )  # fmt: skip
-
-    def _dropped_at_close(self, rows: int, why: str) -> None:
-        size = self._held_bytes
-        self._held = {level: Held() for level in Downsampling}
-        self._held_bytes = 0
-        self.series.dropped("closing").inc(rows)
-        log.error(
-            "%s: storage did not take %d metric rows (about %d bytes) at close, and %s: they are lost",
-            self.name, rows, size, why,
-        )  # fmt: skip
 
     def _apply_spilled(self) -> None:
         """Stores what earlier starts spilled, a round of each spill per round
         of the worker; a spill stored whole is removed."""
         if self._replays is None:
-            self._replays = self._take_spilled()
+            self._replays = [
+                Replay(spill, *parts) for spill, parts in self._spill.take(self.model.MODEL, self._replay_of)
+            ]
         for replay in list(self._replays):
             if self._round_failed or self._closing.is_set():
                 return  # storage is failing: the spills wait for the next round
@@ -470,28 +447,28 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             if before:
                 self._store(level, held, round_no, replay.writer)
                 applied += before - len(held)
-        self._spill_applied.inc(applied)
+        self._spill.applied.inc(applied)
         if len(replay):
             replay.spill.save(_spill_content(self.model, replay.writer, round_no, replay.held, replay.behind))
 
-    def _take_spilled(self) -> list[Replay]:
-        if self._spill_dir is None:
-            return []
-        replays = []
-        for spill in self._spill_dir.take(self.name):
-            try:
-                replays.append(_replay_of(self.model, spill))
-            except (KeyError, TypeError, ValueError) as e:
-                log.error(
-                    "%s: spill file %s is not one this worker wrote, left as it is: %r",
-                    self.name,
-                    spill.path,
-                    e,
-                )
-                spill.release()
-                continue
-            log.info("%s: storing the %d metric rows spilled in %s", self.name, len(replays[-1]), spill.path)
-        return replays
+    def _replay_of(
+        self, content: dict[str, Any]
+    ) -> tuple[str, int, dict[Downsampling, Held], dict[Downsampling, dict[str, Metrics]]]:
+        """A spill file's writer, round, held and behind deltas (``Replay``)."""
+        held: dict[Downsampling, Held] = {}
+        behind: dict[Downsampling, dict[str, Metrics]] = {}
+        for level in Downsampling:
+            rows = content["levels"][level.value]
+            unconfirmed = {}
+            for r, row in rows["unconfirmed"]:
+                m = self.model.from_row(row)
+                unconfirmed[m.key()] = (int(r), m)
+            held[level] = Held(unconfirmed=unconfirmed)
+            behind[level] = {}
+            refused = merge_into(behind[level], (self.model.from_row(row) for row in rows["waiting"]))
+            if refused:
+                raise ValueError(f"its waiting {level.value} rows of one key sum past what storage holds")
+        return str(content["writer"]), int(content["round"]), held, behind
 
 
 def _spill_content(
@@ -510,21 +487,3 @@ def _spill_content(
             "unconfirmed": [[r, m.to_row()] for r, m in held[level].unconfirmed.values()],
         }
     return {"model": model.MODEL, "writer": writer, "round": round_no, "levels": levels}
-
-
-def _replay_of(model: type[Metrics], spill: Spill) -> Replay:
-    data = spill.read()
-    if data["model"] != model.MODEL:
-        raise ValueError(f"it holds {data['model']}")
-    held: dict[Downsampling, Held] = {}
-    behind: dict[Downsampling, dict[str, Metrics]] = {}
-    for level in Downsampling:
-        raw = data["levels"][level.value]
-        unconfirmed = {}
-        for r, row in raw["unconfirmed"]:
-            m = model.from_row(row)
-            unconfirmed[m.key()] = (int(r), m)
-        held[level] = Held(unconfirmed=unconfirmed)
-        behind[level] = {}
-        merge_into(behind[level], (model.from_row(row) for row in raw["waiting"]))
-    return Replay(spill, str(data["writer"]), int(data["round"]), held, behind)

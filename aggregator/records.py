@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from aggregator.topics import Placement, Topics
 from model.records import Record
@@ -29,7 +30,7 @@ from runtime.instruments import Instruments
 from runtime.pools import DrainPool
 from runtime.ratelimit import RateLimitedLog
 from runtime.retry import UNTIL_STORED
-from runtime.spill import Spill, SpillDir
+from runtime.spill import Spill, SpillDir, WorkerSpill
 from runtime.worker import BufferedWorker
 from storage.api import RecordDAO, StorageError
 
@@ -60,22 +61,12 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         self._closing = threading.Event()
         self._in_hand = 0
         self._error_log = RateLimitedLog(log)
-        self._spill_dir = spill_dir
-        self._unstored: list[Record] = []
-        """Records storage did not take while closing, for the spill."""
+        self._spill = WorkerSpill(spill_dir, name, instruments, self.series.dropped("closing"))
+        self._unstored: list[Record] | None = []
+        """Records storage did not take while closing, for the spill (None once spilled)."""
         self._unstored_lock = threading.Lock()
         self._replays: list[tuple[Spill, list[Record]]] | None = None
         self._replay_bytes = 0
-        self._spilled = instruments.counter(
-            "skyoap_spilled_total",
-            "rows or records a worker could not store at close, kept in --spill-dir for the next start",
-            ["worker", "reason"],
-        )
-        self._spill_applied = instruments.counter(
-            "skyoap_spill_applied_total",
-            "spilled rows or records a worker stored at a later start",
-            ["worker"],
-        ).labels(worker=name)
 
     def held_bytes(self) -> int:
         """What the worker holds in memory: its queue and the bulk in hand."""
@@ -91,7 +82,8 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             self._in_hand = 0
 
     def _write(self, chunk: Sequence[Record], nbytes: int) -> None:
-        if self._closing.is_set() and self._unstored:  # storage failed at close: no more waiting on it
+        # Storage failed at close, or the spill is written: no more waiting on it.
+        if self._closing.is_set() and self._unstored != []:
             self._keep_unstored(chunk)
             return
         try:
@@ -138,6 +130,9 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             self._topics.written(placement, refused)
         return refused
 
+    def _records_of(self, content: dict[str, Any]) -> list[Record]:
+        return [self.model.from_row(row) for row in content["records"]]
+
     def _count_refused(self, chunk: Sequence[Record], refused: dict[str, str]) -> None:
         self.series.stored("write").inc(len(chunk) - len(refused))
         if refused:
@@ -156,36 +151,26 @@ class RecordPersistentWorker(BufferedWorker[Record]):
 
     def _keep_unstored(self, chunk: Sequence[Record]) -> None:
         with self._unstored_lock:
-            self._unstored.extend(chunk)
+            if self._unstored is not None:
+                self._unstored.extend(chunk)
+                return
+        # A write still under way when the spill was written (it outlasted the grace).
+        self.series.dropped("closing").inc(len(chunk))
+        log.error(
+            "%s: storage did not take %d records (about %d bytes) after the spill at close: they are lost",
+            self.name, len(chunk), memory_size(chunk),
+        )  # fmt: skip
 
     def spill(self) -> None:
         """At close, once the queue is drained: writes the records storage did
         not take to the spill directory; without one, or if the file cannot
         be written, they are dropped, counted and logged with their size."""
         with self._unstored_lock:
-            records, self._unstored = self._unstored, []
+            records, self._unstored = self._unstored or [], None
         if not records:
             return
-        why = "no --spill-dir is set"
-        if self._spill_dir is not None:
-            try:
-                spill = self._spill_dir.create(self.name)
-                size = spill.save({"model": self.model.MODEL, "records": [r.to_row() for r in records]})
-                spill.release()
-            except OSError as e:
-                why = f"the spill file could not be written: {e}"
-            else:
-                self._spilled.labels(worker=self.name, reason="storage_failed").inc(len(records))
-                log.warning(
-                    "%s: storage did not take %d records at close; %d bytes kept in %s for the next start",
-                    self.name, len(records), size, spill.path,
-                )  # fmt: skip
-                return
-        self.series.dropped("closing").inc(len(records))
-        log.error(
-            "%s: storage did not take %d records (about %d bytes) at close, and %s: they are lost",
-            self.name, len(records), memory_size(records), why,
-        )  # fmt: skip
+        content = {"model": self.model.MODEL, "records": [r.to_row() for r in records]}
+        self._spill.keep(content, len(records), "records", memory_size(records), "storage_failed")
 
     def apply_spilled(self) -> None:
         """Stores what earlier starts spilled (one try of each bulk; called
@@ -193,33 +178,23 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         record is stored by key: one that had landed, or that a start killed
         meanwhile stored, is stored once."""
         if self._replays is None:
-            self._replays = []
-            for spill in self._spill_dir.take(self.name) if self._spill_dir else []:
-                try:
-                    content = spill.read()
-                    if content["model"] != self.model.MODEL:
-                        raise ValueError(f"it holds {content['model']}")
-                    records = [self.model.from_row(row) for row in content["records"]]
-                except (KeyError, TypeError, ValueError) as e:
-                    log.error("%s: spill file %s left as it is: %r", self.name, spill.path, e)
-                    spill.release()
-                    continue
-                log.info("%s: storing the %d records spilled in %s", self.name, len(records), spill.path)
-                self._replays.append((spill, records))
-                self._replay_bytes += memory_size(records)
+            self._replays = self._spill.take(self.model.MODEL, self._records_of)
+            self._replay_bytes = sum(memory_size(records) for _, records in self._replays)
         while self._replays and not self._closing.is_set():
             spill, records = self._replays[0]
-            for chunk in self.bulk.chunks(records):
+            for chunk in list(self.bulk.chunks(records)):
+                nbytes = memory_size(chunk)
                 try:
-                    refused = self._insert(chunk, memory_size(chunk), lambda insert: insert())
+                    refused = self._insert(chunk, nbytes, lambda insert: insert())
                 except StorageError as e:
                     self._error_log.error(
                         f"{self.name}-spill", "%s: spilled records wait for storage: %s", self.name, e
                     )
                     return
                 self._count_refused(chunk, refused)
-                self._spill_applied.inc(len(chunk))
+                self._spill.applied.inc(len(chunk))
+                del records[: len(chunk)]  # stored: the next try starts after it
+                self._replay_bytes -= nbytes
             spill.done()
             self._replays.pop(0)
-            self._replay_bytes -= memory_size(records)
             log.info("%s: stored what %s held", self.name, spill.path)

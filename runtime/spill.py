@@ -17,12 +17,18 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from prometheus_client import Counter
+
+from runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".spill.json"
+T = TypeVar("T")
 
 
 class Spill:
@@ -136,3 +142,77 @@ class SpillDir:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class WorkerSpill:
+    """One worker's use of the spill directory (``None``: no ``--spill-dir``):
+    at close, what storage did not take is kept in a file, or dropped and
+    counted; at a later start, the files earlier starts kept are taken."""
+
+    def __init__(
+        self, directory: SpillDir | None, worker: str, instruments: Instruments, dropped: Counter
+    ) -> None:
+        """``dropped`` counts what the worker drops at close."""
+        self._dir = directory
+        self._worker = worker
+        self._dropped = dropped
+        self._spilled = instruments.counter(
+            "skyoap_spilled_total",
+            "rows or records a worker could not store at close, kept in --spill-dir for the next start",
+            ["worker", "reason"],
+        )
+        self.applied = instruments.counter(
+            "skyoap_spill_applied_total",
+            "spilled rows or records a worker stored at a later start",
+            ["worker"],
+        ).labels(worker=worker)
+
+    def keep(self, content: dict[str, Any], count: int, what: str, nbytes: int, reason: str) -> bool:
+        """Writes ``content``, ``count`` of ``what`` (about ``nbytes`` in
+        memory), to a new spill file; without a directory, or if the file
+        cannot be written, they are dropped, counted and logged with their
+        size. Returns whether they were kept."""
+        why = "no --spill-dir is set"
+        if self._dir is not None:
+            try:
+                spill = self._dir.create(self._worker)
+                size = spill.save(content)
+                spill.release()
+            except OSError as e:
+                why = f"the spill file could not be written: {e}"
+            else:
+                self._spilled.labels(worker=self._worker, reason=reason).inc(count)
+                log.warning(
+                    "%s: storage did not take %d %s at close; %d bytes kept in %s for the next start",
+                    self._worker, count, what, size, spill.path,
+                )  # fmt: skip
+                return True
+        self._dropped.inc(count)
+        log.error(
+            "%s: storage did not take %d %s (about %d bytes) at close, and %s: they are lost",
+            self._worker, count, what, nbytes, why,
+        )  # fmt: skip
+        return False
+
+    def take(self, model: str, read: Callable[[dict[str, Any]], T]) -> list[tuple[Spill, T]]:
+        """The files earlier starts of the worker kept for this storage, each
+        locked and read with ``read``; a file of another model, or one ``read``
+        refuses (KeyError, TypeError, ValueError), is left as it is."""
+        taken = []
+        for spill in self._dir.take(self._worker) if self._dir else []:
+            try:
+                content = spill.read()
+                if content["model"] != model:
+                    raise ValueError(f"it holds {content['model']}")
+                taken.append((spill, read(content)))
+            except (KeyError, TypeError, ValueError) as e:
+                log.error(
+                    "%s: spill file %s is not one this worker wrote, left as it is: %r",
+                    self._worker,
+                    spill.path,
+                    e,
+                )
+                spill.release()
+                continue
+            log.info("%s: storing what %s holds", self._worker, spill.path)
+        return taken

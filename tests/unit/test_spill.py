@@ -16,6 +16,7 @@ from model.metrics import Downsampling, ServiceMetrics
 from model.records import Record, SegmentRecord
 from model.stream import Text
 from runtime.batching import BatchPolicy
+from runtime.budget import memory_size
 from runtime.buffer import BufferSpec, BufferStrategy
 from runtime.instruments import Instruments
 from runtime.pools import DrainPool
@@ -280,3 +281,60 @@ def test_without_a_spill_directory_records_left_at_close_are_counted_as_dropped(
     first.handle_batch(segment_records(5))
     first.spill()
     assert instruments.value("skyoap_worker_dropped_total", worker="segment_records", reason="closing") == 5
+
+
+class FailingAfter(MemoryRecordDAO):
+    """Takes ``bulks`` bulks, then is down."""
+
+    def __init__(self, bulks: int) -> None:
+        super().__init__()
+        self.bulks = bulks
+
+    def insert(self, model, items, positions=None):  # type: ignore[no-untyped-def]
+        self.down = self.bulks == 0
+        self.bulks -= 1
+        return super().insert(model, items, positions)
+
+
+def test_spilled_records_are_held_until_stored_and_each_bulk_counted_once(tmp_path: Path) -> None:
+    first = record_worker(MemoryRecordDAO(), tmp_path, Instruments())
+    first.interrupt_retries()
+    first._keep_unstored(segment_records(5))
+    first.spill()
+    dao, instruments = FailingAfter(bulks=1), Instruments()  # 2 of 5 stored, then storage fails
+    second = record_worker(dao, tmp_path, instruments)
+    second.apply_spilled()
+    assert sorted(dao.rows) == ["s0", "s1"]
+    assert instruments.value("skyoap_spill_applied_total", worker="segment_records") == 2
+    assert second.held_bytes() == memory_size(segment_records(5)[2:])
+    dao.down, dao.bulks = False, 10
+    second.apply_spilled()
+    assert sorted(dao.rows) == [f"s{i}" for i in range(5)]
+    assert instruments.value("skyoap_spill_applied_total", worker="segment_records") == 5
+    assert (second.held_bytes(), spills(tmp_path)) == (0, [])
+
+
+def test_spilled_metrics_count_as_held_until_stored(tmp_path: Path) -> None:
+    dao = MemoryMetricsDAO()
+    first = worker(dao, tmp_path)
+    take(first, [delta(202611211905, "shop", 10)])
+    dao.down = set(Downsampling)
+    close(first)
+    second = worker(dao, tmp_path)
+    second.persist()  # takes the spill; storage does not take it yet
+    assert second.held_bytes() == 3 * memory_size([delta(202611211905, "shop", 10)])  # a row a level
+    dao.down = set()
+    second.persist()
+    assert (second.held_bytes(), spills(tmp_path)) == (0, [])
+
+
+def test_records_a_write_still_under_way_fails_after_the_spill_are_counted_as_dropped(tmp_path: Path) -> None:
+    dao, instruments = MemoryRecordDAO(), Instruments()
+    first = record_worker(dao, tmp_path, instruments)
+    first.interrupt_retries()
+    dao.down = True
+    first.handle_batch(segment_records(2))
+    first.spill()
+    first.handle_batch(segment_records(3))  # the write that outlasted the grace
+    assert instruments.value("skyoap_spilled_total", worker="segment_records", reason="storage_failed") == 2
+    assert instruments.value("skyoap_worker_dropped_total", worker="segment_records", reason="closing") == 3
