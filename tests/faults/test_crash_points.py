@@ -46,7 +46,7 @@ def test_an_aggregator_killed_at_any_point_of_a_write_leaves_every_version_on_it
         doomed = local.add("aggregator", env={"SKYOAP_CRASH_AT": f"{point}:{REACHED[point]}"})
         receiver = local.add("receiver")
         with VersionWatch(config) as watch, AgentLoad(receiver.address, 10, 5) as load:
-            eventually(lambda: local.exited(doomed), timeout_s=60)
+            eventually(lambda: local.exited(doomed))
             killed_at = time.time()
             local.remove(doomed)
             local.add("aggregator")

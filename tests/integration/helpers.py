@@ -20,7 +20,13 @@ def stored(config: StorageConfig, model: type[I]) -> list[I]:
         storage.close()
 
 
-def eventually(check: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1) -> T:
+WAIT_S = 120.0
+"""How long a test waits for the state it asserts: long enough for a machine
+three times slower than this one with both cores busy; a test that passes
+returns as soon as the state is reached."""
+
+
+def eventually(check: Callable[[], T], timeout_s: float = WAIT_S, interval_s: float = 0.1) -> T:
     """Calls ``check`` until it returns a true value (or stops raising
     AssertionError, or StorageUnavailable: a search can meet an index that a
     write is creating at that moment); fails with the last error after

@@ -71,10 +71,10 @@ def test_ten_thousand_raw_urls_leave_at_most_the_bound_of_endpoints_and_rules_gr
         collect(node.address, segments("shop", [f"GET:/files/a/{i}.txt" for i in range(50)], now))
         admitted = [f"/orders/{i}" for i in range(BOUND - 1)]
         want = {**dict.fromkeys(admitted, 1), OTHER: 10_000 - (BOUND - 1) + 50}
-        eventually(lambda: endpoint_calls(config, "shop", minute) == want, timeout_s=60)
-        eventually(lambda: endpoint_calls(config, "users", minute) == {"/users/{id}": 500}, timeout_s=60)
-        eventually(lambda: endpoints_of(config, "shop") == sorted([*admitted, OTHER]), timeout_s=60)
-        eventually(lambda: endpoints_of(config, "users") == ["/users/{id}"], timeout_s=60)
+        eventually(lambda: endpoint_calls(config, "shop", minute) == want)
+        eventually(lambda: endpoint_calls(config, "users", minute) == {"/users/{id}": 500})
+        eventually(lambda: endpoints_of(config, "shop") == sorted([*admitted, OTHER]))
+        eventually(lambda: endpoints_of(config, "users") == ["/users/{id}"])
         # Past the bound, the files' group is folded too: it is a new name.
         folded = node.instruments.value("skyoap_cardinality_folded_total", kind="endpoint")
         assert folded == 10_000 - (BOUND - 1) + 50
@@ -88,7 +88,7 @@ def test_ten_thousand_raw_urls_leave_at_most_the_bound_of_endpoints_and_rules_gr
         collect(node.address, segments("shop", ["/orders/new", "/orders/5"], now))
         want[OTHER] += 1
         want["/orders/5"] += 1
-        eventually(lambda: endpoint_calls(config, "shop", minute) == want, timeout_s=60)
+        eventually(lambda: endpoint_calls(config, "shop", minute) == want)
         assert node.instruments.value("skyoap_cardinality_folded_total", kind="endpoint") == 1
         assert len(endpoints_of(config, "shop")) == BOUND
     finally:

@@ -104,14 +104,14 @@ def test_a_killed_aggregator_is_replaced_and_nothing_held_by_receivers_is_lost(
     threads = [threading.Thread(target=keep_registering, args=(w,)) for w in range(8)]
     for t in threads:
         t.start()
-    eventually(lambda: len(results) >= 40, timeout_s=60)
+    eventually(lambda: len(results) >= 40)
     cluster.remove(first, kill=True)  # forever-first's writer dies under load
     # Within a refresh interval plus the membership expiry, the receivers route
     # to the survivor alone, and registrations complete through it.
-    eventually(lambda: all(metric(r, "skyoap_remote_targets") == 1 for r in receivers), timeout_s=30)
+    eventually(lambda: all(metric(r, "skyoap_remote_targets") == 1 for r in receivers))
     done_at_kill = len(results)
-    eventually(lambda: inserted(second, "service_inventory") >= 20, timeout_s=60)
-    eventually(lambda: len(results) >= done_at_kill + 40, timeout_s=60)
+    eventually(lambda: inserted(second, "service_inventory") >= 20)
+    eventually(lambda: len(results) >= done_at_kill + 40)
     stop.set()
     for t in threads:
         t.join(120)
@@ -159,7 +159,7 @@ def test_hash_routing_keeps_each_key_on_one_aggregator_and_moves_a_third_when_on
         with ThreadPoolExecutor(max_workers=30) as pool:
             assert all(pool.map(lambda a: a.ping(), agents))
         expected_total = sum(before.values()) + len(agents)
-        eventually(lambda: sum(instance_l2(n) for n in nodes) >= expected_total, timeout_s=30)
+        eventually(lambda: sum(instance_l2(n) for n in nodes) >= expected_total)
         return {n.address: instance_l2(n) - before[n.address] for n in nodes}
 
     two = [n.address for n in aggregators]
@@ -169,7 +169,7 @@ def test_hash_routing_keeps_each_key_on_one_aggregator_and_moves_a_third_when_on
     assert ping_all_and_count(aggregators) == dict(expected)
 
     third = cluster.add("aggregator")
-    eventually(lambda: metric(receiver, "skyoap_remote_targets") == 3, timeout_s=30)
+    eventually(lambda: metric(receiver, "skyoap_remote_targets") == 3)
     three = [*two, third.address]
     moved = [k for k in keys if rendezvous_owner(k, three) != rendezvous_owner(k, two)]
     # Only keys the newcomer wins move; roughly a third.

@@ -22,7 +22,7 @@ from deploy.consumer_table import print_consumers
 from storage.config import StorageConfig, StorageKind
 from storage.select import OpenStorage
 from tests.entries import Entry, publish
-from tests.integration.helpers import eventually
+from tests.integration.helpers import WAIT_S, eventually
 from wiring.config import NodeConfig
 from wiring.node import Node
 
@@ -53,10 +53,10 @@ def open_consumer(
     return consumer
 
 
-def drain(consumer: Consumer, want: int, timeout_s: float = 30) -> list[tuple[int, int]]:
+def drain(consumer: Consumer, want: int) -> list[tuple[int, int]]:
     """(partition, offset) of the next ``want`` records the consumer polls."""
     seen: list[tuple[int, int]] = []
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + WAIT_S
     while len(seen) < want and time.monotonic() < deadline:
         seen += [(r.partition, r.offset) for r in consumer.poll(0.2, max_records=want - len(seen))]
     return seen
@@ -158,7 +158,7 @@ def test_a_killed_member_s_partitions_move_and_the_group_misses_no_offset(
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(child.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
-    eventually(lambda: sum(1 for x in lines if x.startswith("seen")) >= 40, timeout_s=60)
+    eventually(lambda: sum(1 for x in lines if x.startswith("seen")) >= 40)
 
     survivor = open_consumer(node_config.storage, consumers, enable_auto_commit=False)
     survivor.subscribe([TOPIC])
@@ -168,7 +168,7 @@ def test_a_killed_member_s_partitions_move_and_the_group_misses_no_offset(
         seen_by_survivor.extend((r.partition, r.offset) for r in survivor.poll(0.05))
         return len(survivor.assignment()) == partitions
 
-    eventually(lambda: survivor_holds(2), timeout_s=30)
+    eventually(lambda: survivor_holds(2))
     child.send_signal(signal.SIGKILL)
     child.wait()
     reader.join(5)
@@ -177,7 +177,7 @@ def test_a_killed_member_s_partitions_move_and_the_group_misses_no_offset(
     since_commit = sum(1 for x in lines[last_commit + 1 :] if x.startswith("seen"))
 
     # Within the session timeout (3 s here) the survivor holds all four, and reads them to the end.
-    eventually(lambda: survivor_holds(4), timeout_s=30)
+    eventually(lambda: survivor_holds(4))
     everything = {(p, o) for p in range(4) for o in range(100)}
     eventually(lambda: survivor_holds(4) and everything <= set(seen_by_child) | set(seen_by_survivor))
     assert len(seen_by_child) < 400  # it was killed mid-stream
@@ -338,7 +338,7 @@ def test_commits_of_a_stale_owner_beyond_the_watermark_or_unassigned_are_refused
     # "stale" stops beating; once the session timeout passes, the next member takes both partitions.
     fresh = open_consumer(node_config.storage, consumers, member_id="fresh")
     fresh.subscribe([TOPIC])
-    eventually(lambda: fresh.poll(0.1) is not None and len(fresh.assignment()) == 2, timeout_s=30)
+    eventually(lambda: fresh.poll(0.1) is not None and len(fresh.assignment()) == 2)
     with pytest.raises(CommitRefused, match=r"consumer stale cannot commit metrics/0: the partition is not "
                        r"assigned to it \(it is fresh's now\)"):  # fmt: skip
         stale.commit({tp0: 4})

@@ -74,7 +74,7 @@ def waits_for(
     config: NodeConfig, model: type[CallMetrics], minute: int, fields: tuple[str, ...]
 ) -> Callable[[dict[Any, int]], None]:
     def wait(want: dict[Any, int]) -> None:
-        eventually(lambda: rows(config, model, minute, *fields) == want, timeout_s=60)
+        eventually(lambda: rows(config, model, minute, *fields) == want)
 
     return wait
 

@@ -105,7 +105,7 @@ def test_bad_histograms_are_refused_at_the_receiver_and_the_other_meters_stored_
         "latency": (1, 8.0, 8.0, {"-inf": "1", "0.5": "3", "1.0": "4"}),
     }
     for level in Downsampling:
-        eventually(lambda: meters_of(opened, level, now) == want, timeout_s=30)  # noqa: B023
+        eventually(lambda: meters_of(opened, level, now) == want)  # noqa: B023
 
 
 def test_a_value_whose_sum_with_others_of_its_call_would_overflow_is_refused(
@@ -121,7 +121,7 @@ def test_a_value_whose_sum_with_others_of_its_call_would_overflow_is_refused(
     )
     assert node.instruments.value("skyoap_v3_refused_total", kind="meters", reason="overflow") == 1
     for level in Downsampling:
-        eventually(lambda: meters_of(opened, level, now) == {"big": (1, BIG, BIG, {})}, timeout_s=30)  # noqa: B023
+        eventually(lambda: meters_of(opened, level, now) == {"big": (1, BIG, BIG, {})})  # noqa: B023
 
 
 def test_a_value_whose_sum_with_the_stored_row_would_overflow_leaves_the_row_as_it_was(
@@ -131,19 +131,19 @@ def test_a_value_whose_sum_with_the_stored_row_would_overflow_leaves_the_row_as_
     now = int(time.time() * 1000)
     collect_meters(node, [single("big", BIG, now)])
     for level in Downsampling:
-        eventually(lambda: meters_of(opened, level, now) == {"big": (1, BIG, BIG, {})}, timeout_s=30)  # noqa: B023
+        eventually(lambda: meters_of(opened, level, now) == {"big": (1, BIG, BIG, {})})  # noqa: B023
 
     # Only L2 sees this sum, with the stored row: left out at each level, counted.
     collect_meters(node, [single("big", BIG, now + 1)])
     dropped = {"worker": "meter_metrics_l2", "reason": "overflow"}
-    eventually(lambda: node.instruments.value("skyoap_worker_dropped_total", **dropped) == 3, timeout_s=30)
+    eventually(lambda: node.instruments.value("skyoap_worker_dropped_total", **dropped) == 3)
     for level in Downsampling:
         assert meters_of(opened, level, now) == {"big": (1, BIG, BIG, {})}
 
     # A value that fits is added to the row as ever.
     collect_meters(node, [single("big", -BIG / 2, now + 2)])
     for level in Downsampling:
-        eventually(lambda: meters_of(opened, level, now) == {"big": (2, BIG / 2, -BIG / 2, {})}, timeout_s=30)  # noqa: B023
+        eventually(lambda: meters_of(opened, level, now) == {"big": (2, BIG / 2, -BIG / 2, {})})  # noqa: B023
     assert node.instruments.value("skyoap_worker_dropped_total", **dropped) == 3
 
 
@@ -179,7 +179,7 @@ def test_an_otlp_data_point_whose_sum_would_overflow_is_a_partial_success(
         "big": (1, BIG, BIG, {}),
         "small": (1, 2.0, 2.0, {}),
     }
-    eventually(lambda: meters_of(opened, Downsampling.MINUTE, now_ms) == want, timeout_s=30)
+    eventually(lambda: meters_of(opened, Downsampling.MINUTE, now_ms) == want)
 
 
 def test_storage_refuses_a_row_holding_a_number_that_is_not_finite(storage: OpenStorage) -> None:
@@ -226,7 +226,7 @@ def test_a_segment_the_receiver_took_is_measured_whatever_the_aggregators_clock_
                 for m in storage.metrics.query(ServiceMetrics, Downsampling.MINUTE, bucket, bucket)
             ]
 
-        eventually(lambda: calls() == [("orders", 1)], timeout_s=60)
+        eventually(lambda: calls() == [("orders", 1)])
         assert metric(aggregator, "skyoap_remote_service_rejected_total") == 0
     finally:
         storage.close()

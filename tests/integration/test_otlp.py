@@ -94,7 +94,7 @@ def test_a_program_instrumented_with_opentelemetry_reports_unchanged(
         "service_instance_relation_metrics: shop shop-1 orders orders-1": (6, 2),
         "endpoint_relation_metrics: shop GET /checkout orders GET /orders/{id}": (6, 2),
     }
-    eventually(lambda: calls(storage) == want, timeout_s=30)
+    eventually(lambda: calls(storage) == want)
 
     # A trace is found by its id: one segment of each service.
     assert len(app["traces"]) == 6
@@ -106,7 +106,7 @@ def test_a_program_instrumented_with_opentelemetry_reports_unchanged(
         ]
 
     # Its logs, with their trace ids and levels.
-    logs = eventually(lambda: storage.records.query(LogRecord, *EVERYTHING), timeout_s=30)
+    logs = eventually(lambda: storage.records.query(LogRecord, *EVERYTHING))
     assert sorted((r.service, r.content) for r in logs) == [
         ("orders", f"order {n} answered {500 if n % 3 == 0 else 200}") for n in range(1, 7)
     ]
@@ -191,7 +191,7 @@ def test_refused_spans_are_answered_as_a_partial_success_and_the_rest_is_stored(
     answer = export(node, spans_of("", good))
     assert answer.partial_success.rejected_spans == 1
     assert "service.name" in answer.partial_success.error_message
-    (segment,) = eventually(lambda: storage.records.query(SegmentRecord, *EVERYTHING), timeout_s=30)
+    (segment,) = eventually(lambda: storage.records.query(SegmentRecord, *EVERYTHING))
     assert (segment.trace_id, segment.service, segment.endpoint, segment.latency_ms) == (
         (b"t" * 16).hex(), "web", "GET /a", 5,
     )  # fmt: skip
@@ -208,7 +208,7 @@ def test_with_an_agent_token_an_export_without_it_is_refused(
             export(node, spans_of("web", span), token)
         assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
     assert export(node, spans_of("web", span), "s3cret").partial_success.rejected_spans == 0
-    eventually(lambda: len(storage.records.query(SegmentRecord, *EVERYTHING)) == 1, timeout_s=30)
+    eventually(lambda: len(storage.records.query(SegmentRecord, *EVERYTHING)) == 1)
 
 
 def test_refused_data_points_and_log_records_are_answered_as_a_partial_success(
@@ -249,5 +249,5 @@ def test_refused_data_points_and_log_records_are_answered_as_a_partial_success(
         )
     (meter,) = eventually(lambda: storage.metrics.query(MeterMetrics, Downsampling.MINUTE, *EVERYTHING), 30)
     assert (meter.service, meter.name, meter.last_value) == ("web", "queue.depth", 7.0)
-    (line,) = eventually(lambda: storage.records.query(LogRecord, *EVERYTHING), timeout_s=30)
+    (line,) = eventually(lambda: storage.records.query(LogRecord, *EVERYTHING))
     assert (line.service, line.content, line.trace_id) == ("web", "kept", (b"t" * 16).hex())

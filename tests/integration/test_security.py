@@ -153,7 +153,7 @@ def test_skywalkings_agent_reports_over_tls_with_its_token_and_is_refused_with_a
         storage = open_storage(config.storage)
         try:
             everything = (0, 999_999_999_999)
-            eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 8, timeout_s=30)
+            eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 8)
             segments = storage.records.query(SegmentRecord, *everything)
             assert {s.service for s in segments} == {"orders-app"}
         finally:
@@ -471,7 +471,7 @@ def test_items_injected_into_the_internal_port_are_checked_as_at_the_edge(cluste
                 return [(m.service, m.calls, m.latency_sum_ms, m.histogram) for m in found]
 
             four = tuple(4 if i == 3 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
-            eventually(lambda: rows() == [("shop", 4, 12, four)], timeout_s=30)
+            eventually(lambda: rows() == [("shop", 4, 12, four)])
             assert stored(cluster_config.storage, ServiceInstanceInventory) == []
         finally:
             storage.close()

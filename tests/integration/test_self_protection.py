@@ -91,7 +91,7 @@ def test_calls_past_the_bound_are_refused_and_idle_streams_are_closed(tmp_path: 
     try:
         assert node.server is not None
         limits = node.server.limits
-        eventually(lambda: limits.calls == 10, timeout_s=10)
+        eventually(lambda: limits.calls == 10)
         with grpc.insecure_channel(node.address) as channel, pytest.raises(grpc.RpcError) as refused:
             register_pb2_grpc.RegisterStub(channel).doServiceRegister(register_pb2.Services(), timeout=5)
         assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -104,7 +104,7 @@ def test_calls_past_the_bound_are_refused_and_idle_streams_are_closed(tmp_path: 
                 call.result(timeout=10)
             assert closed.value.code() is grpc.StatusCode.CANCELLED
         # Each handler leaves the count as it returns, just after the client hears.
-        eventually(lambda: limits.calls == 0, timeout_s=10)
+        eventually(lambda: limits.calls == 0)
         ids = Agent(node.address, "orders", retry_interval_s=0.05).register(timeout_s=30)
         assert (ids.service_id, ids.instance_id) == (1, 1)
     finally:
@@ -240,8 +240,8 @@ def test_what_one_item_may_carry_is_bounded_and_the_rest_of_the_call_is_taken(tm
         storage = open_storage(node.config.storage)
         try:
             everything = (0, 999_999_999_999)
-            eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 1, timeout_s=30)
-            eventually(lambda: len(storage.records.query(LogRecord, *everything)) == 1, timeout_s=30)
+            eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 1)
+            eventually(lambda: len(storage.records.query(LogRecord, *everything)) == 1)
             assert [s.segment_id for s in storage.records.query(SegmentRecord, *everything)] == ["good"]
         finally:
             storage.close()

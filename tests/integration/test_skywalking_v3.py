@@ -70,7 +70,7 @@ def test_instances_register_by_name_and_keep_alive(
             management_pb2.InstancePingPkg(service="shop", serviceInstance="shop-2@host-b"), timeout=10
         )
 
-        eventually(lambda: len(instances(node_config)) == 2, timeout_s=30)
+        eventually(lambda: len(instances(node_config)) == 2)
         rows = instances(node_config)
         (service,) = stored(node_config.storage, ServiceInventory)
         assert service.name == "shop"
@@ -82,7 +82,7 @@ def test_instances_register_by_name_and_keep_alive(
         keep_alive(
             management_pb2.InstancePingPkg(service="shop", serviceInstance="shop-2@host-b"), timeout=10
         )
-        eventually(lambda: instances(node_config)["shop-2@host-b"].heartbeat_time > first_beat, timeout_s=30)
+        eventually(lambda: instances(node_config)["shop-2@host-b"].heartbeat_time > first_beat)
 
         polled = channel.unary_unary(
             "/skywalking.v3.ProfileTask/getProfileTaskCommands",
@@ -227,13 +227,13 @@ def test_the_official_python_agent_reports_and_its_data_is_stored(
     try:
         everything = (0, 999_999_999_999)
         # Each call is an exit segment (urllib) and an entry segment (http.server).
-        eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 8, timeout_s=30)
+        eventually(lambda: len(storage.records.query(SegmentRecord, *everything)) == 8)
         segments = storage.records.query(SegmentRecord, *everything)
         assert sorted((s.endpoint, s.is_error) for s in segments) == sorted(
             [(f"/orders/{n}", n == "fail") for n in ("1", "2", "3", "fail")] * 2
         )
         assert {s.instance for s in segments} == {instance.instance_uuid}
-        eventually(lambda: len(storage.records.query(LogRecord, *everything)) == 4, timeout_s=30)
+        eventually(lambda: len(storage.records.query(LogRecord, *everything)) == 4)
         logs = storage.records.query(LogRecord, *everything)
         assert sorted(r.endpoint for r in logs) == [f"/orders/{n}" for n in ("1", "2", "3", "fail")]
         assert all(r.content.endswith(f"order {r.endpoint} taken") and r.trace_id for r in logs)
@@ -251,7 +251,7 @@ def test_the_official_python_agent_reports_and_its_data_is_stored(
             "orders-app orders-app server": (4, 1),
             f"orders-app {peer.name} client": (4, 1),
         }
-        eventually(lambda: calls() == want, timeout_s=30)
+        eventually(lambda: calls() == want)
         # Its process meters (CPU, memory, threads, GC) arrive as metrics.
         meters = eventually(
             lambda: storage.metrics.query(MeterMetrics, Downsampling.MINUTE, *everything), timeout_s=30

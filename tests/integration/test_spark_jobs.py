@@ -93,7 +93,7 @@ def test_slowest_endpoints_and_dependencies(
         SlowEndpoint("shop", 2, "/a", 20, 1, 110.5, 300),
     ]
     # Elasticsearch makes what was written searchable within its refresh interval (1 s).
-    eventually(lambda: slowest_endpoints(spark, options, minutes=60, top=2) == slowest, timeout_s=30)
+    eventually(lambda: slowest_endpoints(spark, options, minutes=60, top=2) == slowest)
     assert dependencies(spark, options, minutes=60) == [
         Dependency("User", "shop", 16, 2, 0.125),
         Dependency("shop", "db", 4, 1, 0.25),

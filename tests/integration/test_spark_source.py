@@ -219,20 +219,20 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
 
     query = start()
     try:
-        eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(40,)], timeout_s=120)
+        eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(40,)])
         # No batch went past the limit.
         assert max(n for (n,) in sink.query("SELECT COUNT(*) FROM deliveries GROUP BY batch")) <= 15
         append(storage, 1, 10, 20)  # the topic grows while the query runs
-        eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(60,)], timeout_s=120)
+        eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(60,)])
         # Progress reported to the group: a batch is committed once the next one
         # starts, and partition 0 was finished before partition 1 grew.
-        eventually(lambda: Group(storage.state, "spark-sink").committed("inventory/0") == 29, timeout_s=60)
+        eventually(lambda: Group(storage.state, "spark-sink").committed("inventory/0") == 29)
     finally:
         query.stop()
     append(storage, 0, 30, 10)  # and while it is stopped
     query = start()
     try:
-        eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(70,)], timeout_s=120)
+        eventually(lambda: sink.query("SELECT COUNT(*) FROM seen") == [(70,)])
     finally:
         query.stop()
     by_partition = "SELECT partition, COUNT(*), MIN(offset), MAX(offset) FROM seen GROUP BY partition"

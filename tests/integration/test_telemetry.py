@@ -54,7 +54,7 @@ def test_known_segments_give_exact_metrics_at_every_level(
 
     for level in Downsampling:
         want = expected.rows(level)
-        eventually(lambda: stored_rows(telemetry_config.storage, level) == want, timeout_s=30)  # noqa: B023
+        eventually(lambda: stored_rows(telemetry_config.storage, level) == want)  # noqa: B023
     # L1 merged the calls before they left it: one item per key and flush,
     # not one per span and scope.
     calls = sum(len(v) for v in expected.calls.values())
@@ -124,7 +124,7 @@ def test_a_segment_sent_twice_is_stored_once(
                 == 4
             )
         )
-        eventually(lambda: ids() == ["gw-0", "orders-0"], timeout_s=30)
+        eventually(lambda: ids() == ["gw-0", "orders-0"])
     finally:
         storage.close()
 
@@ -163,7 +163,7 @@ def test_logs_are_stored_as_records(
     storage = open_storage(telemetry_config.storage)
     try:
         bucket = minute_bucket(now)
-        eventually(lambda: len(storage.records.query(LogRecord, bucket, bucket + 1)) == 4, timeout_s=30)
+        eventually(lambda: len(storage.records.query(LogRecord, bucket, bucket + 1)) == 4)
         rows = storage.records.query(LogRecord, bucket, bucket + 1)
         texts = sorted((r.content_type, r.content, r.trace_id, r.instance, dict(r.tags)) for r in rows)
         assert texts == [
@@ -225,7 +225,7 @@ def test_meters_become_metrics(
                 m.name: m for m in storage.metrics.query(MeterMetrics, Downsampling.MINUTE, bucket, bucket)
             }
 
-        eventually(lambda: len(rows()) == 2, timeout_s=30)
+        eventually(lambda: len(rows()) == 2)
         queue, latency = rows()["queue_size"], rows()["latency"]
         assert (queue.service, queue.instance, queue.labels) == ("orders", "orders-1", "host=a,queue=q1")
         assert (queue.samples, queue.value_sum, queue.last_value, queue.last_time) == (
@@ -246,7 +246,6 @@ def test_meters_become_metrics(
                 )
                 == [("latency", 1), ("queue_size", 3)]
             ),
-            timeout_s=30,
         )
     finally:
         storage.close()
@@ -326,7 +325,6 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
             # Break only once the node has it: 11 + 1 segments came in the calls above.
             eventually(
                 lambda: node.instruments.value("skyoap_v3_received_total", kind="segments") == 13,
-                timeout_s=10,
             )
             raise RuntimeError("the agent died")
 
@@ -351,7 +349,6 @@ def test_bad_segments_are_refused_counted_and_never_reach_the_metrics(
             }
             == want
         ),
-        timeout_s=30,
     )
 
 
@@ -414,7 +411,7 @@ def test_bad_logs_and_meters_are_refused(
             lambda: storage.metrics.query(MeterMetrics, Downsampling.MINUTE, bucket, bucket), timeout_s=30
         )
         assert [(m.samples, m.value_sum) for m in rows] == [(1, 2.0)]
-        eventually(lambda: len(storage.records.query(LogRecord, bucket, bucket)) == 1, timeout_s=30)
+        eventually(lambda: len(storage.records.query(LogRecord, bucket, bucket)) == 1)
     finally:
         storage.close()
 
@@ -437,8 +434,8 @@ def test_two_receivers_and_two_aggregators_store_what_one_node_stores(
 
     for level in Downsampling:
         want = expected.rows(level)
-        eventually(lambda: stored_rows(storage_of(cluster), level) == want, timeout_s=60)  # noqa: B023
-        eventually(lambda: stored_rows(node_config.storage, level) == want, timeout_s=60)  # noqa: B023
+        eventually(lambda: stored_rows(storage_of(cluster), level) == want)  # noqa: B023
+        eventually(lambda: stored_rows(node_config.storage, level) == want)  # noqa: B023
     # Both aggregators merged a share (hash by entity), and what crossed between
     # nodes is far less than the spans that were measured.
     crossed = [

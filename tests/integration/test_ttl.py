@@ -131,7 +131,7 @@ def test_each_kind_of_data_goes_on_the_day_its_time_to_live_says(
     }
     before = {level: {f"{model}_{level.value}": n for model, n in rows.items()} for level in Downsampling}
     for level in Downsampling:
-        eventually(functools.partial(lambda lv: counts(storage, lv) == before[lv], level), timeout_s=60)
+        eventually(functools.partial(lambda lv: counts(storage, lv) == before[lv], level))
         eventually(
             functools.partial(lambda lv: endpoint_calls(lv) == {"/a": 3, "/b": 2}, level), timeout_s=60
         )
