@@ -1,12 +1,17 @@
 # The two commands of the README. Each does its own set-up (deploy/install.sh).
-.PHONY: install demo test test-busy lint bench
+.PHONY: install install-node demo test test-busy lint bench
 
+# What `make test` needs: the tools, Spark, Redis, Elasticsearch, the agents.
 install:
-	./deploy/install.sh
+	./deploy/install.sh all
+
+# What `make demo` needs: Python alone.
+install-node:
+	./deploy/install.sh node
 
 # The main job: a mixed node on the embedded storage, simulated agents registering
 # and heart-beating, and the registered inventory printed at the end.
-demo: install
+demo: install-node
 	.venv/bin/skyoap demo
 
 lint: install

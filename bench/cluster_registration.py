@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from bench.registration import UNBOUNDED, register_new
-from deploy.cluster import LocalCluster, read_metrics
-from deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.deploy.cluster import LocalCluster, read_metrics
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import grpc
 
 from bench.serving import serve_until_terminated
-from edge.server import GrpcServer
-from proto.skywalking import common_pb2, tracing_pb2
+from skyoap.edge.server import GrpcServer
+from skyoap.proto.skywalking import common_pb2, tracing_pb2
 
 
 class DecodeOnly:

@@ -10,9 +10,9 @@ import argparse
 import grpc
 
 from bench.serving import serve_until_terminated
-from edge.server import GrpcServer
-from proto import register_pb2
-from receiver.wire import key_int_pairs
+from skyoap.edge.server import GrpcServer
+from skyoap.proto import register_pb2
+from skyoap.receiver.wire import key_int_pairs
 
 
 class EmptyRegister:

@@ -27,11 +27,11 @@ from pathlib import Path
 import grpc
 
 from bench.cpu import Usage, measuring
-from deploy.servers import ElasticsearchServer, RedisServer
-from model.inventory import ServiceInventory
-from proto import register_pb2, register_pb2_grpc
-from storage.elasticsearch.client import ElasticsearchClient
-from storage.elasticsearch.inventory import ElasticsearchInventoryDAO
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.inventory import ServiceInventory
+from skyoap.proto import register_pb2, register_pb2_grpc
+from skyoap.storage.elasticsearch.client import ElasticsearchClient
+from skyoap.storage.elasticsearch.inventory import ElasticsearchInventoryDAO
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -228,7 +228,7 @@ def main() -> None:
                     [
                         sys.executable,
                         "-m",
-                        "deploy.cli",
+                        "skyoap.deploy.cli",
                         "node",
                         "--log-level",
                         "WARNING",

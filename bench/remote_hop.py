@@ -15,10 +15,10 @@ import sys
 import time
 
 from bench.registration import spawn, stop
-from model.inventory import ServiceInstanceInventory
-from model.stream import Stage, worker_id
-from remote.grpc_client import GrpcRemoteClient
-from runtime.instruments import Instruments
+from skyoap.model.inventory import ServiceInstanceInventory
+from skyoap.model.stream import Stage, worker_id
+from skyoap.remote.grpc_client import GrpcRemoteClient
+from skyoap.runtime.instruments import Instruments
 
 L2 = worker_id(ServiceInstanceInventory, Stage.L2)
 

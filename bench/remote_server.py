@@ -11,17 +11,17 @@ from collections.abc import Iterator
 import grpc
 
 from bench.serving import serve_until_terminated
-from edge.server import GrpcServer
-from model.inventory import INVENTORY_TYPES, Inventory
-from model.stream import Stage, StreamTypes, worker_id
-from proto import remote_pb2
-from remote.service import RemoteService
-from runtime.budget import MemoryBudget
-from runtime.buffer import BufferSpec, BufferStrategy
-from runtime.instruments import Instruments
-from runtime.pools import DrainPool
-from runtime.worker import BufferedWorker, Workers
-from wiring.config import LimitsConfig
+from skyoap.edge.server import GrpcServer
+from skyoap.model.inventory import INVENTORY_TYPES, Inventory
+from skyoap.model.stream import Stage, StreamTypes, worker_id
+from skyoap.proto import remote_pb2
+from skyoap.remote.service import RemoteService
+from skyoap.runtime.budget import MemoryBudget
+from skyoap.runtime.buffer import BufferSpec, BufferStrategy
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.pools import DrainPool
+from skyoap.runtime.worker import BufferedWorker, Workers
+from skyoap.wiring.config import LimitsConfig
 
 
 class Discard(BufferedWorker[Inventory]):

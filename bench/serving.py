@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from edge.server import GrpcServer
+from skyoap.edge.server import GrpcServer
 
 
 def serve_until_terminated(server: GrpcServer, what: str) -> None:

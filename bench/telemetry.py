@@ -35,13 +35,13 @@ from elasticsearch.serializer import OrjsonSerializer
 
 from bench.cpu import Usage, measuring
 from bench.registration import spawn, stop
-from deploy.cluster import read_metrics
-from deploy.servers import ElasticsearchServer, RedisServer
-from model.records import SegmentRecord
-from proto.skywalking import common_pb2, tracing_pb2
-from receiver.segments import record_of
-from receiver.skywalking import segment_of
-from storage.elasticsearch.client import mapping_of
+from skyoap.deploy.cluster import read_metrics
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.records import SegmentRecord
+from skyoap.proto.skywalking import common_pb2, tracing_pb2
+from skyoap.receiver.segments import record_of
+from skyoap.receiver.skywalking import segment_of
+from skyoap.storage.elasticsearch.client import mapping_of
 
 SERVICES, INSTANCES, ENDPOINTS = 20, 2, 10
 
@@ -244,8 +244,9 @@ def start_node(
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     node, addresses = spawn(
         [
-            sys.executable, "-m", "deploy.cli", "node", "--log-level", "WARNING", "--host", "127.0.0.1",
-            "--port", "0", "--admin-port", "0", "--storage", "elasticsearch", "--es-hosts", es_url,
+            sys.executable, "-m", "skyoap.deploy.cli", "node", "--log-level", "WARNING",
+            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
+            "--storage", "elasticsearch", "--es-hosts", es_url,
             "--redis-url", redis_url, "--es-index-prefix", prefix, "--redis-key-prefix", prefix,
             "--metrics-persist-interval-s", str(persist_interval_s), "--publish-topics", publish,
         ],

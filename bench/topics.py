@@ -24,17 +24,17 @@ import uuid
 from elasticsearch import Elasticsearch
 from pyspark.sql.datasource import EqualTo
 
-from aggregator.topics import Topics
-from analytics.source import FilteringTopicReader, options_of
-from consumer.client import Consumer
-from deploy.servers import ElasticsearchServer, RedisServer
-from model.metrics import minute_bucket
-from model.records import SegmentRecord
-from model.stream import Text
-from model.topics import Table, Topic
-from runtime.instruments import Instruments
-from storage.config import StorageConfig, StorageKind
-from storage.select import OpenStorage, open_storage
+from skyoap.aggregator.topics import Topics
+from skyoap.analytics.source import FilteringTopicReader, options_of
+from skyoap.consumer.client import Consumer
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.metrics import minute_bucket
+from skyoap.model.records import SegmentRecord
+from skyoap.model.stream import Text
+from skyoap.model.topics import Table, Topic
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import OpenStorage, open_storage
 
 TOPIC = "segment"
 SERVICE = "svc-3"
@@ -113,7 +113,7 @@ def spark_rate(config: StorageConfig, records: int) -> tuple[float, float, float
     """Seconds Spark takes to start, to count the topic the first time (its
     Python workers starting) and again, and to count one service's entries
     with the filter pushed to the storage; how many that is."""
-    from analytics.spark import session
+    from skyoap.analytics.spark import session
 
     t0 = time.perf_counter()
     spark = session()

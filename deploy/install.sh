@@ -1,11 +1,33 @@
 #!/usr/bin/env bash
-# Installs everything skyoap needs on a fresh Debian machine, skipping what is there:
-# Redis (Debian's redis-server), stress-ng, a virtualenv with the project and its tools, and
-# Elasticsearch (Elastic's zip from Maven Central, run with the machine's Java).
+# Installs what a command needs on a fresh Debian machine, skipping what is there.
+#   deploy/install.sh node   Python alone: a virtualenv with skyoap (`make demo`).
+#   deploy/install.sh all    also the tools, Spark, Redis (Debian's redis-server), stress-ng,
+#                            Elasticsearch (Elastic's zip from Maven Central, run with the
+#                            machine's Java) and the agents the tests run (`make test`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+what=${1:-all}
+case "$what" in
+  node) extras="" ;;
+  all) extras="[dev]" ;;
+  *) echo "usage: deploy/install.sh [node|all]" >&2; exit 2 ;;
+esac
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+needs() { command -v "$1" >/dev/null 2>&1 || { echo "$1 is needed ($2)" >&2; exit 1; }; }
+
+needs python3 "Python 3.11+"
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+# The stamp names what is installed; a newer pyproject.toml installs again.
+stamp=.venv/.installed-$what
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e ".$extras"
+  touch "$stamp"
+fi
+[ "$what" = node ] && exit 0
 
 # stress-ng keeps the cores busy for `make test-busy`.
 missing=()
@@ -16,19 +38,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-for tool in java mvn python3; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "$tool is needed (Java 17+, Maven, Python 3.11+)" >&2; exit 1; }
-done
-
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-fi
-stamp=.venv/.installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev]'
-  touch "$stamp"
-fi
+needs java "Java 17+, for Elasticsearch and Spark"
+needs mvn "Maven, which fetches Elasticsearch"
 
 # SkyWalking's own Python agent, in a virtualenv of its own, for the tests that
 # check that agents built for SkyWalking report to skyoap unchanged.
@@ -44,4 +55,4 @@ if [ ! -x .venv-otel/bin/python ]; then
   .venv-otel/bin/pip install -q opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-grpc==1.45.2
 fi
 
-.venv/bin/python -c 'from deploy.servers import elasticsearch_home; print("elasticsearch at", elasticsearch_home())' >&2
+.venv/bin/python -c 'from skyoap.deploy.servers import elasticsearch_home; print("elasticsearch at", elasticsearch_home())' >&2

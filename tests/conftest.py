@@ -14,12 +14,12 @@ import redis
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from deploy.cluster import LocalCluster
-from deploy.servers import ElasticsearchServer, RedisServer
-from storage.config import StorageKind
-from storage.select import OpenStorage, open_storage
-from wiring.config import NodeConfig
-from wiring.node import Node
+from skyoap.deploy.cluster import LocalCluster
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.storage.config import StorageKind
+from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 
 STORAGES = ["embedded", "elasticsearch"]
 
@@ -127,7 +127,7 @@ def storage(node_config: NodeConfig) -> Iterator[OpenStorage]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local SparkSession (two cores) for the session's Spark tests."""
-    from analytics.spark import session
+    from skyoap.analytics.spark import session
 
     s = session()
     yield s

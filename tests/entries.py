@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from model.topics import Bounds, TopicRecord
-from storage.api import TopicDAO
+from skyoap.model.topics import Bounds, TopicRecord
+from skyoap.storage.api import TopicDAO
 
 
 class Entry(NamedTuple):

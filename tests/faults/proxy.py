@@ -11,7 +11,7 @@ import contextlib
 import socket
 import threading
 
-from deploy.servers import free_port
+from skyoap.deploy.servers import free_port
 
 
 class AnswerLosingProxy:

@@ -18,14 +18,14 @@ from typing import NamedTuple
 import grpc
 from elasticsearch import Elasticsearch, helpers
 
-from deploy.cluster import NodeProcess, read_metrics
-from model.inventory import INVENTORY_TYPES
-from model.metrics import Downsampling, EndpointMetrics, ServiceMetrics
-from model.topics import Table, TopicRecord
-from proto.skywalking import common_pb2, tracing_pb2
-from storage.api import StorageError
-from storage.config import StorageConfig, StorageKind
-from storage.select import open_storage, topics_of
+from skyoap.deploy.cluster import NodeProcess, read_metrics
+from skyoap.model.inventory import INVENTORY_TYPES
+from skyoap.model.metrics import Downsampling, EndpointMetrics, ServiceMetrics
+from skyoap.model.topics import Table, TopicRecord
+from skyoap.proto.skywalking import common_pb2, tracing_pb2
+from skyoap.storage.api import StorageError
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import open_storage, topics_of
 
 SERVICES = ("shop", "cart", "pay")
 FIGURES = Path(__file__).resolve().parent / "figures.jsonl"

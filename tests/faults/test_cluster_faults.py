@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cluster import LocalCluster, NodeProcess
-from deploy.servers import ElasticsearchServer, RedisServer
-from model.metrics import Downsampling
-from storage.config import StorageConfig
+from skyoap.deploy.cluster import LocalCluster, NodeProcess
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.metrics import Downsampling
+from skyoap.storage.config import StorageConfig
 from tests.conftest import FAST_CLUSTER, wipe
 from tests.faults.support import AgentLoad, Ledger, settle, storage_config, stored_sums
 from tests.faults.test_storage_faults import NODE, assert_exact

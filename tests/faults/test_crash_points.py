@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cluster import LocalCluster
-from deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.deploy.cluster import LocalCluster
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from tests.conftest import FAST_CLUSTER, wipe
 from tests.faults.support import AgentLoad, VersionWatch, settle, storage_config, unpublished_rows
 from tests.faults.test_cluster_faults import UNPERSISTED_S

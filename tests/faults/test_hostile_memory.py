@@ -21,9 +21,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from deploy.cluster import read_metrics
-from edge.limits import RESERVE_THREADS
-from proto.skywalking import common_pb2, management_pb2, tracing_pb2
+from skyoap.deploy.cluster import read_metrics
+from skyoap.edge.limits import RESERVE_THREADS
+from skyoap.proto.skywalking import common_pb2, management_pb2, tracing_pb2
 from tests.faults.support import segment
 from tests.faults.test_storage_faults import rss_mb
 
@@ -46,7 +46,7 @@ CONNECTIONS = 24
 def node(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "deploy.cli", "node", "--host", "127.0.0.1", "--port", "0",
+            sys.executable, "-m", "skyoap.deploy.cli", "node", "--host", "127.0.0.1", "--port", "0",
             "--admin-port", "0", "--embedded-path", str(tmp_path / "s.db"),
             "--memory-limit-mb", str(BUDGET_MB), "--max-concurrent-calls", str(CALLS),
             "--max-message-bytes", str(MESSAGE_MB << 20), "--call-deadline-s", "3",

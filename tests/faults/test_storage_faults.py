@@ -17,11 +17,11 @@ import grpc
 import pytest
 from elasticsearch import Elasticsearch
 
-from deploy.cluster import LocalCluster, NodeProcess, read_metrics
-from deploy.servers import ElasticsearchServer, RedisServer
-from model.metrics import Downsampling
-from proto.skywalking import common_pb2, management_pb2
-from storage.config import StorageConfig
+from skyoap.deploy.cluster import LocalCluster, NodeProcess, read_metrics
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.metrics import Downsampling
+from skyoap.proto.skywalking import common_pb2, management_pb2
+from skyoap.storage.config import StorageConfig
 from tests.conftest import FAST_CLUSTER
 from tests.faults.proxy import AnswerLosingProxy
 from tests.faults.support import AgentLoad, Ledger, Outcome, Sums, settle, storage_config

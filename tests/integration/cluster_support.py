@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from deploy.cluster import NodeProcess, read_metrics
+from skyoap.deploy.cluster import NodeProcess, read_metrics
 
 
 def metric(node: NodeProcess, name: str, **labels: str) -> float:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from consumer.client import Consumer, TopicPartition
-from consumer.group import CommitRefused
-from storage.config import StorageConfig, StorageKind
+from skyoap.consumer.client import Consumer, TopicPartition
+from skyoap.consumer.group import CommitRefused
+from skyoap.storage.config import StorageConfig, StorageKind
 
 
 def main() -> None:

@@ -4,9 +4,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from storage.api import I, StorageUnavailable
-from storage.config import StorageConfig, StorageKind
-from storage.select import open_storage
+from skyoap.storage.api import I, StorageUnavailable
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import open_storage
 
 T = TypeVar("T")
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 
-from aggregator.topics import Topics
-from model.metrics import minute_bucket
-from model.records import SegmentRecord
-from model.stream import Text
-from model.topics import Table, Topic
-from runtime.instruments import Instruments
-from storage.select import OpenStorage
+from skyoap.aggregator.topics import Topics
+from skyoap.model.metrics import minute_bucket
+from skyoap.model.records import SegmentRecord
+from skyoap.model.stream import Text
+from skyoap.model.topics import Table, Topic
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.select import OpenStorage
 
 SEGMENTS = Table(SegmentRecord)
 PARTITIONS = {Topic.SEGMENT: 2, Topic.LOG: 2, Topic.METRICS: 2, Topic.INVENTORY: 2}

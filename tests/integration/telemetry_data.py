@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from model.metrics import CALL_METRICS, CallMetrics, Downsampling
-from proto.skywalking import common_pb2, tracing_pb2
-from storage.config import StorageConfig
-from storage.select import open_storage
+from skyoap.model.metrics import CALL_METRICS, CallMetrics, Downsampling
+from skyoap.proto.skywalking import common_pb2, tracing_pb2
+from skyoap.storage.config import StorageConfig
+from skyoap.storage.select import open_storage
 
 # The documented lower bounds of the latency buckets, in ms.
 BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,

@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 
-from agent import Agent
-from model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInventory
-from proto import common_pb2, register_pb2, register_pb2_grpc
+from skyoap.agent import Agent
+from skyoap.model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInventory
+from skyoap.proto import common_pb2, register_pb2, register_pb2_grpc
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import stored
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 MAX_NAME = 40
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from model.inventory import EndpointInventory, ServiceInventory
-from model.metrics import Downsampling, EndpointMetrics, minute_bucket
-from proto.skywalking import tracing_pb2
-from receiver.cardinality import OTHER
-from storage.select import open_storage
+from skyoap.model.inventory import EndpointInventory, ServiceInventory
+from skyoap.model.metrics import Downsampling, EndpointMetrics, minute_bucket
+from skyoap.proto.skywalking import tracing_pb2
+from skyoap.receiver.cardinality import OTHER
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually, stored
 from tests.integration.telemetry_data import collect, span
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 BOUND = 100
 

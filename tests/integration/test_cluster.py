@@ -12,14 +12,14 @@ from pathlib import Path
 
 import grpc
 
-from agent import Agent
-from deploy.cluster import LocalCluster, NodeProcess
-from edge.auth import SendingClusterSecret
-from model.inventory import ServiceInventory
-from model.stream import Stage, worker_id
-from proto import remote_pb2
-from remote.grpc_client import CALL, LEAVE_S, encode
-from storage.config import StorageConfig, StorageKind
+from skyoap.agent import Agent
+from skyoap.deploy.cluster import LocalCluster, NodeProcess
+from skyoap.edge.auth import SendingClusterSecret
+from skyoap.model.inventory import ServiceInventory
+from skyoap.model.stream import Stage, worker_id
+from skyoap.proto import remote_pb2
+from skyoap.remote.grpc_client import CALL, LEAVE_S, encode
+from skyoap.storage.config import StorageConfig, StorageKind
 from tests.integration.cluster_support import metric, rendezvous_owner
 from tests.integration.helpers import eventually, stored
 

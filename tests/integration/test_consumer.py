@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from consumer.client import Consumer, TopicPartition
-from consumer.group import CommitRefused, Fenced
-from deploy.consumer_table import print_consumers
-from storage.config import StorageConfig, StorageKind
-from storage.select import OpenStorage
+from skyoap.consumer.client import Consumer, TopicPartition
+from skyoap.consumer.group import CommitRefused, Fenced
+from skyoap.deploy.consumer_table import print_consumers
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import OpenStorage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.entries import Entry, publish
 from tests.integration.helpers import WAIT_S, eventually
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 TOPIC = "metrics"
 FAST = {"session_timeout_s": 3.0, "heartbeat_interval_s": 0.5, "fetch_idle_s": 0.02}

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from elasticsearch import Elasticsearch
 
-from deploy.cli import main
-from deploy.cluster import LocalCluster
-from deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.deploy.cli import main
+from skyoap.deploy.cluster import LocalCluster
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 
 REDIS_PASSWORD = "redis-s3cret"
 SECRETS = (REDIS_PASSWORD, "es-s3cret", "token-s3cret")
@@ -43,7 +43,7 @@ def test_a_local_clusters_nodes_carry_no_credential_on_their_command_line(
     try:
         node = cluster.add("mixed")  # it started: its credentials reached it
         cmdline = Path(f"/proc/{node.pid}/cmdline").read_bytes().decode()
-        assert "deploy.cli" in cmdline
+        assert "skyoap.deploy.cli" in cmdline
         assert [s for s in SECRETS if s in cmdline] == []
         mode = stat.S_IMODE(cluster.state_file.stat().st_mode)
         assert mode == 0o600, oct(mode)

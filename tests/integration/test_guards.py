@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent import Agent
-from model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
-from model.metrics import (
+from skyoap.agent import Agent
+from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
+from skyoap.model.metrics import (
     CallMetrics,
     Downsampling,
     EndpointRelationMetrics,
@@ -19,13 +19,13 @@ from model.metrics import (
     ServiceRelationMetrics,
     minute_bucket,
 )
-from proto.skywalking import tracing_pb2
-from receiver.cardinality import OTHER
-from storage.select import open_storage
+from skyoap.proto.skywalking import tracing_pb2
+from skyoap.receiver.cardinality import OTHER
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually, stored
 from tests.integration.telemetry_data import collect, span
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 CALLERS = 200
 

@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 import grpc
 
-from agent import Agent
-from model.inventory import ServiceInstanceInventory, ServiceInventory
-from proto import ping_pb2, ping_pb2_grpc
+from skyoap.agent import Agent
+from skyoap.model.inventory import ServiceInstanceInventory, ServiceInventory
+from skyoap.proto import ping_pb2, ping_pb2_grpc
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually, stored
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 
 def instance_rows(config: NodeConfig) -> dict[str, ServiceInstanceInventory]:

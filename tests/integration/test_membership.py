@@ -8,8 +8,8 @@ import uuid
 
 import redis
 
-from deploy.servers import RedisServer
-from remote.cluster import Member, RedisCluster, RemoteNode
+from skyoap.deploy.servers import RedisServer
+from skyoap.remote.cluster import Member, RedisCluster, RemoteNode
 
 
 def test_a_node_restarted_under_another_name_is_routed_to_as_its_new_run(redis_server: RedisServer) -> None:

@@ -12,20 +12,20 @@ from dataclasses import replace
 import grpc
 import pytest
 
-from deploy.cluster import LocalCluster
-from model.metrics import Downsampling, MeterMetrics, ServiceMetrics, minute_bucket
-from proto.otlp import common_pb2 as otlp_common_pb2
-from proto.otlp import metrics_service_pb2, resource_pb2
-from proto.skywalking import common_pb2, meter_pb2, tracing_pb2
-from storage.api import MetricsWrite
-from storage.select import OpenStorage, open_storage
+from skyoap.deploy.cluster import LocalCluster
+from skyoap.model.metrics import Downsampling, MeterMetrics, ServiceMetrics, minute_bucket
+from skyoap.proto.otlp import common_pb2 as otlp_common_pb2
+from skyoap.proto.otlp import metrics_service_pb2, resource_pb2
+from skyoap.proto.skywalking import common_pb2, meter_pb2, tracing_pb2
+from skyoap.storage.api import MetricsWrite
+from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.cluster_support import metric
 from tests.integration.helpers import eventually
 from tests.integration.telemetry_data import collect, span
 from tests.integration.test_cluster import storage_of
 from tests.integration.test_telemetry import fast_metrics, refused
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 BIG = 1e308
 """A value whose double passes the largest float (about 1.8e308)."""

@@ -13,9 +13,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from agent import Agent
+from skyoap.agent import Agent
 
-SKYOAP = [sys.executable, "-m", "deploy.cli"]
+SKYOAP = [sys.executable, "-m", "skyoap.deploy.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from deploy.servers import RedisServer
-from storage.redis.offsets import RedisOffsetRanges
+from skyoap.deploy.servers import RedisServer
+from skyoap.storage.redis.offsets import RedisOffsetRanges
 
 
 @pytest.fixture

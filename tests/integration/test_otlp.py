@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import pytest
 
-from analytics.jobs import Dependency, dependencies
-from deploy.query import print_query
-from edge.auth import SendingToken
-from model.metrics import (
+from skyoap.analytics.jobs import Dependency, dependencies
+from skyoap.deploy.query import print_query
+from skyoap.edge.auth import SendingToken
+from skyoap.model.metrics import (
     SEP,
     Downsampling,
     EndpointMetrics,
@@ -29,8 +29,8 @@ from model.metrics import (
     ServiceMetrics,
     ServiceRelationMetrics,
 )
-from model.records import LogRecord, SegmentRecord
-from proto.otlp import (
+from skyoap.model.records import LogRecord, SegmentRecord
+from skyoap.proto.otlp import (
     common_pb2,
     logs_service_pb2,
     metrics_service_pb2,
@@ -38,10 +38,10 @@ from proto.otlp import (
     trace_pb2,
     trace_service_pb2,
 )
-from storage.select import OpenStorage
+from skyoap.storage.select import OpenStorage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually, storage_options
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

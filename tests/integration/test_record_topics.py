@@ -9,14 +9,14 @@ import time
 import pytest
 from elasticsearch import Elasticsearch
 
-from model.metrics import Downsampling
-from model.records import SegmentRecord
-from model.topics import Bounds, Retention
-from storage.api import OffsetOutOfRange
-from storage.redis.offsets import RedisOffsetRanges
-from storage.select import OpenStorage
+from skyoap.model.metrics import Downsampling
+from skyoap.model.records import SegmentRecord
+from skyoap.model.topics import Bounds, Retention
+from skyoap.storage.api import OffsetOutOfRange
+from skyoap.storage.redis.offsets import RedisOffsetRanges
+from skyoap.storage.select import OpenStorage
+from skyoap.wiring.config import NodeConfig
 from tests.integration.segments import SEGMENTS, install, record_topics, segments, write
-from wiring.config import NodeConfig
 
 
 def on_topic(storage: OpenStorage) -> dict[str, tuple[int, int]]:

@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from agent import Agent
-from model.inventory import ServiceInstanceInventory, ServiceInventory
-from storage.config import StorageKind
+from skyoap.agent import Agent
+from skyoap.model.inventory import ServiceInstanceInventory, ServiceInventory
+from skyoap.storage.config import StorageKind
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import stored
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 
 @pytest.mark.parametrize("node_config", ["elasticsearch"], indirect=True)

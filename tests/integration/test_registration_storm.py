@@ -6,11 +6,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from agent import Agent
-from model.inventory import ServiceInstanceInventory, ServiceInventory
+from skyoap.agent import Agent
+from skyoap.model.inventory import ServiceInstanceInventory, ServiceInventory
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import stored
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 SERVICES = 50
 INSTANCES = 4

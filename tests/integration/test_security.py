@@ -20,24 +20,24 @@ from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 
-from agent import Agent
-from deploy.servers import ElasticsearchServer, RedisServer
-from edge.auth import SendingClusterSecret, SendingToken
-from model.inventory import ServiceInstanceInventory, ServiceInventory
-from model.metrics import LATENCY_BUCKETS_MS, Downsampling, ServiceMetrics, minute_bucket
-from model.records import SegmentRecord
-from model.stream import Stage, worker_id
-from proto import remote_pb2
-from remote.cluster import Member, RedisCluster, Role
-from remote.grpc_client import CALL, CALL_BATCHED, encode, encode_batch
-from storage.config import StorageKind
-from storage.select import open_storage
+from skyoap.agent import Agent
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.edge.auth import SendingClusterSecret, SendingToken
+from skyoap.model.inventory import ServiceInstanceInventory, ServiceInventory
+from skyoap.model.metrics import LATENCY_BUCKETS_MS, Downsampling, ServiceMetrics, minute_bucket
+from skyoap.model.records import SegmentRecord
+from skyoap.model.stream import Stage, worker_id
+from skyoap.proto import remote_pb2
+from skyoap.remote.cluster import Member, RedisCluster, Role
+from skyoap.remote.grpc_client import CALL, CALL_BATCHED, encode, encode_batch
+from skyoap.storage.config import StorageKind
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import ClusterKind, NodeConfig
+from skyoap.wiring.node import Node
 from tests.certs import TestCa
 from tests.conftest import wipe
 from tests.integration.helpers import eventually, stored
 from tests.integration.test_skywalking_v3 import AGENT_PYTHON, INSTRUMENTED_PROGRAM
-from wiring.config import ClusterKind, NodeConfig
-from wiring.node import Node
 
 HEALTH = health_pb2.HealthCheckRequest()
 

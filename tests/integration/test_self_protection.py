@@ -15,17 +15,17 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agent import Agent
-from edge.auth import SendingToken
-from model.inventory import ServiceInventory
-from model.records import LogRecord, SegmentRecord
-from proto import register_pb2, register_pb2_grpc
-from proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
-from storage.select import open_storage
+from skyoap.agent import Agent
+from skyoap.edge.auth import SendingToken
+from skyoap.model.inventory import ServiceInventory
+from skyoap.model.records import LogRecord, SegmentRecord
+from skyoap.proto import register_pb2, register_pb2_grpc
+from skyoap.proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually, stored
 from tests.integration.telemetry_data import span
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 COLLECT = "/skywalking.v3.TraceSegmentReportService/collect"
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import grpc
 
-from model.inventory import (
+from skyoap.model.inventory import (
     EndpointInventory,
     NetworkAddressInventory,
     ServiceInstanceInventory,
     ServiceInventory,
 )
-from model.metrics import (
+from skyoap.model.metrics import (
     SEP,
     Downsampling,
     EndpointMetrics,
@@ -25,12 +25,12 @@ from model.metrics import (
     ServiceMetrics,
     ServiceRelationMetrics,
 )
-from model.records import LogRecord, SegmentRecord
-from proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
-from storage.select import open_storage
+from skyoap.model.records import LogRecord, SegmentRecord
+from skyoap.proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually, stored
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_PYTHON = ROOT / ".venv-agent" / "bin" / "python"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics.jobs import (
+from skyoap.analytics.jobs import (
     Dependency,
     SlowEndpoint,
     Spike,
@@ -17,7 +17,7 @@ from analytics.jobs import (
     error_spikes,
     slowest_endpoints,
 )
-from model.metrics import (
+from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     Downsampling,
@@ -25,11 +25,11 @@ from model.metrics import (
     ServiceRelationMetrics,
     latency_bucket,
 )
-from storage.api import MetricsWrite
-from storage.select import OpenStorage
+from skyoap.storage.api import MetricsWrite
+from skyoap.storage.select import OpenStorage
+from skyoap.wiring.config import NodeConfig
 from tests.entries import Entry, publish
 from tests.integration.helpers import eventually, storage_options
-from wiring.config import NodeConfig
 
 MINUTE = Downsampling.MINUTE
 

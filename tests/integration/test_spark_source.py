@@ -15,15 +15,15 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import EqualTo, In, StringStartsWith
 
-from analytics.source import FilteringTopicReader
-from consumer.group import Group
-from model.records import SegmentRecord
-from model.topics import Topic
-from storage.select import OpenStorage
+from skyoap.analytics.source import FilteringTopicReader
+from skyoap.consumer.group import Group
+from skyoap.model.records import SegmentRecord
+from skyoap.model.topics import Topic
+from skyoap.storage.select import OpenStorage
+from skyoap.wiring.config import NodeConfig
 from tests.entries import Entry, publish
 from tests.integration.helpers import eventually, storage_options
 from tests.integration.segments import install, record_topics, segments, write
-from wiring.config import NodeConfig
 
 
 def append(storage: OpenStorage, partition: int, first: int, count: int) -> None:
@@ -253,7 +253,7 @@ def test_a_stream_follows_a_growing_topic_and_resumes_from_its_checkpoint(
 def test_a_stream_whose_offsets_retention_removed_fails_unless_told_to_skip(
     spark: SparkSession, node_config: NodeConfig, storage: OpenStorage, tmp_path: Path
 ) -> None:
-    from model.topics import Retention
+    from skyoap.model.topics import Retention
 
     storage.topics.install({"inventory": 1})
     append(storage, 0, 0, 10)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deploy.servers import free_port
+from skyoap.deploy.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ def test_a_node_whose_elasticsearch_is_unreachable_says_so_and_exits() -> None:
         [
             sys.executable,
             "-m",
-            "deploy.cli",
+            "skyoap.deploy.cli",
             "node",
             "--port",
             "0",

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent import Agent
-from deploy.servers import ElasticsearchServer, RedisServer
-from model.inventory import ServiceInventory
-from storage.api import StorageError
-from storage.config import StorageKind
+from skyoap.agent import Agent
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.inventory import ServiceInventory
+from skyoap.storage.api import StorageError
+from skyoap.storage.config import StorageKind
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.helpers import stored
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 
 @pytest.fixture(scope="module")

@@ -14,18 +14,18 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 
-from deploy.cluster import LocalCluster
-from deploy.query import print_query
-from model.metrics import CALL_METRICS, SEP, Downsampling, MeterMetrics, minute_bucket
-from model.records import LogRecord, SegmentRecord
-from proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
-from storage.select import open_storage
+from skyoap.deploy.cluster import LocalCluster
+from skyoap.deploy.query import print_query
+from skyoap.model.metrics import CALL_METRICS, SEP, Downsampling, MeterMetrics, minute_bucket
+from skyoap.model.records import LogRecord, SegmentRecord
+from skyoap.proto.skywalking import common_pb2, logging_pb2, meter_pb2, tracing_pb2
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.integration.cluster_support import metric
 from tests.integration.helpers import eventually
 from tests.integration.telemetry_data import collect, span, stored_rows, traces, utc_minute
 from tests.integration.test_cluster import storage_of
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 
 def fast_metrics(config: NodeConfig) -> NodeConfig:

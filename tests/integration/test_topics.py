@@ -13,18 +13,18 @@ from collections.abc import Callable
 import pytest
 from elasticsearch import Elasticsearch
 
-from agent.traces import chain_trace, report
-from aggregator.topics import Topics
-from model.inventory import INVENTORY_TYPES, ServiceInventory
-from model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, M, ServiceRelationMetrics
-from model.topics import Bounds, Retention, Table, Topic, Where, partition_of
-from runtime.instruments import Instruments
-from storage.api import MetricsWrite, OffsetOutOfRange
-from storage.select import OpenStorage
+from skyoap.agent.traces import chain_trace, report
+from skyoap.aggregator.topics import Topics
+from skyoap.model.inventory import INVENTORY_TYPES, ServiceInventory
+from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, M, ServiceRelationMetrics
+from skyoap.model.topics import Bounds, Retention, Table, Topic, Where, partition_of
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.api import MetricsWrite, OffsetOutOfRange
+from skyoap.storage.select import OpenStorage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 from tests.entries import Entry, publish
 from tests.integration.helpers import eventually
-from wiring.config import NodeConfig
-from wiring.node import Node
 
 MINUTE = Downsampling.MINUTE
 

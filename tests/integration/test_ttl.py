@@ -16,24 +16,29 @@ from collections.abc import Callable
 import pytest
 from elasticsearch import ApiError, Elasticsearch
 
-from aggregator.housekeeping import TimeToLive
-from aggregator.topics import Topics
-from deploy.servers import ElasticsearchServer, RedisServer
-from model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInstanceInventory, ServiceInventory
-from model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics, minute_bucket
-from model.records import RECORD_MODELS, SegmentRecord
-from model.topics import Table, Topic
-from proto.skywalking import tracing_pb2
-from runtime.instruments import Instruments
-from storage.api import MetricsWrite
-from storage.elasticsearch.client import ElasticsearchClient
-from storage.elasticsearch.metrics import ElasticsearchMetricsDAO
-from storage.select import OpenStorage
+from skyoap.aggregator.housekeeping import TimeToLive
+from skyoap.aggregator.topics import Topics
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.inventory import (
+    INVENTORY_TYPES,
+    EndpointInventory,
+    ServiceInstanceInventory,
+    ServiceInventory,
+)
+from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics, minute_bucket
+from skyoap.model.records import RECORD_MODELS, SegmentRecord
+from skyoap.model.topics import Table, Topic
+from skyoap.proto.skywalking import tracing_pb2
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.api import MetricsWrite
+from skyoap.storage.elasticsearch.client import ElasticsearchClient
+from skyoap.storage.elasticsearch.metrics import ElasticsearchMetricsDAO
+from skyoap.storage.select import OpenStorage
+from skyoap.wiring.config import NodeConfig, TtlConfig
+from skyoap.wiring.node import Node
 from tests.conftest import wipe
 from tests.integration.helpers import eventually, stored
 from tests.integration.telemetry_data import collect, span
-from wiring.config import NodeConfig, TtlConfig
-from wiring.node import Node
 
 DAY_S = 86_400
 ALL_BUCKETS = (0, 99_999_999_999_999)
@@ -321,7 +326,7 @@ def test_a_search_waits_for_the_shards_of_an_index_being_created(
     index = f"{prefix}_service_metrics_minute-20261124"
     only_on = "index.routing.allocation.include._name"
     starting = _OnFirst(lambda: es.indices.put_settings(index=index, settings={only_on: None}))
-    logger = logging.getLogger("storage.elasticsearch.client")
+    logger = logging.getLogger("skyoap.storage.elasticsearch.client")
     previous = logger.level
     try:
         dao.install([ServiceMetrics])

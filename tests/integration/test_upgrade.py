@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from model.metrics import Downsampling, ServiceMetrics
-from model.stream import ColumnType
-from storage.api import MetricsWrite
-from storage.config import StorageKind
-from storage.elasticsearch.client import ElasticsearchClient, mapping_of
-from storage.elasticsearch.metrics import index_name
-from storage.embedded.metrics import table
-from storage.select import open_storage
-from wiring.config import NodeConfig
+from skyoap.model.metrics import Downsampling, ServiceMetrics
+from skyoap.model.stream import ColumnType
+from skyoap.storage.api import MetricsWrite
+from skyoap.storage.config import StorageKind
+from skyoap.storage.elasticsearch.client import ElasticsearchClient, mapping_of
+from skyoap.storage.elasticsearch.metrics import index_name
+from skyoap.storage.embedded.metrics import table
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import NodeConfig
 
 NEW = {"cpm", "resp_time", "sla", "apdex", "apdex_satisfied", "apdex_tolerating"}
 SQL = {ColumnType.INT: "INTEGER", ColumnType.FLOAT: "REAL", ColumnType.BOOL: "INTEGER"}

@@ -7,12 +7,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
-from model.inventory import Inventory
-from model.metrics import Downsampling, Metrics
-from model.stream import StreamData
-from model.topics import Position
-from runtime.worker import Worker
-from storage.api import I, InsertOutcome, M, MetricsWrite, PutOutcome, StorageUnavailable, Stored
+from skyoap.model.inventory import Inventory
+from skyoap.model.metrics import Downsampling, Metrics
+from skyoap.model.stream import StreamData
+from skyoap.model.topics import Position
+from skyoap.runtime.worker import Worker
+from skyoap.storage.api import I, InsertOutcome, M, MetricsWrite, PutOutcome, StorageUnavailable, Stored
 
 T = TypeVar("T", bound=StreamData)
 

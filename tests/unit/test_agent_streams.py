@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import grpc
 
-from edge.binding import Undecodable
-from model.checks import Reason
-from receiver.checks import Refusals
-from receiver.skywalking import _taking
-from runtime.instruments import Instruments
+from skyoap.edge.binding import Undecodable
+from skyoap.model.checks import Reason
+from skyoap.receiver.checks import Refusals
+from skyoap.receiver.skywalking import _taking
+from skyoap.runtime.instruments import Instruments
 
 
 class Context:

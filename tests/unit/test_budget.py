@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from model.metrics import ServiceMetrics
-from model.records import LogRecord
-from model.stream import Text
-from receiver.skywalking import Sinks
-from runtime.budget import ITEM_OVERHEAD_BYTES, MemoryBudget, Overloaded, memory_size
-from runtime.buffer import BufferQueue, BufferStrategy
-from runtime.instruments import Instruments
+from skyoap.model.metrics import ServiceMetrics
+from skyoap.model.records import LogRecord
+from skyoap.model.stream import Text
+from skyoap.receiver.skywalking import Sinks
+from skyoap.runtime.budget import ITEM_OVERHEAD_BYTES, MemoryBudget, Overloaded, memory_size
+from skyoap.runtime.buffer import BufferQueue, BufferStrategy
+from skyoap.runtime.instruments import Instruments
 from tests.unit.fakes import Collect
 
 

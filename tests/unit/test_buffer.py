@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from runtime.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
-from runtime.instruments import Instruments
+from skyoap.runtime.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
+from skyoap.runtime.instruments import Instruments
 
 
 def make(strategy: BufferStrategy, channels: int = 1, size: int = 3) -> tuple[BufferQueue[int], Instruments]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from receiver.cardinality import OTHER, GroupingRules, NameBound
-from runtime.instruments import Instruments
-from storage.api import StorageUnavailable
+from skyoap.receiver.cardinality import OTHER, GroupingRules, NameBound
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.api import StorageUnavailable
 
 
 def rules_of(tmp_path: Path, text: str) -> GroupingRules:

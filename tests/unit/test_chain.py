@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import time
 
-from aggregator.persistent import InventoryPersistentWorker
-from model.inventory import ServiceInstanceInventory, ServiceInventory
-from model.stream import Stage, worker_id
-from receiver.distinct import DistinctWorker
-from remote.client import SelfRemoteClient
-from remote.cluster import StandaloneCluster
-from remote.manager import RemoteClientManager
-from remote.sender import RemoteSender
-from runtime.buffer import BufferSpec, BufferStrategy
-from runtime.instruments import Instruments
-from runtime.pools import DrainPool
-from runtime.worker import Worker, Workers
-from storage.embedded.sequences import LocalSequenceAllocator
+from skyoap.aggregator.persistent import InventoryPersistentWorker
+from skyoap.model.inventory import ServiceInstanceInventory, ServiceInventory
+from skyoap.model.stream import Stage, worker_id
+from skyoap.receiver.distinct import DistinctWorker
+from skyoap.remote.client import SelfRemoteClient
+from skyoap.remote.cluster import StandaloneCluster
+from skyoap.remote.manager import RemoteClientManager
+from skyoap.remote.sender import RemoteSender
+from skyoap.runtime.buffer import BufferSpec, BufferStrategy
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.pools import DrainPool
+from skyoap.runtime.worker import Worker, Workers
+from skyoap.storage.embedded.sequences import LocalSequenceAllocator
+from skyoap.wiring.chains import InventoryStreamProcessor
+from skyoap.wiring.config import NodeConfig
 from tests.unit.fakes import Collect, MemoryInventoryDAO
-from wiring.chains import InventoryStreamProcessor
-from wiring.config import NodeConfig
 
 
 def distinct(next_worker: Worker[ServiceInventory]) -> DistinctWorker[ServiceInventory]:

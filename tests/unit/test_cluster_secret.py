@@ -8,19 +8,19 @@ from typing import Any
 import grpc
 import pytest
 
-from edge.auth import CLUSTER_METADATA_KEY, METADATA_KEY, AgentToken, ClusterSecret
-from edge.server import GrpcServer
-from model.inventory import INVENTORY_TYPES, ServiceInventory
-from model.stream import Stage, StreamTypes, worker_id
-from proto import remote_pb2
-from remote.grpc_client import CALL_BATCHED, encode_batch
-from remote.service import RemoteService
-from runtime.instruments import Instruments
-from runtime.worker import Workers
-from storage.config import StorageKind
+from skyoap.edge.auth import CLUSTER_METADATA_KEY, METADATA_KEY, AgentToken, ClusterSecret
+from skyoap.edge.server import GrpcServer
+from skyoap.model.inventory import INVENTORY_TYPES, ServiceInventory
+from skyoap.model.stream import Stage, StreamTypes, worker_id
+from skyoap.proto import remote_pb2
+from skyoap.remote.grpc_client import CALL_BATCHED, encode_batch
+from skyoap.remote.service import RemoteService
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.worker import Workers
+from skyoap.storage.config import StorageKind
+from skyoap.wiring.config import ClusterKind, LimitsConfig, NodeConfig
+from skyoap.wiring.node import check
 from tests.unit.fakes import Collect
-from wiring.config import ClusterKind, LimitsConfig, NodeConfig
-from wiring.node import check
 
 
 def internal_server(secret: str) -> tuple[GrpcServer, Collect[Any]]:

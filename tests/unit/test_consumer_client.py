@@ -11,13 +11,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from consumer.client import Consumer, TopicPartition
-from consumer.fetcher import Fetcher, FetchThreadStopped
-from consumer.group import ChannelState, CommitRefused, Group, NotAMember
-from consumer.membership import HEARTBEAT_ERRORS, HeartbeatAction, HeartbeatStopped, heartbeat_action
-from consumer.subscription import PartitionState, SubscriptionState
-from model.topics import Bounds, Fetched, Retention, TopicRecord, Where
-from storage.api import OffsetOutOfRange, StorageError, StorageUnavailable
+from skyoap.consumer.client import Consumer, TopicPartition
+from skyoap.consumer.fetcher import Fetcher, FetchThreadStopped
+from skyoap.consumer.group import ChannelState, CommitRefused, Group, NotAMember
+from skyoap.consumer.membership import HEARTBEAT_ERRORS, HeartbeatAction, HeartbeatStopped, heartbeat_action
+from skyoap.consumer.subscription import PartitionState, SubscriptionState
+from skyoap.model.topics import Bounds, Fetched, Retention, TopicRecord, Where
+from skyoap.storage.api import OffsetOutOfRange, StorageError, StorageUnavailable
 from tests.entries import Entry
 from tests.unit.fakes import MemoryStateStore
 

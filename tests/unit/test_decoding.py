@@ -9,14 +9,14 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from edge.decoding import MESSAGE_COST, PACKED_BYTE_COST, STRING_COST, WIRE_BYTE_COST, DecodeCost
-from edge.server import GrpcServer
-from model.checks import Reason, Refused, TelemetryLimits
-from proto import register_pb2, register_pb2_grpc, remote_pb2
-from proto.skywalking import tracing_pb2
-from receiver.skywalking import segment_of
-from runtime.budget import MemoryBudget
-from runtime.instruments import Instruments
+from skyoap.edge.decoding import MESSAGE_COST, PACKED_BYTE_COST, STRING_COST, WIRE_BYTE_COST, DecodeCost
+from skyoap.edge.server import GrpcServer
+from skyoap.model.checks import Reason, Refused, TelemetryLimits
+from skyoap.proto import register_pb2, register_pb2_grpc, remote_pb2
+from skyoap.proto.skywalking import tracing_pb2
+from skyoap.receiver.skywalking import segment_of
+from skyoap.runtime.budget import MemoryBudget
+from skyoap.runtime.instruments import Instruments
 
 
 def empty_spans(n: int) -> bytes:

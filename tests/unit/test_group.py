@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.group import ChannelState, CommitRefused, Grant, Group, NotAMember, even_assignment
+from skyoap.consumer.group import ChannelState, CommitRefused, Grant, Group, NotAMember, even_assignment
 from tests.unit.fakes import MemoryStateStore
 
 TOPICS = {"segment": 4}

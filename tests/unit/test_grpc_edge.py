@@ -8,16 +8,16 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from edge.binding import _deadline_once_received
-from edge.errors import InvalidRequest
-from edge.server import GrpcServer
-from proto import register_pb2, register_pb2_grpc, remote_pb2
-from runtime import deadline
-from runtime.budget import MemoryBudget, Overloaded
-from runtime.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
-from runtime.instruments import Instruments
-from storage.api import StorageError, StorageUnavailable
-from storage.elasticsearch.client import ElasticsearchClient
+from skyoap.edge.binding import _deadline_once_received
+from skyoap.edge.errors import InvalidRequest
+from skyoap.edge.server import GrpcServer
+from skyoap.proto import register_pb2, register_pb2_grpc, remote_pb2
+from skyoap.runtime import deadline
+from skyoap.runtime.budget import MemoryBudget, Overloaded
+from skyoap.runtime.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.api import StorageError, StorageUnavailable
+from skyoap.storage.elasticsearch.client import ElasticsearchClient
 
 
 class Failing:

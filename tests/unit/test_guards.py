@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from model.inventory import (
+from skyoap.model.inventory import (
     INVENTORY_TYPES,
     EndpointInventory,
     Inventory,
@@ -19,15 +19,15 @@ from model.inventory import (
     ServiceInstanceInventory,
     ServiceInventory,
 )
-from model.metrics import ServiceInstanceRelationMetrics, ServiceRelationMetrics
-from proto import register_pb2
-from receiver.cache import InventoryCache
-from receiver.cardinality import ALL, OTHER, Cardinality, GroupingRules, NameBound, services_from
-from receiver.registration import Limits, Registrar
-from receiver.segments import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef, measure
-from receiver.services import RegisterService
-from runtime.instruments import Instruments
-from runtime.worker import Worker
+from skyoap.model.metrics import ServiceInstanceRelationMetrics, ServiceRelationMetrics
+from skyoap.proto import register_pb2
+from skyoap.receiver.cache import InventoryCache
+from skyoap.receiver.cardinality import ALL, OTHER, Cardinality, GroupingRules, NameBound, services_from
+from skyoap.receiver.registration import Limits, Registrar
+from skyoap.receiver.segments import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef, measure
+from skyoap.receiver.services import RegisterService
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.worker import Worker
 from tests.unit.fakes import Collect, MemoryInventoryDAO
 
 NOW = 1_700_000_000_000

@@ -9,9 +9,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from edge.limits import CallLimits
-from edge.server import GrpcServer
-from proto import register_pb2
+from skyoap.edge.limits import CallLimits
+from skyoap.edge.server import GrpcServer
+from skyoap.proto import register_pb2
 from tests.integration.helpers import eventually
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
-from model.stream import Stage, StreamTypes, UndecodableData, worker_id
+from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
+from skyoap.model.stream import Stage, StreamTypes, UndecodableData, worker_id
 
 
 def test_combine_keeps_the_latest_heartbeat_and_the_earliest_registration() -> None:
@@ -79,7 +79,7 @@ def test_stream_and_worker_ids_are_fixed_by_type_and_stage() -> None:
 
 
 def test_recent_keys_forget_after_their_time_and_stay_bounded() -> None:
-    from receiver.cache import RecentKeys
+    from skyoap.receiver.cache import RecentKeys
 
     recent = RecentKeys(ttl_s=10, size=4)
     assert recent.claim(ServiceInventory, "a", now=0.0) is True
@@ -92,7 +92,7 @@ def test_recent_keys_forget_after_their_time_and_stay_bounded() -> None:
 
 
 def test_a_cached_id_is_asked_of_storage_again_once_it_is_older_than_the_max_age() -> None:
-    from receiver.cache import InventoryCache
+    from skyoap.receiver.cache import InventoryCache
     from tests.unit.fakes import MemoryInventoryDAO
 
     dao = MemoryInventoryDAO()

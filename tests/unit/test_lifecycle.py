@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from runtime.jobs import BackgroundJobs
-from runtime.lifecycle import Lifecycle
+from skyoap.runtime.jobs import BackgroundJobs
+from skyoap.runtime.lifecycle import Lifecycle
 
 
 class Part:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from aggregator.metrics import MetricsPersistentWorker
-from model.checks import Reason, Refused
-from model.inventory import INVENTORY_TYPES
-from model.metrics import (
+from skyoap.aggregator.metrics import MetricsPersistentWorker
+from skyoap.model.checks import Reason, Refused
+from skyoap.model.inventory import INVENTORY_TYPES
+from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     Downsampling,
@@ -25,16 +25,16 @@ from model.metrics import (
     minute_bucket,
     not_finite,
 )
-from model.stream import Stage, StreamData, StreamTypes, worker_id
-from receiver.aggregate import MetricsAggregateWorker
-from remote.grpc_client import encode_batch
-from remote.service import RemoteService
-from runtime.buffer import BufferSpec, BufferStrategy
-from runtime.instruments import Instruments
-from runtime.pools import DrainPool
-from runtime.worker import Workers
+from skyoap.model.stream import Stage, StreamData, StreamTypes, worker_id
+from skyoap.receiver.aggregate import MetricsAggregateWorker
+from skyoap.remote.grpc_client import encode_batch
+from skyoap.remote.service import RemoteService
+from skyoap.runtime.buffer import BufferSpec, BufferStrategy
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.pools import DrainPool
+from skyoap.runtime.worker import Workers
+from skyoap.wiring.config import LimitsConfig
 from tests.unit.fakes import Collect, MemoryMetricsDAO
-from wiring.config import LimitsConfig
 
 LIMITS = LimitsConfig().items()
 NOW_MS = 1_795_287_912_345  # 2026-11-21 19:05:12.345 UTC

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from aggregator.metrics import MetricsPersistentWorker
-from model.metrics import (
+from skyoap.aggregator.metrics import MetricsPersistentWorker
+from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     ApdexThresholds,
     Downsampling,
@@ -21,11 +21,11 @@ from model.metrics import (
     latency_bucket,
     minute_bucket,
 )
-from receiver.segments import Call, Calls, Span
-from runtime.budget import memory_size
-from runtime.buffer import BufferSpec, BufferStrategy
-from runtime.instruments import Instruments
-from runtime.pools import DrainPool
+from skyoap.receiver.segments import Call, Calls, Span
+from skyoap.runtime.budget import memory_size
+from skyoap.runtime.buffer import BufferSpec, BufferStrategy
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.pools import DrainPool
 from tests.unit.fakes import MemoryMetricsDAO
 
 

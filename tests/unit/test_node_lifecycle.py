@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import Agent
-from wiring.config import NodeConfig
-from wiring.node import Node
+from skyoap.agent import Agent
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
 
 
 def test_a_closed_node_leaves_no_thread_behind(tmp_path: Path) -> None:

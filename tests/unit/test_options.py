@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cli import build_parser
-from deploy.options import config_from
-from model.metrics import Downsampling
-from remote.cluster import Role
-from runtime.buffer import BufferStrategy
-from runtime.config import option_name
-from storage.config import StorageConfig, StorageKind
-from wiring.config import NodeConfig
-from wiring.node import check
+from skyoap.deploy.cli import build_parser
+from skyoap.deploy.options import config_from
+from skyoap.model.metrics import Downsampling
+from skyoap.remote.cluster import Role
+from skyoap.runtime.buffer import BufferStrategy
+from skyoap.runtime.config import option_name
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import check
 
 
 def test_options_default_to_the_config_and_take_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from model.checks import Reason, Refused
-from model.metrics import SEP
-from proto.otlp import common_pb2, trace_pb2
-from proto.skywalking import tracing_pb2
-from receiver.otlp import Callers, Source, by_start, peer_of, segment_object
-from receiver.segments import Call, Segment, Span, SpanRef, check
-from runtime.instruments import Instruments
-from wiring.config import NodeConfig
+from skyoap.model.checks import Reason, Refused
+from skyoap.model.metrics import SEP
+from skyoap.proto.otlp import common_pb2, trace_pb2
+from skyoap.proto.skywalking import tracing_pb2
+from skyoap.receiver.otlp import Callers, Source, by_start, peer_of, segment_object
+from skyoap.receiver.segments import Call, Segment, Span, SpanRef, check
+from skyoap.runtime.instruments import Instruments
+from skyoap.wiring.config import NodeConfig
 
 SERVER, CLIENT, INTERNAL = (trace_pb2.Span.SPAN_KIND_SERVER, trace_pb2.Span.SPAN_KIND_CLIENT,
                             trace_pb2.Span.SPAN_KIND_INTERNAL)  # fmt: skip

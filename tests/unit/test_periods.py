@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime
 
-from model.metrics import Downsampling
-from storage.elasticsearch.client import Period
-from storage.elasticsearch.metrics import PERIODS
+from skyoap.model.metrics import Downsampling
+from skyoap.storage.elasticsearch.client import Period
+from skyoap.storage.elasticsearch.metrics import PERIODS
 
 
 def test_a_range_reads_the_index_of_each_period_it_touches() -> None:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import threading
 
-from runtime.buffer import BufferQueue, BufferStrategy
-from runtime.instruments import Instruments
-from runtime.pools import DrainPool
+from skyoap.runtime.buffer import BufferQueue, BufferStrategy
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.pools import DrainPool
 
 
 class Recorder:

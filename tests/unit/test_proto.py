@@ -3,7 +3,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from proto.generate import PROTO_DIR, generate, generated_names
+from skyoap.proto.generate import PROTO_DIR, generate, generated_in, generated_names
 
 
 def test_committed_generated_code_matches_the_proto_files() -> None:
@@ -12,6 +12,6 @@ def test_committed_generated_code_matches_the_proto_files() -> None:
         stale = [
             name
             for name in generated_names()
-            if (Path(tmp) / "proto" / name).read_bytes() != (PROTO_DIR / name).read_bytes()
+            if (generated_in(Path(tmp)) / name).read_bytes() != (PROTO_DIR / name).read_bytes()
         ]
-    assert stale == [], f"run `python -m proto.generate`: {stale} differ from the .proto files"
+    assert stale == [], f"run `python -m skyoap.proto.generate`: {stale} differ from the .proto files"

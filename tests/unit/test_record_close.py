@@ -7,18 +7,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from model.metrics import Downsampling, ServiceMetrics
-from model.records import SegmentRecord
-from model.stream import Stage, Text, worker_id
-from model.topics import Position
-from remote.cluster import Role
-from runtime.budget import MemoryBudget
-from runtime.instruments import Instruments
-from runtime.worker import Workers
-from storage.api import R, StorageUnavailable
+from skyoap.model.metrics import Downsampling, ServiceMetrics
+from skyoap.model.records import SegmentRecord
+from skyoap.model.stream import Stage, Text, worker_id
+from skyoap.model.topics import Position
+from skyoap.remote.cluster import Role
+from skyoap.runtime.budget import MemoryBudget
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.worker import Workers
+from skyoap.storage.api import R, StorageUnavailable
+from skyoap.wiring.chains import MetricsStreamProcessor, RecordStreamProcessor
+from skyoap.wiring.config import NodeConfig
 from tests.unit.fakes import MemoryMetricsDAO
-from wiring.chains import MetricsStreamProcessor, RecordStreamProcessor
-from wiring.config import NodeConfig
 
 
 class SlowRecordDAO:

@@ -7,16 +7,16 @@ from collections.abc import Callable
 
 import pytest
 
-from model.inventory import ServiceInventory
-from model.stream import StreamData
-from remote.cluster import RemoteNode
-from remote.manager import RemoteClientManager
-from remote.selector import ForeverFirst, RendezvousHash, Rolling, SelectorKind
-from remote.sender import RemoteSender
-from remote.worker import RemoteWorker
-from runtime.budget import MemoryBudget, memory_size
-from runtime.instruments import Instruments
-from runtime.worker import UnknownWorker, Worker, Workers
+from skyoap.model.inventory import ServiceInventory
+from skyoap.model.stream import StreamData
+from skyoap.remote.cluster import RemoteNode
+from skyoap.remote.manager import RemoteClientManager
+from skyoap.remote.selector import ForeverFirst, RendezvousHash, Rolling, SelectorKind
+from skyoap.remote.sender import RemoteSender
+from skyoap.remote.worker import RemoteWorker
+from skyoap.runtime.budget import MemoryBudget, memory_size
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.worker import UnknownWorker, Worker, Workers
 
 
 class FakeClient:

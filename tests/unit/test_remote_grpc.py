@@ -11,27 +11,32 @@ from dataclasses import replace
 import grpc
 import pytest
 
-from deploy.servers import free_port
-from edge.auth import AgentToken
-from edge.server import GrpcServer
-from model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInstanceInventory, ServiceInventory
-from model.metrics import (
+from skyoap.deploy.servers import free_port
+from skyoap.edge.auth import AgentToken
+from skyoap.edge.server import GrpcServer
+from skyoap.model.inventory import (
+    INVENTORY_TYPES,
+    EndpointInventory,
+    ServiceInstanceInventory,
+    ServiceInventory,
+)
+from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     MeterMetrics,
     ServiceMetrics,
     minute_bucket,
 )
-from model.stream import Stage, StreamData, StreamTypes, worker_id
-from proto import remote_pb2
-from remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, encode_batch
-from remote.service import RemoteService
-from runtime.budget import MemoryBudget
-from runtime.instruments import Instruments
-from runtime.retry import RetryPolicy
-from runtime.worker import Workers
+from skyoap.model.stream import Stage, StreamData, StreamTypes, worker_id
+from skyoap.proto import remote_pb2
+from skyoap.remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, encode_batch
+from skyoap.remote.service import RemoteService
+from skyoap.runtime.budget import MemoryBudget
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.retry import RetryPolicy
+from skyoap.runtime.worker import Workers
+from skyoap.wiring.config import LimitsConfig
 from tests.unit.fakes import Collect
-from wiring.config import LimitsConfig
 
 L2 = worker_id(ServiceInventory, Stage.L2)
 LIMITS = LimitsConfig().items()

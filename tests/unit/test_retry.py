@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from runtime.retry import RetryPolicy, is_retriable
-from storage.api import StorageError, StorageUnavailable
+from skyoap.runtime.retry import RetryPolicy, is_retriable
+from skyoap.storage.api import StorageError, StorageUnavailable
 
 
 class Flaky:

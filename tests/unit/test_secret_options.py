@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from deploy.options import is_secret, split_secrets
-from runtime.config import option_name
-from wiring.config import NodeConfig
+from skyoap.deploy.options import is_secret, split_secrets
+from skyoap.runtime.config import option_name
+from skyoap.wiring.config import NodeConfig
 
 
 def test_every_option_that_may_hold_a_credential_is_known_as_one() -> None:

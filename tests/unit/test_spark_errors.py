@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deploy.cli import python_error
+from skyoap.deploy.cli import python_error
 
 REPORT = """[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform \
 latestOffset: Traceback (most recent call last):

@@ -18,8 +18,8 @@ from pyspark.sql.datasource import (
     Not,
 )
 
-from analytics.source import Pushed, _spans
-from model.topics import Bounds, Where
+from skyoap.analytics.source import Pushed, _spans
+from skyoap.model.topics import Bounds, Where
 
 COLUMNS = {"partition", "timestamp", "service", "endpoint", "time_bucket"}
 AT = datetime.datetime(2026, 11, 23, 9, 0, 0, 500, tzinfo=datetime.UTC)  # 0.5 ms past a millisecond

@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.metrics import LastRound, MetricsPersistentWorker
-from aggregator.records import RecordPersistentWorker
-from model.metrics import Downsampling, ServiceMetrics
-from model.records import Record, SegmentRecord
-from model.stream import Text
-from runtime.batching import BatchPolicy
-from runtime.budget import memory_size
-from runtime.buffer import BufferSpec, BufferStrategy
-from runtime.instruments import Instruments
-from runtime.pools import DrainPool
-from runtime.spill import SpillDir
-from storage.api import StorageUnavailable
+from skyoap.aggregator.metrics import LastRound, MetricsPersistentWorker
+from skyoap.aggregator.records import RecordPersistentWorker
+from skyoap.model.metrics import Downsampling, ServiceMetrics
+from skyoap.model.records import Record, SegmentRecord
+from skyoap.model.stream import Text
+from skyoap.runtime.batching import BatchPolicy
+from skyoap.runtime.budget import memory_size
+from skyoap.runtime.buffer import BufferSpec, BufferStrategy
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.pools import DrainPool
+from skyoap.runtime.spill import SpillDir
+from skyoap.storage.api import StorageUnavailable
 from tests.unit.fakes import MemoryMetricsDAO
 from tests.unit.test_metrics import delta, expected_calls, stored_calls, take
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from proto import common_pb2, register_pb2
-from receiver.wire import key_int_pairs
+from skyoap.proto import common_pb2, register_pb2
+from skyoap.receiver.wire import key_int_pairs
 
 
 def test_hand_encoded_pairs_equal_protobufs_encoding() -> None:

@@ -1,0 +1,294 @@
+"""The consumer-group coordinator: shares a group's partitions among its live
+members, evenly, and moves them without two members processing one at once.
+
+The coordinator is not a process. A group's state is one document in storage
+(``StateStore``), and every member runs the coordinator's steps on it when it
+joins, heartbeats, commits or leaves, replacing the document only if nobody
+changed it meanwhile. The group therefore survives the loss of any member or
+node: whoever heartbeats next finds the dead and rebalances.
+
+Each partition is a *channel* with a state and a version (the Tunnel way):
+
+    WAIT -> OPEN (owner, version n) -> CLOSING -> CLOSED -> OPEN (new owner, n+1)
+
+A partition that must move is first CLOSING: its owner stops fetching, may
+commit, and releases it on its next poll; only then is it OPEN for the new
+owner, under a new version. An owner that misses its heartbeats for the
+session timeout, or holds a CLOSING partition that long, loses it at once.
+Commits carry the version the member was given, so a stale owner's commit
+after the partition moved is refused. TERMINATED marks a partition that
+no longer exists (its topic has fewer partitions than the group knew).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from skyoap.storage.api import StateStore, StorageError
+
+SESSION_TIMEOUT_S = 12.0
+"""A member with no heartbeat for this long is gone (TDengine's 12 s)."""
+HEARTBEAT_INTERVAL_S = 3.0
+
+
+class ChannelState(enum.Enum):
+    WAIT = "WAIT"
+    OPEN = "OPEN"
+    CLOSING = "CLOSING"
+    CLOSED = "CLOSED"
+    TERMINATED = "TERMINATED"
+
+
+class CommitRefused(ValueError):
+    """A commit the group does not take; the message says why."""
+
+
+class NotAMember(CommitRefused):
+    """The member is no longer in the group (it left, or missed its heartbeats)."""
+
+
+class Fenced(CommitRefused):
+    """A static member whose ``group_instance_id`` a newer consumer took over:
+    this one must stop (Kafka's FENCED_INSTANCE_ID)."""
+
+
+def channel_name(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"
+
+
+def split_channel(name: str) -> tuple[str, int]:
+    topic, _, partition = name.rpartition("/")
+    return topic, int(partition)
+
+
+def even_assignment(members: list[str], channels: list[str]) -> dict[str, str]:
+    """Channel → member: each member gets ``len(channels) // len(members)``
+    channels, and the first ``len(channels) % len(members)`` one more (4
+    partitions: 2 members get 2 each; 3 get 2, 1, 1; 5: one is idle)."""
+    members, channels = sorted(members), sorted(channels, key=split_channel)
+    if not members:
+        return {}
+    base, extra = divmod(len(channels), len(members))
+    out, i = {}, 0
+    for n, member in enumerate(members):
+        for _ in range(base + (1 if n < extra else 0)):
+            out[channels[i]] = member
+            i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A channel as its owner sees it."""
+
+    topic: str
+    partition: int
+    state: ChannelState
+    version: int
+
+
+def _empty() -> dict[str, Any]:
+    return {"members": {}, "channels": {}, "committed": {}, "topics": {}}
+
+
+class Group:
+    """The steps of one group's coordinator on its shared state."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        group: str,
+        session_timeout_s: float = SESSION_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not group or "/" in group:
+            raise ValueError(f"a group name must be non-empty and without '/': {group!r}")
+        self._store = store
+        self.name = group
+        self.session_timeout_ms = int(session_timeout_s * 1000)
+        self._clock = clock
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _update(self, step: Callable[[dict[str, Any]], Any]) -> Any:
+        """Runs ``step`` on the state and stores the result; again if another
+        member changed the state meanwhile."""
+        for _ in range(100):
+            state, version = self._store.load(f"group:{self.name}")
+            state = state or _empty()
+            result = step(state)
+            if self._store.swap(f"group:{self.name}", version, state):
+                return result
+            time.sleep(0.01)
+        raise StorageError(f"group {self.name}: its state kept changing under 100 attempts")
+
+    def state(self) -> dict[str, Any]:
+        state, _ = self._store.load(f"group:{self.name}")
+        return state or _empty()
+
+    # The steps members take.
+
+    def join(
+        self, member: str, topics: Mapping[str, int], host: str = "", incarnation: str = ""
+    ) -> dict[str, Grant]:
+        """Adds ``member``, subscribed to ``topics`` (name → partition count).
+
+        A static member (its ``group_instance_id`` is its member id) that joins
+        again before its session timed out is the same member: it keeps its
+        partitions at their versions and nobody else's move (Kafka's KIP-345).
+        Its new ``incarnation`` fences the one before: that one's heartbeats
+        and commits raise Fenced from now on."""
+
+        def step(state: dict[str, Any]) -> dict[str, Grant]:
+            now = self._now_ms()
+            info = {"topics": sorted(topics), "heartbeat_ms": now, "host": host}
+            state["members"][member] = {**info, "incarnation": incarnation} if incarnation else info
+            state["topics"].update(topics)
+            self._rebalance(state, now)
+            return self._grants(state, member)
+
+        return self._update(step)
+
+    def _member(self, state: dict[str, Any], member: str, incarnation: str) -> dict[str, Any]:
+        """The member's entry; NotAMember once it is gone, Fenced once a newer
+        incarnation of it joined."""
+        info = state["members"].get(member)
+        if info is None:
+            raise NotAMember(f"consumer {member} is not a member of group {self.name}: it left or missed "
+                             f"its heartbeats for {self.session_timeout_ms // 1000} s")  # fmt: skip
+        if info.get("incarnation", "") != incarnation:
+            raise Fenced(
+                f"consumer {member} of group {self.name} was fenced: another consumer joined with its "
+                "group_instance_id; close this one"
+            )
+        return info
+
+    def heartbeat(
+        self, member: str, released: frozenset[str] = frozenset(), incarnation: str = ""
+    ) -> dict[str, Grant]:
+        """Keeps ``member`` alive and hands back the CLOSING channels it
+        ``released``; returns its channels. Raises NotAMember once it is gone."""
+
+        def step(state: dict[str, Any]) -> dict[str, Grant]:
+            now = self._now_ms()
+            self._member(state, member, incarnation)["heartbeat_ms"] = now
+            for name in released:
+                ch = state["channels"].get(name)
+                if ch and ch["owner"] == member and ch["state"] == ChannelState.CLOSING.value:
+                    ch.update(state=ChannelState.CLOSED.value, owner=None, since_ms=now)
+            self._rebalance(state, now)
+            return self._grants(state, member)
+
+        return self._update(step)
+
+    def leave(self, member: str, incarnation: str = "") -> None:
+        """Removes ``member`` (not a newer incarnation of it) and rebalances."""
+
+        def step(state: dict[str, Any]) -> None:
+            if state["members"].get(member, {}).get("incarnation", "") == incarnation:
+                state["members"].pop(member, None)
+            self._rebalance(state, self._now_ms())
+
+        self._update(step)
+
+    def commit(
+        self,
+        member: str | None,
+        offsets: Mapping[str, tuple[int, int | None]],
+        ends: Mapping[str, int],
+        incarnation: str = "",
+    ) -> None:
+        """Records ``offsets`` (channel → (last processed offset, version)) as
+        the group's progress. ``ends`` are the partitions' ends. A member
+        commits only channels it owns at that version; ``member`` None is a
+        statically assigned consumer, which commits channels no member owns."""
+
+        def step(state: dict[str, Any]) -> None:
+            if member is not None and member in state["members"]:
+                self._member(state, member, incarnation)
+            for name, (offset, version) in offsets.items():
+                end = ends[name]
+                if offset >= end:
+                    raise CommitRefused(
+                        f"cannot commit offset {offset} of {name}: it is beyond the high watermark "
+                        f"(the partition's records end at {end - 1})"
+                    )
+                if offset < -1:
+                    raise CommitRefused(f"cannot commit offset {offset} of {name}: offsets start at 0")
+                ch = state["channels"].get(name)
+                owner = ch["owner"] if ch else None
+                if member is None:
+                    if owner is not None:
+                        raise CommitRefused(
+                            f"cannot commit {name} for group {self.name}: member {owner} of the group owns it"
+                        )
+                elif owner != member:
+                    raise CommitRefused(
+                        f"consumer {member} cannot commit {name}: the partition is not assigned to it"
+                        + (f" (it is {owner}'s now)" if owner else "")
+                    )
+                elif ch["version"] != version:
+                    raise CommitRefused(
+                        f"consumer {member} cannot commit {name}: its ownership (version {version}) is "
+                        f"fenced; the partition was reassigned at version {ch['version']}"
+                    )
+                state["committed"][name] = offset
+
+        self._update(step)
+
+    def committed(self, name: str) -> int | None:
+        value = self.state()["committed"].get(name)
+        return None if value is None else int(value)
+
+    # The coordinator's own work, done inside every step.
+
+    def _rebalance(self, state: dict[str, Any], now: int) -> None:
+        members: dict[str, Any] = state["members"]
+        for m in [m for m, info in members.items() if now - info["heartbeat_ms"] >= self.session_timeout_ms]:
+            del members[m]
+        channels: dict[str, Any] = state["channels"]
+        for topic, count in state["topics"].items():
+            for p in range(count):
+                channels.setdefault(
+                    channel_name(topic, p), {"state": "WAIT", "owner": None, "version": 0, "since_ms": now}
+                )
+        for name, ch in channels.items():
+            topic, p = split_channel(name)
+            if p >= state["topics"].get(topic, 0):
+                ch.update(state=ChannelState.TERMINATED.value, owner=None)
+        for topic in state["topics"]:
+            subscribers = [m for m, info in members.items() if topic in info["topics"]]
+            live = [
+                n
+                for n, ch in channels.items()
+                if split_channel(n)[0] == topic and ch["state"] != "TERMINATED"
+            ]
+            desired = even_assignment(subscribers, live)
+            for name in live:
+                self._move(channels[name], desired.get(name), members, now)
+
+    def _move(self, ch: dict[str, Any], target: str | None, members: Mapping[str, Any], now: int) -> None:
+        state, owner = ChannelState(ch["state"]), ch["owner"]
+        if owner is not None and owner not in members:  # its owner is gone: nobody processes it
+            ch.update(state=ChannelState.CLOSED.value, owner=None, since_ms=now)
+        elif state is ChannelState.CLOSING and now - ch["since_ms"] >= self.session_timeout_ms:
+            ch.update(state=ChannelState.CLOSED.value, owner=None, since_ms=now)  # held too long
+        state, owner = ChannelState(ch["state"]), ch["owner"]
+        if state is ChannelState.OPEN and owner != target:
+            ch.update(state=ChannelState.CLOSING.value, since_ms=now)
+        elif state is ChannelState.CLOSING and owner == target:
+            ch.update(state=ChannelState.OPEN.value, since_ms=now)  # it stays where it was
+        elif state in (ChannelState.WAIT, ChannelState.CLOSED) and target is not None:
+            ch.update(state=ChannelState.OPEN.value, owner=target, version=ch["version"] + 1, since_ms=now)
+
+    def _grants(self, state: dict[str, Any], member: str) -> dict[str, Grant]:
+        return {
+            name: Grant(*split_channel(name), ChannelState(ch["state"]), ch["version"])
+            for name, ch in state["channels"].items()
+            if ch["owner"] == member
+        }

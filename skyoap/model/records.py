@@ -1,0 +1,79 @@
+"""Records: what agents report that is kept as it came (trace segments, log
+lines), stored once and never merged. A record is persisted by the node that
+received it, in its day's index or partition (see ``day``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from skyoap.model.metrics import Downsampling
+from skyoap.model.stream import StreamData, Text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record(StreamData):
+    KEY: ClassVar[str]
+    """The column that identifies a record."""
+
+    time_bucket: int
+    """The minute (see ``model.metrics``) the record belongs to."""
+
+    def key(self) -> str:
+        return str(getattr(self, self.KEY))
+
+    @property
+    def day(self) -> int:
+        return Downsampling.DAY.of_minute(self.time_bucket)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentRecord(Record):
+    """One trace segment: the spans one process took part in for one trace.
+    The searchable columns summarise it; ``data`` is the segment as the agent
+    sent it (protobuf, base64), so that nothing of it is lost."""
+
+    STREAM_ID = 30
+    MODEL = "segment"
+    KEY = "segment_id"
+
+    segment_id: str
+    trace_id: str
+    service: str
+    instance: str
+    endpoint: str
+    """The operation of the first entry span, or of the first span if none is an entry."""
+    start_time: int
+    """Milliseconds since the epoch."""
+    end_time: int
+    latency_ms: int
+    is_error: bool
+    spans: int
+    data: Text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogRecord(Record):
+    STREAM_ID = 31
+    MODEL = "log"
+    KEY = "log_id"
+
+    log_id: str
+    """Given by the receiver: agents send none."""
+    timestamp: int
+    """Milliseconds since the epoch."""
+    service: str
+    instance: str
+    endpoint: str
+    trace_id: str
+    segment_id: str
+    span_id: int
+    content_type: str
+    """text, json or yaml."""
+    content: Text
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord)
+RECORD_MODELS: dict[str, type[Record]] = {r.MODEL: r for r in RECORD_TYPES}

@@ -1,0 +1,615 @@
+"""SkyWalking's v3 agent protocol: the services SkyWalking agents call, served
+unchanged. Agents name things (service, instance, endpoint, peer) instead of
+asking for ids; the names go through the same registration chain as
+``Register`` calls. Segments and logs are stored as records; spans and meters
+become metrics (``receiver/segments.py``); bad items are refused as
+``receiver/checks.py`` says."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import grpc
+from google.protobuf import descriptor
+
+from skyoap.edge.binding import Undecodable
+from skyoap.edge.decoding import DecodeCost
+from skyoap.edge.server import GrpcServer
+from skyoap.model.checks import Reason, Refused, TelemetryLimits
+from skyoap.model.metrics import ApdexThresholds, MeterMetrics, Metrics, add_to, minute_bucket
+from skyoap.model.records import LogRecord, Record
+from skyoap.model.stream import StreamData, Text
+from skyoap.proto.skywalking import (
+    common_pb2,
+    configuration_pb2,
+    logging_pb2,
+    management_pb2,
+    meter_pb2,
+    profile_pb2,
+    tracing_pb2,
+)
+from skyoap.receiver.cardinality import Cardinality
+from skyoap.receiver.checks import Refusals, Tally
+from skyoap.receiver.registration import Registrar
+from skyoap.receiver.segments import (
+    DEFAULT_APDEX,
+    Segment,
+    Span,
+    SpanKind,
+    SpanRef,
+    check,
+    measure,
+    record_of,
+)
+from skyoap.runtime.batching import BatchPolicy
+from skyoap.runtime.budget import MemoryBudget, Overloaded, admitted_size, memory_size
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.periodic import Periodic
+from skyoap.runtime.worker import Worker
+from skyoap.storage.api import StorageError
+
+log = logging.getLogger(__name__)
+
+NO_COMMANDS = common_pb2.Commands()
+_SEGMENT_COST = DecodeCost(tracing_pb2.SegmentObject)
+
+
+class NamesByService:
+    """Registers the names agents report. Instances and endpoints need their
+    service's id, which L2 allocates moments after the service is first seen;
+    until then they wait here and are tried again every ``retry_s``, at most
+    ``size`` at a time."""
+
+    def __init__(self, registrar: Registrar, retry_s: float = 0.5, size: int = 100_000) -> None:
+        self._registrar = registrar
+        self._size = size
+        self._waiting: dict[tuple[str, str, str], dict[str, str]] = {}
+        self._lock = threading.Lock()
+        self._task = Periodic("v3-waiting-names", retry_s, self.retry, "registering names that waited")
+
+    def instance(self, service: str, instance: str, properties: dict[str, str]) -> None:
+        """``instance`` of ``service`` is alive (and has these properties)."""
+        if not self._registrar.alive(service, instance, properties):
+            self._wait((service, "instance", instance), properties)
+
+    def seen(self, service: str, instance: str) -> None:
+        """``instance`` of ``service`` reported telemetry: registered if new."""
+        if not self._try(lambda: self._registrar.seen(service, instance)):
+            self._wait((service, "seen", instance), {})
+
+    def endpoints(self, service: str, names: Iterable[str]) -> None:
+        names = sorted(set(names))
+        if names and not self._try(lambda: self._registrar.endpoints_by_name(service, names)):
+            for name in names:
+                self._wait((service, "endpoint", name), {})
+
+    def addresses(self, addresses: Sequence[str]) -> None:
+        """Peers telemetry named, registered in calls of at most the batch limit."""
+        for chunk in BatchPolicy(max_items=self._registrar.limits.max_batch_items).chunks(addresses):
+            if not self._try(functools.partial(self._registrar.addresses, list(chunk))):
+                for address in chunk:
+                    self._wait(("", "address", address), {})
+
+    @staticmethod
+    def _try(register: Callable[[], object]) -> bool:
+        """Whether ``register()`` did not say False (an id it needs is not
+        there yet) nor fail because storage or the queues cannot take the
+        names now: telemetry already taken must not fail for its names, they
+        wait here instead."""
+        try:
+            return register() is not False
+        except (StorageError, Overloaded) as e:
+            log.debug("names wait to be registered: %s", e)
+            return False
+
+    def _wait(self, key: tuple[str, str, str], properties: dict[str, str]) -> None:
+        with self._lock:
+            if len(self._waiting) >= self._size and key not in self._waiting:
+                log.warning("%d names wait for their service's id already; %s not kept", self._size, key)
+                return
+            self._waiting[key] = {**self._waiting.get(key, {}), **properties}
+
+    def retry(self) -> None:
+        with self._lock:
+            waiting, self._waiting = self._waiting, {}
+        for (service, kind, name), properties in waiting.items():
+            if kind == "instance":
+                self.instance(service, name, properties)
+            elif kind == "seen":
+                self.seen(service, name)
+            elif kind == "address":
+                self.addresses([name])
+            else:
+                self.endpoints(service, [name])
+
+    def start(self) -> None:
+        self._task.start()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._task.close(timeout_s)
+
+
+class ManagementService:
+    def __init__(self, names: NamesByService, limits: TelemetryLimits, cardinality: Cardinality) -> None:
+        self._names = names
+        self._limits = limits
+        self._cardinality = cardinality
+
+    def _source(self, service: str, instance: str) -> tuple[str, str]:
+        """The service and instance as they count against their bounds; bad
+        names are left for registration to refuse, and never counted."""
+        try:
+            self._limits.name("service", service)
+            self._limits.name("serviceInstance", instance)
+        except Refused:
+            return service, instance
+        return self._cardinality.source(service, instance)
+
+    def reportInstanceProperties(
+        self, request: management_pb2.InstanceProperties, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        properties = {kv.key: kv.value for kv in request.properties}
+        if request.layer:
+            properties["layer"] = request.layer
+        self._names.instance(*self._source(request.service, request.serviceInstance), properties)
+        return NO_COMMANDS
+
+    def keepAlive(
+        self, request: management_pb2.InstancePingPkg, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        self._names.instance(*self._source(request.service, request.serviceInstance), {})
+        return NO_COMMANDS
+
+
+class ProfileTaskService:
+    """No profiling tasks are scheduled: agents poll and get none. Agents still
+    flush their (empty) snapshot queue when they exit; that is taken and counted."""
+
+    def __init__(self, instruments: Instruments) -> None:
+        self._ignored = instruments.counter(
+            "skyoap_v3_profile_snapshots_ignored_total",
+            "thread snapshots sent although no profiling task was given",
+        )
+
+    def getProfileTaskCommands(
+        self, request: profile_pb2.ProfileTaskCommandQuery, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        return NO_COMMANDS
+
+    def collectSnapshot(
+        self, requests: Iterator[profile_pb2.ThreadSnapshot], context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        self._ignored.inc(sum(1 for _ in requests))
+        return NO_COMMANDS
+
+
+class ConfigurationDiscoveryService:
+    """No dynamic configuration is pushed: agents poll and get none."""
+
+    def fetchConfigurations(
+        self, request: configuration_pb2.ConfigurationSyncRequest, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        return NO_COMMANDS
+
+
+@dataclass(frozen=True)
+class Sinks:
+    """Where the telemetry services hand what they take: the first worker of
+    each metrics and record chain on this node, behind the node's memory
+    budget."""
+
+    metrics: Callable[[type[Metrics]], Worker[Metrics]]
+    records: Callable[[type[Record]], Worker[Record]]
+    budget: MemoryBudget
+    wait_s: float
+    """How long a call waits for room before it is refused."""
+
+    def take(self, records: Sequence[Record], metrics: Sequence[Metrics]) -> None:
+        """Hands on everything one call carries, or nothing: raises Overloaded
+        (RESOURCE_EXHAUSTED for the agent, which sends the call again) when
+        the budget has no room for all of it within ``wait_s``."""
+        with self.budget.admission(admitted_size([*records, *metrics]), self.wait_s):
+            for r_model, r_items in _by_type(records).items():
+                self.records(r_model).accept_many(r_items)
+            for m_model, m_items in _by_type(metrics).items():
+                self.metrics(m_model).accept_many(m_items)
+
+    def hold(self, nbytes: int) -> None:
+        """Counts ``nbytes`` more held by the call being served (what it made
+        of its requests), once they fit in the budget; refuses the call
+        (Overloaded) when no room comes in time, while it is still coming in."""
+        self.budget.reserve(nbytes, self.wait_s)
+
+
+S = TypeVar("S", bound=StreamData)
+
+
+def _by_type(items: Sequence[S]) -> dict[type[S], list[S]]:
+    grouped: dict[type[S], list[S]] = {}
+    for item in items:
+        grouped.setdefault(type(item), []).append(item)
+    return grouped
+
+
+def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext) -> Iterator[Any]:
+    """The messages of an agent's stream that decode; the ones that do not are
+    refused, and a stream that breaks ends the iteration, keeping what came.
+
+    gRPC may report a cancelled stream as an ordinary end when the end
+    overtakes the cancellation; such a break is counted only if the call is
+    already known to be dead when the stream ends."""
+    try:
+        for request in requests:
+            if isinstance(request, Undecodable):
+                tally.refuse(Refused(Reason.UNDECODABLE, request.describe()))
+            else:
+                yield request
+    except grpc.RpcError:  # the agent cancelled or lost the call
+        tally.refuse(Refused(Reason.BROKEN_STREAM, "the stream ended with an error"))
+        return
+    if not context.is_active():
+        tally.refuse(Refused(Reason.BROKEN_STREAM, "the agent cancelled the call"))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def segment_of(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits | None = None) -> Segment:
+    """The segment ``pb`` carries. With ``limits``, a segment of more spans,
+    or a span of more references, than they allow is refused before any of
+    them becomes an object."""
+    if limits is not None:
+        _at_most_spans(pb, limits)
+    return Segment(
+        trace_id=pb.traceId,
+        segment_id=pb.traceSegmentId,
+        service=pb.service,
+        instance=pb.serviceInstance,
+        spans=tuple(
+            Span(  # positional: this runs for every span
+                s.spanType,
+                s.spanLayer,
+                s.startTime,
+                s.endTime,
+                s.operationName,
+                s.peer,
+                s.isError,
+                s.skipAnalysis,
+                tuple(
+                    SpanRef(
+                        r.refType,
+                        r.parentService,
+                        r.parentServiceInstance,
+                        r.parentEndpoint,
+                        r.networkAddressUsedAtPeer,
+                    )
+                    for r in s.refs
+                ),
+                len(s.tags),
+            )
+            for s in pb.spans
+        ),
+        data=pb.SerializeToString(),
+    )
+
+
+def _at_most_spans(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits) -> None:
+    segment = pb.traceSegmentId[:100]
+    limits.at_most(
+        f"spans of segment {segment}", len(pb.spans), limits.max_spans_per_segment, "--max-spans-per-segment"
+    )
+    most = max((len(s.refs) for s in pb.spans), default=0)
+    limits.at_most(
+        f"references of a span of segment {segment}", most, limits.max_refs_per_span, "--max-refs-per-span"
+    )
+
+
+class TelemetryService:
+    """What the telemetry services share: where they register names and hand
+    on what they take, the checks and guards they apply, and the counts of
+    what agents reported and what was refused, under ``KIND``."""
+
+    KIND: ClassVar[str]
+
+    def __init__(
+        self,
+        names: NamesByService,
+        sinks: Sinks,
+        limits: TelemetryLimits,
+        cardinality: Cardinality,
+        instruments: Instruments,
+    ) -> None:
+        self._names = names
+        self._sinks = sinks
+        self._limits = limits
+        self._cardinality = cardinality
+        self._received = instruments.counter(
+            "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
+        ).labels(kind=self.KIND)
+        self._refusals = Refusals(self.KIND, instruments)
+
+
+class TraceSegmentReportService(TelemetryService):
+    """Takes segments: registers the names in them (the service and instance,
+    the endpoints entry spans serve, the peers exit spans call), stores each as
+    a record, and measures its spans' calls (each service's apdex by its
+    threshold in ``apdex``)."""
+
+    KIND = "segments"
+
+    def __init__(self, *shared: Any, apdex: ApdexThresholds = DEFAULT_APDEX) -> None:
+        super().__init__(*shared)
+        self._apdex = apdex
+
+    def take(
+        self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally
+    ) -> list[tuple[tracing_pb2.SegmentObject, Segment | None]]:
+        """Takes the good segments of one call, all at once: their records and
+        metrics are queued together (or the call is refused whole, raising
+        Overloaded), then the names in them are registered. Returns each
+        segment with what was taken of it, None for one refused (counted in
+        ``tally``)."""
+        now_ms = _now_ms()
+        outcome: list[tuple[tracing_pb2.SegmentObject, Segment | None]] = []
+        for pb in segments:
+            self._received.inc()
+            try:
+                segment = segment_of(pb, self._limits)
+                check(segment, self._limits, now_ms)
+            except Refused as e:
+                tally.refuse(e)
+                outcome.append((pb, None))
+                continue
+            segment = self._cardinality.segment(segment)
+            outcome.append((pb, segment))
+            # What the segment became holds about what its decoded message does.
+            self._sinks.hold(_SEGMENT_COST.of(segment.data))
+        taken = [s for _, s in outcome if s is not None]
+        if taken:
+            self._sinks.take([record_of(s) for s in taken], measure(taken, self._apdex))
+            tally.taken += len(taken)
+            self._register_names(taken)
+        return outcome
+
+    def _register_names(self, segments: list[Segment]) -> None:
+        instances: set[tuple[str, str]] = set()
+        endpoints: dict[str, set[str]] = {}
+        peers: set[str] = set()
+        for segment in segments:
+            instances.add((segment.service, segment.instance))
+            for span in segment.spans:
+                if span.kind == SpanKind.ENTRY and span.operation:
+                    endpoints.setdefault(segment.service, set()).add(span.operation)
+                elif span.kind == SpanKind.EXIT and span.peer:
+                    peers.add(span.peer)
+                peers.update(r.address for r in span.refs if r.address)
+        for service, instance in sorted(instances):
+            self._names.seen(service, instance)
+        for service, names in endpoints.items():
+            self._names.endpoints(service, names)
+        if peers:
+            self._names.addresses(sorted(peers))
+
+    def collect(
+        self, requests: Iterator[tracing_pb2.SegmentObject], context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        tally = self._refusals.tally()
+        return self._answer(_taking(requests, tally, context), tally)
+
+    def collectInSync(
+        self, request: tracing_pb2.SegmentCollection, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        return self._answer(request.segments, self._refusals.tally())
+
+    def _answer(self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally) -> common_pb2.Commands:
+        self.take(segments, tally)
+        tally.check()
+        return NO_COMMANDS
+
+
+class LogReportService(TelemetryService):
+    """Takes log lines: registers the service, instance and endpoint they name
+    and stores each as a record."""
+
+    KIND = "logs"
+
+    def _record(self, pb: logging_pb2.LogData, now_ms: int) -> LogRecord:
+        lim = self._limits
+        timestamp = lim.time("timestamp", pb.timestamp, now_ms) if pb.timestamp else now_ms
+        lim.at_most("bytes of a log body", pb.body.ByteSize(), lim.max_log_body_bytes, "--max-log-body-bytes")
+        lim.at_most("tags of a log line", len(pb.tags.data), lim.max_tags_per_item, "--max-tags-per-item")
+        kind = pb.body.WhichOneof("content") or "text"
+        body = getattr(pb.body, kind)
+        ctx = pb.traceContext
+        service = lim.name("service", pb.service)
+        instance = lim.name("serviceInstance", pb.serviceInstance, required=False)
+        endpoint = lim.name("endpoint", pb.endpoint, required=False)
+        trace_id = lim.name("traceId", ctx.traceId, required=False)
+        segment_id = lim.name("traceSegmentId", ctx.traceSegmentId, required=False)
+        # Guarded once every check passed: a refused line counts against no bound.
+        guard = self._cardinality
+        service, instance = guard.source(service, instance)
+        return LogRecord(
+            time_bucket=minute_bucket(timestamp),
+            log_id=uuid.uuid4().hex,
+            timestamp=timestamp,
+            service=service,
+            instance=instance,
+            endpoint=guard.endpoint(service, endpoint) if endpoint else "",
+            trace_id=trace_id,
+            segment_id=segment_id,
+            span_id=ctx.spanId,
+            content_type=kind,
+            content=Text(getattr(body, kind)),
+            tags={kv.key: kv.value for kv in pb.tags.data},
+        )
+
+    def collect(
+        self, requests: Iterator[logging_pb2.LogData], context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        tally = self._refusals.tally()
+        now_ms = _now_ms()
+        records: list[LogRecord] = []
+        for pb in _taking(requests, tally, context):
+            self._received.inc()
+            try:
+                record = self._record(pb, now_ms)
+            except Refused as e:
+                tally.refuse(e)
+                continue
+            records.append(record)
+            self._sinks.hold(memory_size([record]))
+        if records:
+            self._sinks.take(records, ())
+            tally.taken += len(records)
+        for record in records:
+            if record.instance:
+                self._names.seen(record.service, record.instance)
+            if record.endpoint:
+                self._names.endpoints(record.service, [record.endpoint])
+        tally.check()
+        return NO_COMMANDS
+
+
+class MeterReportService(TelemetryService):
+    """Takes meters: registers the service and instance they come from (named
+    in the first message of a stream only) and turns each value into a metric,
+    checked as the RemoteService checks it. A value whose sum with the others
+    of its meter and minute in the same call would overflow is refused."""
+
+    KIND = "meters"
+
+    def _metric(self, pb: meter_pb2.MeterData, source: tuple[str, str], now_ms: int) -> MeterMetrics:
+        lim = self._limits
+        timestamp = lim.time("timestamp", pb.timestamp, now_ms) if pb.timestamp else now_ms
+        kind = pb.WhichOneof("metric")
+        if kind is None:
+            raise Refused(Reason.NO_VALUE, "the meter has neither a single value nor a histogram")
+        value = getattr(pb, kind)
+        labels = ",".join(f"{lab.name}={lab.value}" for lab in sorted(value.labels, key=lambda x: x.name))
+        common: dict[str, Any] = {
+            "time_bucket": minute_bucket(timestamp),
+            "service": source[0],
+            "instance": source[1],
+            "name": lim.name("meter name", value.name),
+            "labels": lim.name("meter labels", labels, required=False),
+            "samples": 1,
+            "last_time": timestamp,
+        }
+        if kind == "singleValue":
+            if not math.isfinite(value.value):
+                raise Refused(Reason.NOT_A_NUMBER, f"meter {value.name} has the value {value.value}")
+            meter = MeterMetrics(**common, value_sum=value.value, last_value=value.value)
+        else:
+            meter = self._histogram(common, value)
+        meter.check(lim, now_ms)
+        return meter
+
+    def _histogram(self, common: dict[str, Any], value: meter_pb2.MeterHistogram) -> MeterMetrics:
+        lim = self._limits
+        lim.at_most(
+            f"buckets of meter {value.name}",
+            len(value.values),
+            lim.max_histogram_buckets,
+            "--max-histogram-buckets",
+        )
+        buckets = {"-inf" if b.isNegativeInfinity else repr(b.bucket): str(b.count) for b in value.values}
+        if len(buckets) < len(value.values):  # two counts of one bucket: which is right is not known
+            raise Refused(Reason.INCONSISTENT, f"histogram {value.name} names a bucket bound twice")
+        total = float(sum(b.count for b in value.values))
+        return MeterMetrics(**common, value_sum=total, last_value=total, buckets=buckets)
+
+    def _take(
+        self,
+        meters: Iterable[meter_pb2.MeterData],
+        tally: Tally,
+        taken: list[MeterMetrics],
+        totals: dict[str, MeterMetrics],
+    ) -> None:
+        """Checks ``meters``, adding the good ones to ``taken`` and to the
+        call's ``totals`` by key."""
+        now_ms = _now_ms()
+        source: tuple[str, str] | None = None
+        for pb in meters:
+            self._received.inc()
+            try:
+                if pb.service and (pb.service, pb.serviceInstance) != source:
+                    service = self._limits.name("service", pb.service)
+                    instance = self._limits.name("serviceInstance", pb.serviceInstance)
+                    source = self._cardinality.source(service, instance)
+                if source is None:
+                    raise Refused(Reason.MISSING_NAME, "the first meter of a stream names no service")
+                metric = self._metric(pb, source, now_ms)
+                add_to(totals, metric)
+            except Refused as e:
+                tally.refuse(e)
+                continue
+            taken.append(metric)
+            self._sinks.hold(memory_size([metric]))
+
+    def _hand_on(self, taken: list[MeterMetrics], tally: Tally) -> common_pb2.Commands:
+        if taken:
+            self._sinks.take((), taken)
+            tally.taken += len(taken)
+        for service, instance in sorted({(m.service, m.instance) for m in taken}):
+            self._names.seen(service, instance)
+        tally.check()
+        return NO_COMMANDS
+
+    def collect(
+        self, requests: Iterator[meter_pb2.MeterData], context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        tally = self._refusals.tally()
+        taken: list[MeterMetrics] = []
+        self._take(_taking(requests, tally, context), tally, taken, {})
+        return self._hand_on(taken, tally)
+
+    def collectBatch(
+        self, requests: Iterator[meter_pb2.MeterDataCollection], context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        tally = self._refusals.tally()
+        taken: list[MeterMetrics] = []
+        totals: dict[str, MeterMetrics] = {}
+        for batch in _taking(requests, tally, context):
+            self._take(batch.meterData, tally, taken, totals)
+        return self._hand_on(taken, tally)
+
+
+def add_skywalking_services(
+    server: GrpcServer,
+    names: NamesByService,
+    sinks: Sinks,
+    limits: TelemetryLimits,
+    cardinality: Cardinality,
+    instruments: Instruments,
+    apdex: ApdexThresholds,
+) -> TraceSegmentReportService:
+    """Serves SkyWalking's v3 agent services on ``server``, registering the
+    names agents report through ``names``; returns the segments' service,
+    which takes OTLP's spans too."""
+    guarded = (limits, cardinality, instruments)
+    segments = TraceSegmentReportService(names, sinks, *guarded, apdex=apdex)
+    management = ManagementService(names, limits, cardinality)
+    configuration = ConfigurationDiscoveryService()
+    # (file, service, servicer, whether it carries names and commands only)
+    services: list[tuple[descriptor.FileDescriptor, str, object, bool]] = [
+        (management_pb2.DESCRIPTOR, "ManagementService", management, True),
+        (tracing_pb2.DESCRIPTOR, "TraceSegmentReportService", segments, False),
+        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, *guarded), False),
+        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, *guarded), False),
+        (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(instruments), False),
+        (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", configuration, True),
+    ]
+    for file, name, servicer, control in services:
+        # Telemetry streams count a message that does not decode and go on.
+        server.add(file.services_by_name[name], servicer, keep_undecodable=True, control=control)
+    return segments

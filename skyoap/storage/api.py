@@ -1,0 +1,353 @@
+"""The storage interfaces the pipeline calls. Implementations sit beside this
+module (``storage/elasticsearch``, ``storage/embedded``, ``storage/redis``)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from skyoap.model.inventory import Inventory
+from skyoap.model.metrics import Downsampling, Metrics
+from skyoap.model.records import Record
+from skyoap.model.stream import ColumnType, StreamData
+from skyoap.model.topics import Bounds, Fetched, Position, Reservation, Retention, TopicRecord, Where
+
+I = TypeVar("I", bound=Inventory)  # noqa: E741
+M = TypeVar("M", bound=Metrics)
+R = TypeVar("R", bound=Record)
+S = TypeVar("S", bound=StreamData, covariant=True)
+
+
+def check_where(model: type[StreamData], where: Mapping[str, str] | None) -> Mapping[str, str]:
+    """``where`` if it names only string columns of ``model``; a ValueError
+    that lists them otherwise."""
+    names = {c.name for c in model.columns() if c.type is ColumnType.STRING}
+    unknown = sorted(set(where or {}) - names)
+    if unknown:
+        raise ValueError(
+            f"{model.MODEL} has no column {', '.join(unknown)}; filter by one of {', '.join(sorted(names))}"
+        )
+    return where or {}
+
+
+def check_columns(model: type[StreamData], columns: Sequence[str]) -> Sequence[str]:
+    """``columns`` if each is a string column of ``model``; a ValueError that lists them otherwise."""
+    check_where(model, dict.fromkeys(columns, ""))
+    return columns
+
+
+def each_position(positions: Sequence[Position] | None, count: int) -> Sequence[Position | None]:
+    """The topic position of each of ``count`` items written (None for each
+    when they are not published)."""
+    return positions if positions is not None else [None] * count
+
+
+class StorageError(RuntimeError):
+    """A storage operation failed. ``retriable`` says whether the same call may
+    succeed later (server busy or unreachable) or never will."""
+
+    retriable = False
+
+
+class StorageUnavailable(StorageError):
+    retriable = True
+
+
+@dataclass(frozen=True)
+class Stored(Generic[S]):
+    """A row as read, with the version an update must still match."""
+
+    item: S
+    version: object
+    rounds: Mapping[str, int] = field(default_factory=dict)
+    """Metrics rows: the last persistence round of each writer that the row's
+    value includes (see ``MetricsWrite``)."""
+    position: Position | None = None
+    """Where this version of the row is on its topic (None: not on it)."""
+
+
+@dataclass
+class InsertOutcome:
+    inserted: list[str] = field(default_factory=list)
+    """Keys now stored with the sequence they were given."""
+    key_taken: list[str] = field(default_factory=list)
+    """Keys another writer stored first: read and combine them instead."""
+
+
+class InventoryDAO(Protocol):
+    def install(self, models: Sequence[type[Inventory]]) -> None:
+        """Creates the indices or tables of ``models`` where missing."""
+
+    def get_many(self, model: type[I], keys: Sequence[str]) -> dict[str, Stored[I]]:
+        """The stored rows of ``keys`` (absent keys are left out); reads what was
+        written before, with no refresh delay."""
+
+    def get_by_sequence(self, model: type[I], sequence: int) -> I | None: ...
+
+    def update(
+        self,
+        model: type[I],
+        rows: Sequence[tuple[Stored[I], I]],
+        positions: Sequence[Position] | None = None,
+    ) -> list[str]:
+        """Replaces each stored row with its new value (at its topic position)
+        if the row is unchanged since it was read; returns the keys that
+        changed meanwhile."""
+
+    def insert(
+        self, model: type[I], items: Sequence[I], positions: Sequence[Position] | None = None
+    ) -> InsertOutcome:
+        """Inserts new rows (at their topic positions), whose sequences were
+        reserved. A key is never stored twice."""
+
+    def reserve_sequences(self, model: type[Inventory], first: int, last: int) -> bool:
+        """Records that ids ``first..last`` of ``model``'s scope are handed out,
+        if ``first`` is above every id reserved before; returns False (and
+        reserves nothing) otherwise, which means the allocator is behind storage,
+        e.g. because Redis lost its data. This fence, kept in storage, is what
+        makes an id impossible to hand out twice whatever the allocator does."""
+
+    def max_sequence(self, model: type[Inventory]) -> int:
+        """The largest id reserved for ``model`` (no stored row has a larger one), 0 if none."""
+
+    def list(self, model: type[I], limit: int = 10_000) -> list[I]:
+        """Rows ordered by sequence."""
+
+    def names_of_service(self, model: type[Inventory], service_id: int, limit: int) -> Sequence[str]:
+        """The names of up to ``limit`` rows of ``model`` (instances or
+        endpoints) whose ``service_id`` is given, in the order they got ids."""
+
+    def stale(
+        self, model: type[I], cutoff_ms: int, limit: int = 10_000, active: bool | None = True
+    ) -> Sequence[Stored[I]]:
+        """Rows whose heartbeat is older than ``cutoff_ms``: the active ones,
+        the inactive ones (``active=False``) or all (None)."""
+
+    def remove(self, model: type[I], rows: Sequence[Stored[I]]) -> Sequence[str]:
+        """Deletes each row if it is unchanged since it was read; returns the
+        keys that changed meanwhile (and stay). A removed row's id is never
+        handed out again (the fence stays)."""
+
+    def close(self) -> None: ...
+
+
+class SequenceAllocator(Protocol):
+    """The global lock and the id sequences, one of each per scope."""
+
+    def lock(self, scope: str) -> contextlib.AbstractContextManager[None]: ...
+
+    def allocate(self, scope: str, count: int, stored_max: Callable[[], int]) -> list[int]:
+        """``count`` fresh ids of ``scope``. When the allocator has lost its state
+        it starts again above ``stored_max()``, the largest id storage holds."""
+
+    def raise_floor(self, scope: str, floor: int) -> None:
+        """Makes sure the next id allocated is above ``floor``."""
+
+    def close(self) -> None: ...
+
+
+APPLIED_ROUNDS = "applied_rounds"
+"""The stored column of a metrics row's ``rounds``."""
+
+
+@dataclass(frozen=True)
+class MetricsWrite(Generic[M]):
+    """A metrics row to write: ``value`` over the row ``stored`` it was merged
+    with (None: the key had no row), recording ``rounds``.
+
+    ``rounds`` maps each writer to the last of its persistence rounds the value
+    includes. A writer that does not know whether a write landed (a timeout)
+    reads the row again and finds out from its round there, so it never adds
+    a delta twice."""
+
+    stored: Stored[M] | None
+    value: M
+    rounds: Mapping[str, int]
+    position: Position | None = None
+    """Where the value is on the metrics topic."""
+
+
+@dataclass
+class PutOutcome:
+    """What became of each row of a ``put`` that returned; every key not
+    listed was written."""
+
+    retry: list[str] = field(default_factory=list)
+    """Keys certainly not written, because their row changed since it was read
+    (or storage was busy): read, merge and write them again."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Keys storage refused for good, with the reason."""
+
+
+class MetricsDAO(Protocol):
+    """Metrics rows, one table or index per model and downsampling level."""
+
+    def install(self, models: Sequence[type[Metrics]]) -> None: ...
+
+    def get_many(self, model: type[M], level: Downsampling, keys: Sequence[str]) -> dict[str, Stored[M]]:
+        """The stored rows of ``keys`` with their rounds (absent keys are left
+        out), with no refresh delay."""
+
+    def put(self, model: type[M], level: Downsampling, rows: Sequence[MetricsWrite[M]]) -> PutOutcome:
+        """Writes each new value over the row it was merged with, if that row is
+        unchanged since it was read; a value merged with no row is written only
+        if the key is still absent. A row's write never lands after a later
+        write of the same row did (each is conditional on the version read).
+
+        A StorageError raised here leaves every row's outcome unknown: some or
+        all may have been written (a request that timed out may still land)."""
+
+    def query(
+        self,
+        model: type[M],
+        level: Downsampling,
+        first_bucket: int,
+        last_bucket: int,
+        where: Mapping[str, str] | None = None,
+        limit: int = 10_000,
+    ) -> list[M]:
+        """Rows with ``first_bucket <= time_bucket <= last_bucket`` whose string
+        columns equal ``where``'s values, newest bucket first."""
+
+    def distinct(
+        self, model: type[Metrics], level: Downsampling, first_bucket: int, columns: Sequence[str]
+    ) -> set[tuple[str, ...]]:
+        """The distinct values of the string ``columns`` in the rows from
+        ``first_bucket`` on: the entities measured since."""
+
+    def expire(self, model: type[Metrics], level: Downsampling, keep_from: datetime.date) -> int:
+        """Removes the rows of the days before ``keep_from``; returns how many
+        were removed. A storage may keep some longer (Elasticsearch drops
+        whole indices, each of a day or a month: ``PERIODS``), never shorter."""
+
+    def close(self) -> None: ...
+
+
+class RecordDAO(Protocol):
+    """Records, partitioned by day."""
+
+    def install(self, models: Sequence[type[Record]]) -> None: ...
+
+    def insert(
+        self, model: type[R], items: Sequence[R], positions: Sequence[Position] | None = None
+    ) -> dict[str, str]:
+        """Stores ``items``; one already stored under the same key is replaced
+        (an agent sending a segment again stores it once). ``positions`` (one
+        per item) put each on the model's topic in the same write. Returns
+        the keys storage refused, with the reason."""
+
+    def query(
+        self,
+        model: type[R],
+        first_bucket: int,
+        last_bucket: int,
+        where: Mapping[str, str] | None = None,
+        limit: int = 1000,
+    ) -> list[R]:
+        """Records of the minutes ``first_bucket..last_bucket`` whose string
+        columns equal ``where``'s values, newest first."""
+
+    def close(self) -> None: ...
+
+
+class OffsetOutOfRange(StorageError):
+    """A read asked for offsets retention has removed (or not yet written)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, start: int, end: int) -> None:
+        super().__init__(
+            f"offset {offset} of {topic}/{partition} is not readable: the partition holds "
+            f"offsets {start} to {end - 1}"
+            + (" (retention removed the older ones)" if offset < start else " (it has no such offset yet)")
+        )
+        self.topic, self.partition, self.offset, self.start, self.end = topic, partition, offset, start, end
+
+
+class OffsetRanges(Protocol):
+    """Offsets of topic partitions, handed out in ranges, so that writers on
+    several nodes place records on one partition without a lock.
+
+    A writer reserves a range, writes its records at those offsets, and
+    completes the range once they are readable. A partition's *watermark* is
+    the first offset of its lowest open range, or its next offset when none is
+    open: every offset below it is readable or never will be."""
+
+    def reserve(self, topic: str, partition: int, count: int, floor: Callable[[], int]) -> Reservation:
+        """``count`` offsets at the end of the partition; a partition not yet
+        known (or forgotten) counts on from ``floor()``."""
+
+    def complete(self, reservations: Sequence[Reservation]) -> list[Reservation]:
+        """Closes ranges whose records are readable (or will never be written);
+        returns those passed over meanwhile, whose records must be written
+        again at new ranges."""
+
+    def watermark(self, topic: str, partition: int) -> int | None:
+        """None when the partition is not known yet."""
+
+    def close(self) -> None: ...
+
+
+class TopicDAO(Protocol):
+    """Partitioned topics, read by offset, whose ends move only over what is
+    readable, and their retention.
+
+    A topic's entries are the stored records and rows themselves
+    (``Topic.tables``), written with their positions by the DAO that stores
+    them. A row updated in place leaves its position: the version it held is
+    first kept in the topic's history (``keep``)."""
+
+    def install(self, topics: Mapping[str, int]) -> None:
+        """Creates the topics (name → partition count) that do not exist yet.
+        A topic keeps the partition count it was first created with."""
+
+    def keep(self, topic: str, versions: Sequence[TopicRecord]) -> None:
+        """Writes ``versions`` of rows into the topic's history at their
+        positions (written again, a version is stored once) and makes them
+        readable before it returns."""
+
+    def advance(self, topic: str, ends: Mapping[int, int]) -> None:
+        """Moves each partition's end up to ``ends[partition]`` (never down):
+        the records below it were made readable (``make_readable``)."""
+
+    def make_readable(self, topic: str) -> None:
+        """Makes the records written so far readable (Elasticsearch refreshes)."""
+
+    def next_offset(self, topic: str, partition: int) -> int:
+        """The offset after the highest one the partition holds or its end
+        passed: where offset ranges count on from after their state was lost."""
+
+    def bounds(self, topic: str) -> list[Bounds]:
+        """Every partition's readable offsets (an empty list for a topic never installed)."""
+
+    def read(
+        self, topic: str, partition: int, offset: int, limit: int, where: Where | None = None
+    ) -> Fetched:
+        """Up to ``limit`` records from ``offset`` on, below the partition's end;
+        only those matching ``where``, found by the storage itself. Raises
+        OffsetOutOfRange when ``offset`` is below the start or above the end."""
+
+    def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
+        """Removes what ``retention`` no longer keeps; returns the records removed per partition."""
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """The first readable offset whose record was published at or after
+        ``timestamp_ms``; None when no readable record is that recent."""
+
+    def close(self) -> None: ...
+
+
+class StateStore(Protocol):
+    """Small JSON documents replaced only if unchanged since they were read
+    (compare-and-swap): the consumer groups' shared state."""
+
+    def load(self, name: str) -> tuple[dict[str, Any] | None, object]:
+        """The document and its version (None and a version for a missing one)."""
+
+    def swap(self, name: str, version: object, value: dict[str, Any]) -> bool:
+        """Stores ``value`` if the document is still at ``version``; False otherwise."""
+
+    def names(self) -> list[str]: ...
+
+    def close(self) -> None: ...

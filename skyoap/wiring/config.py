@@ -1,0 +1,357 @@
+"""The configuration of a node, in sections (server, storage, cluster, buffers
+and workers, limits, topics), each a frozen dataclass that reaches only the
+components of its concern. Loaded once at start-up (see ``deploy/cli.py``:
+every field is a ``--option`` and a ``SKYOAP_`` variable) and passed down
+explicitly."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skyoap.aggregator.housekeeping import Ttl
+from skyoap.model.checks import TelemetryLimits
+from skyoap.model.metrics import ApdexThresholds, Downsampling
+from skyoap.remote.cluster import Role
+from skyoap.remote.selector import SelectorKind
+from skyoap.runtime.buffer import BufferStrategy
+from skyoap.runtime.config import option, option_name, section
+from skyoap.storage.config import StorageConfig
+
+
+class ClusterKind(enum.Enum):
+    STANDALONE = "standalone"
+    """One node that routes to itself."""
+    REDIS = "redis"
+    """Nodes register in Redis with a time-to-live their heartbeats refresh."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = option("0.0.0.0", "address the gRPC server binds")
+    port: int = option(11800, "gRPC port for agents (0 picks a free one)")
+    internal_port: int = option(
+        11801,
+        "gRPC port where aggregator and mixed nodes of a cluster take L1 results from other nodes "
+        "(0 picks a free one; a standalone node opens none)",
+    )
+    advertised_host: str = option("127.0.0.1", "address other nodes use to reach this one")
+    max_message_bytes: int = option(4 * 1024 * 1024, "largest gRPC message the node accepts")
+    max_control_message_bytes: int = option(
+        1024 * 1024,
+        "largest message of a call that carries names or commands, not telemetry (registration, "
+        "keep-alives, pings, configuration and profiling polls); a larger one is refused undecoded",
+    )
+    max_concurrent_calls: int = option(
+        128,
+        "most agent and node calls (streams included) served at once; past it a call is answered "
+        "RESOURCE_EXHAUSTED (health checks are not counted)",
+    )
+    stream_idle_s: float = option(60.0, "a client stream that sends nothing for this long is closed")
+    stream_max_age_s: float = option(
+        600.0, "a stream (client streams, reflection, health watches) open this long is closed"
+    )
+    auth_token: str = option(
+        "",
+        "SkyWalking's agent token: every call but health checks must carry it as the gRPC metadata "
+        "'authentication' (empty: none needed)",
+    )
+    tls_cert: str = option(
+        "", "PEM certificate chain the agent port serves over TLS (read again when the file changes)"
+    )
+    tls_key: str = option("", "PEM private key of --tls-cert")
+    admin_host: str = option("127.0.0.1", "address the admin HTTP server binds (its /metrics is open)")
+    admin_port: int = option(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    role: Role = option(
+        Role.MIXED, "what the node does: receiver (agent traffic, L1), aggregator (L2), or both"
+    )
+    kind: ClusterKind = option(ClusterKind.STANDALONE, "how nodes find each other", name="cluster")
+    node_name: str = option("", "name of the node in the cluster (default: role@advertised address)")
+    heartbeat_s: float = option(
+        2.0, "how often the node renews its registration in the cluster", name="cluster_heartbeat_s"
+    )
+    expiry_s: float = option(
+        6.0, "a node that has not renewed its registration for this long is gone", name="cluster_expiry_s"
+    )
+    inventory_selector: SelectorKind = option(
+        SelectorKind.FOREVER_FIRST,
+        "which aggregator gets each inventory name; forever-first keeps one writer allocating ids",
+    )
+    remote_buffer_size: int = option(20_000, "items each remote client holds for its target node")
+    remote_refresh_interval_s: float = option(5.0, "how often the list of remote target nodes is refreshed")
+    cluster_ca: str = option(
+        "",
+        "PEM CA certificate of the cluster: with it, nodes talk to each other over mutual TLS and take "
+        "L1 results only from, and route them only to, nodes with a certificate it signed",
+    )
+    cluster_cert: str = option(
+        "", "PEM certificate (signed by --cluster-ca) this node presents to other nodes"
+    )
+    cluster_key: str = option("", "PEM private key of --cluster-cert")
+    cluster_secret: str = option(
+        "",
+        "secret the nodes of a cluster send each other as the gRPC metadata 'skyoap-cluster-secret': "
+        "the internal port refuses a call without it (never the agent token); a cluster needs it or "
+        "--cluster-ca; give it through SKYOAP_CLUSTER_SECRET rather than the command line",
+    )
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    """Buffer queues, the drain pools that empty them, and the workers' periods."""
+
+    l1_channels: int = option(2, "channels of each L1 (distinct) worker's buffer queue")
+    l1_buffer_size: int = option(
+        10_000,
+        "items per channel of each registration L1 queue (telemetry's are bounded by the memory budget)",
+    )
+    l1_strategy: BufferStrategy = option(
+        BufferStrategy.BLOCKING, "what a full registration L1 queue does: blocking or if_possible (drop)"
+    )
+    l1_pool_size: int = option(2, "threads of the REGISTER_L1 drain pool shared by every L1 worker")
+    l2_channels: int = option(1, "channels of each L2 (persistent) worker's buffer queue")
+    l2_buffer_size: int = option(
+        10_000,
+        "items per channel of each registration L2 queue (telemetry's are bounded by the memory budget)",
+    )
+    l2_strategy: BufferStrategy = option(
+        BufferStrategy.BLOCKING, "what a full registration L2 queue does: blocking or if_possible (drop)"
+    )
+    l2_pool_size: int = option(2, "threads of the REGISTER_L2 drain pool shared by every L2 worker")
+    l2_batch_size: int = option(5000, "most items one L2 storage round (reads, lock, inserts) takes")
+    metrics_l1_flush_period_s: float = option(
+        0.5, "how long a receiver merges each metric before sending it on to its aggregator"
+    )
+    metrics_persist_interval_s: float = option(
+        3.0, "how often an aggregator adds what it merged to the stored metrics, in bulk"
+    )
+    record_bulk_size: int = option(2000, "most records one bulk write carries")
+    record_pool_size: int = option(1, "threads of the RECORD_PERSIST drain pool")
+    heartbeat_expiry_s: float = option(
+        120.0, "an instance with no heartbeat for this long is marked inactive"
+    )
+    housekeeping_interval_s: float = option(
+        10.0,
+        "how often inactive instances are looked for, and the inventory and metrics topics trimmed "
+        "to their retention",
+    )
+    cache_size: int = option(1_000_000, "names kept in the inventory cache")
+    cache_max_age_s: float = option(
+        3600.0,
+        "a cached name's id is asked of storage again after this long (a name time to live "
+        "removed is then registered again)",
+    )
+    miss_recheck_s: float = option(
+        0.5, "a name storage did not have is asked of storage again after this long"
+    )
+    resend_after_s: float = option(
+        5.0, "a name still without an id is handed to L1 again after this long, not sooner"
+    )
+    spill_dir: str = option(
+        "skyoap-data/spill",
+        "directory where metrics and records storage did not take by the close are kept, to be "
+        "stored at the next start on the same directory and storage (empty: dropped and counted)",
+    )
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """What one agent call may carry and how long it may take; more is refused
+    with a status that says why."""
+
+    call_deadline_s: float = option(
+        5.0,
+        "how long an agent call may take from its request's arrival (a stream's last message), "
+        "whatever it waits on, before it is answered RESOURCE_EXHAUSTED or UNAVAILABLE; "
+        "also how long a batch from another node waits for room in L2",
+    )
+    memory_limit_mb: int = option(
+        256,
+        "megabytes of accepted telemetry a node holds while it is combined, sent on or stored; "
+        "calls that do not fit wait, then are refused whole",
+    )
+
+    max_name_length: int = option(500, "longest name (in characters) a registration may carry")
+    max_properties_chars: int = option(16_384, "most characters of tags and properties one name may carry")
+    max_batch_items: int = option(1000, "most names one registration call may carry")
+    max_spans_per_segment: int = option(2000, "most spans one trace segment may carry")
+    max_refs_per_span: int = option(500, "most references (parents) one span may carry")
+    max_tags_per_item: int = option(128, "most tags one span or log line may carry")
+    max_log_body_bytes: int = option(128 * 1024, "largest log body, in bytes")
+    max_histogram_buckets: int = option(100, "most buckets one meter histogram may carry")
+    endpoint_groups: str = option(
+        "",
+        "file of endpoint grouping rules: lines 'GROUP' ({name} matches one path segment) or "
+        "'GROUP = REGEX', under optional [SERVICE] headers (see the README's Security section)",
+    )
+    max_services: int = option(
+        10_000,
+        "most services; past it new names count as the service (other), with their instances and endpoints",
+    )
+    max_endpoints_per_service: int = option(
+        3000, "most endpoints a service has; past it new names count as the endpoint (other)"
+    )
+    max_instances_per_service: int = option(
+        5000, "most instances a service has; past it new names count as the instance (other)"
+    )
+    max_network_addresses: int = option(
+        50_000, "most peer addresses of all services; past it new ones count as the address (other)"
+    )
+    telemetry_max_age_s: float = option(
+        3 * 86_400.0, "segments, logs and meters time-stamped longer ago than this are refused"
+    )
+    telemetry_max_ahead_s: float = option(
+        600.0, "segments, logs and meters time-stamped further ahead of the node's clock are refused"
+    )
+
+    def items(self) -> TelemetryLimits:
+        """The rules every item is checked against, at the edge and at the RemoteService."""
+        return TelemetryLimits(
+            self.max_name_length,
+            int(self.telemetry_max_age_s * 1000),
+            int(self.telemetry_max_ahead_s * 1000),
+            self.max_properties_chars,
+            self.max_spans_per_segment,
+            self.max_refs_per_span,
+            self.max_tags_per_item,
+            self.max_log_body_bytes,
+            self.max_histogram_buckets,
+        )
+
+
+@dataclass(frozen=True)
+class TopicsConfig:
+    partitions: int = option(
+        4, "partitions of each topic, fixed when storage first creates the topic", name="topic_partitions"
+    )
+    retention_s: float = option(
+        3 * 86_400.0,
+        "the inventory and metrics topics keep versions younger than this (whole days of the rows' "
+        "history are dropped; rows stay stored, below the start); segments and logs are their own "
+        "topics, kept --records-ttl-days",
+        name="topic_retention_s",
+    )
+    retention_records: int = option(
+        10_000_000,
+        "most offsets a partition of the inventory or metrics topic keeps readable "
+        "(segments and logs: by day only)",
+        name="topic_retention_records",
+    )
+    publish: bool = option(True, "publish what L2 stores on the topics", name="publish_topics")
+    commit_interval_s: float = option(
+        0.5,
+        "how often what was written (records and row versions) is made readable on the topics",
+        name="topic_commit_interval_s",
+    )
+
+
+@dataclass(frozen=True)
+class TtlConfig:
+    """How long data is kept, in whole days (UTC): a day's data goes once the
+    day is that many days ago. Aggregators remove it, one at a time."""
+
+    records_days: int = option(
+        3, "segments and logs (and their topics) are kept this many days", name="records_ttl_days"
+    )
+    minute_metrics_days: int = option(
+        1, "minute metrics are kept this many days", name="minute_metrics_ttl_days"
+    )
+    hour_metrics_days: int = option(7, "hour metrics are kept this many days", name="hour_metrics_ttl_days")
+    day_metrics_days: int = option(90, "day metrics are kept this many days", name="day_metrics_ttl_days")
+    inactive_instance_days: int = option(
+        7,
+        "an inactive instance is removed this many days after its last heartbeat",
+        name="inactive_instance_ttl_days",
+    )
+    unused_endpoint_days: int = option(
+        7,
+        "an endpoint is removed once it was registered this many days ago and no day metric of "
+        "these days measured it (at most --day-metrics-ttl-days)",
+        name="unused_endpoint_ttl_days",
+    )
+    interval_s: float = option(
+        600.0, "how often aggregators look for data past its time to live", name="ttl_interval_s"
+    )
+
+    def ttl(self) -> Ttl:
+        """The times to live; raises ValueError for days that do not go together."""
+        for field in dataclasses.fields(self):
+            days = getattr(self, field.name)
+            if field.name.endswith("_days") and days < 1:
+                flag = "--" + option_name(field).replace("_", "-")
+                raise ValueError(f"{flag} must be at least 1, not {days}")
+        if self.unused_endpoint_days > self.day_metrics_days:
+            raise ValueError(
+                f"--unused-endpoint-ttl-days ({self.unused_endpoint_days}) must be at most "
+                f"--day-metrics-ttl-days ({self.day_metrics_days}): endpoints are found unused "
+                "by their day metrics"
+            )
+        metrics = {
+            Downsampling.MINUTE: self.minute_metrics_days,
+            Downsampling.HOUR: self.hour_metrics_days,
+            Downsampling.DAY: self.day_metrics_days,
+        }
+        return Ttl(self.records_days, metrics, self.inactive_instance_days, self.unused_endpoint_days)
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """How telemetry becomes metrics."""
+
+    apdex_thresholds: str = option(
+        "",
+        "file of each service's apdex threshold in ms, as SkyWalking's service-apdex-threshold.yml: "
+        "lines 'SERVICE: MS' and 'default: MS' (500 ms when not given)",
+    )
+
+    otlp_caller_wait_s: float = option(
+        10.0,
+        "how long an OTLP entry span waits for its parent span (of the service that called it), "
+        "whose names its relations need; past it no relation is counted for it",
+    )
+
+    def apdex(self) -> ApdexThresholds:
+        """The thresholds of ``--apdex-thresholds``; ValueError for a file that cannot be read as one."""
+        if not self.apdex_thresholds:
+            return ApdexThresholds()
+        path = Path(self.apdex_thresholds)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ValueError(f"--apdex-thresholds: cannot read {path}: {e.strerror}") from e
+        return ApdexThresholds.parse(text, f"--apdex-thresholds {path}")
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    server: ServerConfig = section(ServerConfig, "server")
+    storage: StorageConfig = section(StorageConfig, "storage")
+    cluster: ClusterConfig = section(ClusterConfig, "cluster")
+    workers: WorkersConfig = section(WorkersConfig, "buffers and workers")
+    limits: LimitsConfig = section(LimitsConfig, "limits of agent calls and telemetry")
+    topics: TopicsConfig = section(TopicsConfig, "topics")
+    ttl: TtlConfig = section(TtlConfig, "time to live")
+    analysis: AnalysisConfig = section(AnalysisConfig, "analysis")
+
+    def with_options(self, **values: Any) -> NodeConfig:
+        """A copy with the fields named by their options changed, whatever
+        section holds them: ``config.with_options(port=0, storage=StorageKind.ELASTICSEARCH)``."""
+        changes: dict[str, dict[str, Any]] = {}
+        left = dict(values)
+        for holder in dataclasses.fields(self):
+            for f in dataclasses.fields(getattr(self, holder.name)):
+                if option_name(f) in left:
+                    changes.setdefault(holder.name, {})[f.name] = left.pop(option_name(f))
+        if left:
+            raise TypeError(f"no such option: {', '.join(sorted(left))}")
+        return dataclasses.replace(
+            self,
+            **{s: dataclasses.replace(getattr(self, s), **fields) for s, fields in changes.items()},
+        )

@@ -1,0 +1,517 @@
+"""A node: storage, worker chains, remote clients and servers assembled for its role."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import grpc
+
+from skyoap.aggregator.housekeeping import HeartbeatExpiry, TimeToLive, TopicRetention
+from skyoap.aggregator.topics import Topics
+from skyoap.consumer.lag import LagCollector, lags
+from skyoap.edge.auth import AgentToken, ClusterSecret, RequiredMetadata, SendingClusterSecret
+from skyoap.edge.limits import CallLimits
+from skyoap.edge.server import GrpcServer
+from skyoap.edge.tls import ClientTls, ServerTls
+from skyoap.model.inventory import (
+    INVENTORY_TYPES,
+    EndpointInventory,
+    Inventory,
+    ServiceInstanceInventory,
+    ServiceInventory,
+)
+from skyoap.model.metrics import METRICS_TYPES
+from skyoap.model.records import RECORD_TYPES
+from skyoap.model.stream import StreamTypes
+from skyoap.model.topics import Retention, Topic
+from skyoap.receiver.cache import InventoryCache
+from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
+from skyoap.receiver.otlp import add_otlp_services
+from skyoap.receiver.registration import Limits, Registrar
+from skyoap.receiver.services import add_agent_services
+from skyoap.receiver.skywalking import NamesByService, Sinks, add_skywalking_services
+from skyoap.remote.client import RemoteClient, SelfRemoteClient
+from skyoap.remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster, new_incarnation
+from skyoap.remote.grpc_client import GrpcRemoteClient
+from skyoap.remote.manager import RemoteClientManager
+from skyoap.remote.sender import RemoteSender
+from skyoap.remote.service import add_remote_service
+from skyoap.runtime.admin import AdminServer
+from skyoap.runtime.budget import MemoryBudget
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.lifecycle import Lifecycle
+from skyoap.runtime.ratelimit import RateLimitedLog
+from skyoap.runtime.retry import STORAGE_WRITES
+from skyoap.runtime.spill import SpillDir
+from skyoap.runtime.worker import Workers
+from skyoap.storage.api import InventoryDAO
+from skyoap.storage.config import StorageKind
+from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.wiring.chains import (
+    InventoryStreamProcessor,
+    MetricsStreamProcessor,
+    RecordStreamProcessor,
+)
+from skyoap.wiring.config import ClusterKind, NodeConfig
+
+log = logging.getLogger(__name__)
+
+
+def check(config: NodeConfig) -> None:
+    """Refuses configurations that cannot work, saying why."""
+    if config.cluster.kind is ClusterKind.STANDALONE and config.cluster.role is not Role.MIXED:
+        raise ValueError(
+            f"a {config.cluster.role.value} node needs other nodes: run it with --cluster redis "
+            "(a standalone node must be mixed)"
+        )
+    if config.cluster.kind is ClusterKind.REDIS and config.storage.kind is StorageKind.EMBEDDED:
+        raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
+    if config.limits.memory_limit_mb < 1:
+        raise ValueError(f"--memory-limit-mb must be at least 1, not {config.limits.memory_limit_mb}")
+    if config.topics.commit_interval_s <= 0:
+        raise ValueError(
+            f"--topic-commit-interval-s must be above 0, not {config.topics.commit_interval_s:g}"
+        )
+    if config.storage.topic_lease_s <= config.topics.commit_interval_s:
+        raise ValueError(
+            f"--topic-lease-s ({config.storage.topic_lease_s:g}) must be longer than "
+            f"--topic-commit-interval-s ({config.topics.commit_interval_s:g}): a range is completed "
+            "only at a commit, and one whose lease ran out first is written again"
+        )
+    if config.server.max_concurrent_calls < 1:
+        raise ValueError(
+            f"--max-concurrent-calls must be at least 1, not {config.server.max_concurrent_calls}"
+        )
+    if config.server.stream_idle_s <= 0:
+        raise ValueError(f"--stream-idle-s must be above 0, not {config.server.stream_idle_s:g}")
+    if config.server.stream_max_age_s <= 0:
+        raise ValueError(f"--stream-max-age-s must be above 0, not {config.server.stream_max_age_s:g}")
+    token = config.server.auth_token
+    if token and not (token.isascii() and token.isprintable()):
+        raise ValueError(
+            "--auth-token must be printable ASCII: it travels as gRPC metadata, which carries nothing else"
+        )
+    _check_cluster_secret(config)
+    lim = config.limits
+    for option, value in (
+        ("--max-spans-per-segment", lim.max_spans_per_segment),
+        ("--max-refs-per-span", lim.max_refs_per_span),
+        ("--max-tags-per-item", lim.max_tags_per_item),
+        ("--max-log-body-bytes", lim.max_log_body_bytes),
+        ("--max-histogram-buckets", lim.max_histogram_buckets),
+        ("--max-endpoints-per-service", lim.max_endpoints_per_service),
+        ("--max-instances-per-service", lim.max_instances_per_service),
+        ("--max-network-addresses", lim.max_network_addresses),
+        ("--max-services", lim.max_services),
+    ):
+        if value < 1:
+            raise ValueError(f"{option} must be at least 1, not {value}")
+    if bool(config.server.tls_cert) != bool(config.server.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together: give both or neither")
+    cluster_tls = (config.cluster.cluster_ca, config.cluster.cluster_cert, config.cluster.cluster_key)
+    if any(cluster_tls) and not all(cluster_tls):
+        raise ValueError("--cluster-ca, --cluster-cert and --cluster-key go together: give all three or none")
+    if any(cluster_tls) and config.cluster.kind is ClusterKind.STANDALONE:
+        raise ValueError(
+            "--cluster-ca is for the nodes of a cluster (--cluster redis): a standalone node has no peers"
+        )
+    config.ttl.ttl()
+    config.analysis.apdex()
+    if config.analysis.otlp_caller_wait_s <= 0:
+        raise ValueError(f"--otlp-caller-wait-s must be above 0, not {config.analysis.otlp_caller_wait_s:g}")
+    if config.ttl.interval_s <= 0:
+        raise ValueError(f"--ttl-interval-s must be above 0, not {config.ttl.interval_s:g}")
+    if config.limits.call_deadline_s <= 0:
+        raise ValueError(
+            f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "
+            "calls wait that long for room and for storage"
+        )
+
+
+def _check_cluster_secret(config: NodeConfig) -> None:
+    secret = config.cluster.cluster_secret
+    if secret and not (secret.isascii() and secret.isprintable()):
+        raise ValueError(
+            "--cluster-secret must be printable ASCII: it travels as gRPC metadata, "
+            "which carries nothing else"
+        )
+    if secret and secret == config.server.auth_token:
+        raise ValueError(
+            "--cluster-secret must differ from --auth-token: whoever holds the agent token must not be "
+            "able to hand L1 results to the internal port"
+        )
+    if config.cluster.kind is ClusterKind.REDIS and not (secret or config.cluster.cluster_ca):
+        raise ValueError(
+            "a cluster node needs --cluster-ca (mutual TLS) or --cluster-secret (set SKYOAP_CLUSTER_SECRET "
+            "to the same value on every node): without either, anyone who reaches the internal port "
+            "could send L1 results for this cluster's L2 to merge and store"
+        )
+
+
+class Node:
+    """A node of one role. ``start`` builds and starts its components in order
+    (storage, admin, L2, the remote clients, L1, the agent services, the server,
+    the cluster), and ``close`` closes them in the reverse order."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        check(config)
+        self.config = config
+        self.instruments = Instruments()
+        self.budget = MemoryBudget(config.limits.memory_limit_mb * 1024 * 1024, self.instruments)
+        self.storage: OpenStorage | None = None
+        self.server: GrpcServer | None = None
+        self.internal: GrpcServer | None = None
+        """The RemoteService's own server (targets of a cluster only)."""
+        self.workers = Workers()
+        self._admin: AdminServer | None = None
+        self._sender: RemoteSender | None = None
+        self._lifecycle = Lifecycle()
+        c = config.cluster
+        self._client_tls = ClientTls(c.cluster_ca, c.cluster_cert, c.cluster_key) if c.cluster_ca else None
+        groups = config.limits.endpoint_groups
+        self._groups = GroupingRules.load(groups) if groups else GroupingRules()
+        self._apdex = config.analysis.apdex()
+        self._closed = threading.Event()
+        self._unanswered = RateLimitedLog(log)
+        self.incarnation = new_incarnation()
+        """This run of the node, in its membership record and its RemoteService's acks."""
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None, "the node is not started"
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.server.advertised_host}:{self.port}"
+
+    @property
+    def internal_address(self) -> str | None:
+        """Where other nodes send this node L1 results, if it takes them."""
+        return f"{self.config.server.advertised_host}:{self.internal.port}" if self.internal else None
+
+    @property
+    def name(self) -> str:
+        where = self.address if self.server is not None else "(not started)"
+        return self.config.cluster.node_name or f"{self.config.cluster.role.value}@{where}"
+
+    @property
+    def admin_port(self) -> int | None:
+        return self._admin.port if self._admin else None
+
+    @property
+    def admin_host(self) -> str | None:
+        """The address the admin server is bound to."""
+        return self._admin.host if self._admin else None
+
+    def start(self) -> Node:
+        """Builds and starts everything; on failure, closes what was started and
+        releases the server's port."""
+        try:
+            return self._start()
+        except BaseException:
+            self.close(grace_s=0)
+            for server in (self.server, self.internal):  # bound at once, in the lifecycle once started
+                if server is not None:
+                    server.close(0)
+            raise
+
+    def _start(self) -> Node:
+        cfg = self.config
+        role = cfg.cluster.role
+        life = self._lifecycle
+        self.storage = storage = open_storage(cfg.storage)
+        life.on_close(storage.close)
+        STORAGE_WRITES.call(lambda: self._install(storage))  # a busy server is asked again
+        # A topic keeps the partition count it was created with.
+        partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
+        topics = None
+        if cfg.topics.publish:
+            topics = Topics(
+                storage.topics,
+                storage.records,
+                storage.offsets,
+                partitions,
+                self.instruments,
+                cfg.topics.commit_interval_s,
+            )
+            self.budget.hold(topics.held_bytes)
+            life.start(topics)  # closes after the workers drain, with a last round
+        # The servers bind their ports first, so the node knows the addresses it
+        # registers and routes under before anything is built on them.
+        token = AgentToken(cfg.server.auth_token) if cfg.server.auth_token else None
+        agent_tls = ServerTls(cfg.server.tls_cert, cfg.server.tls_key) if cfg.server.tls_cert else None
+        self.server = server = self._server(cfg.server.port, token, agent_tls)
+        if role.is_target and cfg.cluster.kind is ClusterKind.REDIS:
+            # Other nodes' L1 results come in on a port of their own, with calls
+            # bounded apart from the agents'.
+            cluster_tls = None
+            if cfg.cluster.cluster_ca:
+                cluster_tls = ServerTls(
+                    cfg.cluster.cluster_cert, cfg.cluster.cluster_key, client_ca=cfg.cluster.cluster_ca
+                )
+            # Members only: a certificate of the cluster's CA, the cluster's
+            # secret, or both; never the agent token.
+            secret = cfg.cluster.cluster_secret
+            members = ClusterSecret(secret) if secret else None
+            self.internal = self._server(cfg.server.internal_port, members, cluster_tls, reflection=False)
+        if cfg.server.admin_port >= 0:
+            # Every consumer group's lag, read from storage when scraped.
+            self.instruments.registry.register(LagCollector(lambda: lags(storage.topics, storage.state)))
+            self._admin = life.start(
+                AdminServer(cfg.server.admin_host, cfg.server.admin_port, self.instruments)
+            )
+        cluster = self._cluster()
+        clients: RemoteClientManager | None = None
+        sender: RemoteSender | None = None
+        if role.takes_agents:  # only L1 results travel between nodes
+            manager = RemoteClientManager(cluster, self._make_client, cfg.cluster.remote_refresh_interval_s)
+            clients, sender = manager, RemoteSender(manager, self.instruments, self.budget)
+            self._sender = sender
+            self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
+                lambda: len(manager.clients)
+            )
+        # What an agent's call reads, it reads within the call's deadline.
+        edge_reads = storage.inventory_within(cfg.limits.call_deadline_s)
+        cache = InventoryCache(
+            edge_reads, cfg.workers.cache_size, cfg.workers.miss_recheck_s, cfg.workers.cache_max_age_s
+        )
+        inventory = InventoryStreamProcessor(
+            cfg,
+            storage.inventory,
+            storage.sequences,
+            self.workers,
+            sender,
+            self.instruments,
+            selector=cfg.cluster.inventory_selector,
+            # A mixed node's L2 tells its own receiver of new ids at once.
+            on_stored=cache.learn if role is Role.MIXED else None,
+            topics=topics,
+        )
+        spill = SpillDir(cfg.workers.spill_dir, cfg.storage.identity()) if cfg.workers.spill_dir else None
+        metrics = MetricsStreamProcessor(
+            cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, topics, spill
+        )
+        records = RecordStreamProcessor(
+            cfg, storage.records, self.workers, self.instruments, self.budget, topics, spill
+        )
+        processors = (inventory, metrics, records)
+        for level in (p.l2 for p in processors):
+            if level is not None:
+                life.start(level)
+        if sender is not None and clients is not None:
+            life.start(sender)
+            life.start(clients)  # each client sends what it holds before it goes
+        for level in (p.l1 for p in processors):
+            if level is not None:
+                life.start(level)
+        item_limits = cfg.limits.items()
+        if self.internal is not None:
+            add_remote_service(
+                self.internal,
+                self.workers,
+                StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)),
+                self.instruments,
+                self.budget,
+                cfg.limits.call_deadline_s,
+                item_limits,
+                self.incarnation,
+            )
+        if role.is_target:
+            life.start(
+                HeartbeatExpiry(
+                    storage.inventory,
+                    cfg.workers.heartbeat_expiry_s,
+                    cfg.workers.housekeeping_interval_s,
+                    topics,
+                )
+            )
+            retention = Retention(cfg.topics.retention_s, cfg.topics.retention_records)
+            life.start(TopicRetention(storage.topics, retention, cfg.workers.housekeeping_interval_s))
+            life.start(
+                TimeToLive(
+                    cfg.ttl.ttl(),
+                    storage.inventory,
+                    storage.metrics,
+                    storage.topics,
+                    storage.sequences,
+                    cfg.ttl.interval_s,
+                    topics,
+                )
+            )
+        if role.takes_agents:
+            limits = Limits(
+                cfg.limits.max_name_length,
+                cfg.limits.max_batch_items,
+                cfg.limits.max_properties_chars,
+                cfg.workers.resend_after_s,
+            )
+            cardinality = self._cardinality(cache, edge_reads)
+            registrar = Registrar(cache, inventory.entry, limits, cardinality)
+            add_agent_services(server, registrar)
+            sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
+            names = NamesByService(registrar)
+            guarded = (item_limits, cardinality, self.instruments)
+            segments = add_skywalking_services(server, names, sinks, *guarded, self._apdex)
+            callers = add_otlp_services(
+                server, segments, names, sinks, *guarded, cfg.analysis.otlp_caller_wait_s
+            )
+            life.start(names)
+            life.start(callers)
+        life.start(server)
+        if self.internal is not None:
+            life.start(self.internal)
+            life.on_close(self.internal.refuse)
+        if isinstance(cluster, RedisCluster) and role.is_target:
+            # After leaving, an aggregator serves on until every receiver's next
+            # refresh has routed elsewhere.
+            reroute_s = cfg.cluster.remote_refresh_interval_s + 0.5
+            life.on_close(lambda: time.sleep(reroute_s))
+        life.start(cluster)  # only now: other nodes may route to us from here on
+        life.on_close(server.refuse)  # NOT_SERVING to health checks before anything else
+        log.info(
+            "node %s started: role=%s grpc=%s storage=%s cluster=%s%s",
+            self.name,
+            role.value,
+            self.address,
+            cfg.storage.kind.value,
+            cfg.cluster.kind.value,
+            f" admin=http://{self._admin.host}:{self._admin.port}/metrics" if self._admin else "",
+        )
+        return self
+
+    def _server(
+        self, port: int, token: RequiredMetadata | None, tls: ServerTls | None, reflection: bool = True
+    ) -> GrpcServer:
+        cfg = self.config
+        return GrpcServer(
+            cfg.server.host,
+            port,
+            cfg.server.max_message_bytes,
+            cfg.limits.call_deadline_s,
+            CallLimits(
+                cfg.server.max_concurrent_calls, cfg.server.stream_idle_s, cfg.server.stream_max_age_s
+            ),
+            token,
+            tls,
+            reflection,
+            self.budget,
+            cfg.server.max_control_message_bytes,
+        )
+
+    def _cardinality(self, cache: InventoryCache, reads: InventoryDAO) -> Cardinality:
+        lim = self.config.limits
+
+        def service_id(name: str) -> int | None:
+            return cache.ids(ServiceInventory, [name]).get(name)
+
+        def per_service(kind: str, most: int, model: type[Inventory]) -> NameBound:
+            seed = seed_from(reads.names_of_service, service_id, model, most)
+            return NameBound(kind, most, f"--max-{kind}s-per-service", self.instruments, seed)
+
+        return Cardinality(
+            self._groups,
+            per_service("endpoint", lim.max_endpoints_per_service, EndpointInventory),
+            per_service("instance", lim.max_instances_per_service, ServiceInstanceInventory),
+            NameBound(
+                "network address", lim.max_network_addresses, "--max-network-addresses", self.instruments
+            ),
+            NameBound(
+                "service",
+                lim.max_services,
+                "--max-services",
+                self.instruments,
+                services_from(reads.list, lim.max_services),
+            ),
+        )
+
+    def _install(self, storage: OpenStorage) -> None:
+        """Creates what is missing of the indices, tables and topics (each step
+        leaves what exists as it is, so it can be run again)."""
+        storage.inventory.install(INVENTORY_TYPES)
+        storage.metrics.install(METRICS_TYPES)
+        storage.records.install(RECORD_TYPES)
+        storage.topics.install({t.value: self.config.topics.partitions for t in Topic})
+
+    def _cluster(self) -> RedisCluster | StandaloneCluster:
+        cfg = self.config
+        if cfg.cluster.kind is ClusterKind.STANDALONE:
+            return StandaloneCluster(self.address)
+        host = cfg.server.advertised_host
+        admin = f"{host}:{self._admin.port}" if self._admin else ""
+        internal = self.internal_address or ""
+        identity = self._client_tls.identity if self._client_tls else ""
+        me = Member(
+            self.name,
+            cfg.cluster.role.value,
+            self.address,
+            time.time(),
+            admin,
+            internal,
+            identity,
+            self.incarnation,
+        )
+        return RedisCluster(
+            cfg.storage.redis_url,
+            cfg.storage.redis_key_prefix,
+            me,
+            cfg.cluster.heartbeat_s,
+            cfg.cluster.expiry_s,
+            require_identity=self._client_tls is not None,
+            ca=cfg.storage.redis_ca,
+        )
+
+    def _make_client(self, node: RemoteNode) -> RemoteClient | None:
+        """A client for ``node``, or None until it answers over its channel
+        (with cluster TLS, only as the identity its membership names)."""
+        if node.is_self:
+            return SelfRemoteClient(node.address, self.workers)
+        assert self._sender is not None
+        if self._client_tls is not None:
+            channel = self._client_tls.channel(node.internal, node.identity)
+        else:
+            channel = grpc.insecure_channel(node.internal)
+        if self.config.cluster.cluster_secret:
+            channel = grpc.intercept_channel(
+                channel, SendingClusterSecret(self.config.cluster.cluster_secret)
+            )
+        client = GrpcRemoteClient(
+            node.address,
+            self.instruments,
+            self.config.cluster.remote_buffer_size,
+            self._sender.reroute,
+            channel=channel,
+            incarnation=node.incarnation,
+        )
+        if client.answers():
+            return client
+        client.close(0)
+        self._unanswered.warning(
+            node.address,
+            "not routing to %s yet: its RemoteService at %s does not answer%s",
+            node.address,
+            node.internal,
+            f" as {node.identity} with a certificate of the cluster's CA" if node.identity else "",
+        )
+        return None
+
+    def close(self, grace_s: float = 5.0) -> None:
+        """Answers NOT_SERVING to health checks and leaves the cluster (an
+        aggregator keeps serving until every receiver's next refresh has routed
+        elsewhere); then stops taking calls, drains the chains in order (L1 into
+        L2 or other nodes, L2 into storage) and closes storage, each step within
+        up to ``grace_s``. Idempotent."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._lifecycle.close(grace_s)
+        log.info("node %s stopped (pid %d)", self.name, os.getpid())
+
+    def __enter__(self) -> Node:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
