@@ -1,0 +1,63 @@
+"""What installing skyoap puts into site-packages: the ``skyoap`` package
+alone, and no Spark unless asked for (the ``spark`` extra)."""
+
+from __future__ import annotations
+
+import email
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from skyoap.deploy.cli import SPARK_EXTRA, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def built_wheel(out: Path) -> zipfile.ZipFile:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        cwd=out,
+    )
+    (wheel,) = out.glob("skyoap-*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp_path: Path) -> None:
+    wheel = built_wheel(tmp_path)
+    tops = {name.split("/")[0] for name in wheel.namelist()}
+    (info,) = tops - {"skyoap"}
+    assert tops == {"skyoap", info} and info.endswith(".dist-info")
+    assert {"skyoap/proto/skywalking/tracing.proto", "skyoap/proto/register_pb2.pyi"} <= set(wheel.namelist())
+
+    metadata = email.message_from_bytes(wheel.read(f"{info}/METADATA"))
+    requires = metadata.get_all("Requires-Dist")
+    core = sorted(r.split("<")[0].split(">")[0] for r in requires if "extra ==" not in r)
+    assert core == [
+        "cryptography", "elasticsearch[orjson]", "grpcio", "grpcio-health-checking", "grpcio-reflection",
+        "prometheus-client", "protobuf", "redis",
+    ]  # fmt: skip
+    spark = sorted(r.split(";")[0].split("<")[0].split(">")[0] for r in requires if 'extra == "spark"' in r)
+    assert spark == ["pandas", "pyarrow", "pyspark[sql]"]
+
+
+def test_skyoap_spark_without_the_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark.errors", None)  # import fails, as without pyspark
+    assert main(["spark", "dependencies"]) == 2
+    assert capsys.readouterr().err == SPARK_EXTRA + "\n"
