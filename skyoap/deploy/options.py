@@ -90,44 +90,76 @@ def _sections(config_type: type[Any]) -> list[tuple[str | None, str, type[Any]]]
     return found or [(None, config_type.__name__.removesuffix("Config").lower(), config_type)]
 
 
-def _add_section(group: argparse._ArgumentGroup, parser: argparse.ArgumentParser, section: type[Any]) -> None:
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One field of a section, as ``--help`` and docs/configuration.md show it."""
+
+    field: dataclasses.Field[Any]
+    type: Any
+
+    @property
+    def name(self) -> str:
+        return option_name(self.field)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def help(self) -> str:
+        choices = ""
+        if isinstance(self.type, type) and issubclass(self.type, enum.Enum):
+            choices = f" ({', '.join(m.value for m in self.type)})"
+        return f"{self.field.metadata.get('help', '')}{choices}"
+
+    def shown(self, value: Any) -> object:
+        """``value`` as it is written on the command line."""
+        if isinstance(value, enum.Enum):
+            return value.value
+        if self.type is bool:
+            return "on" if value else "off"
+        return value
+
+
+def options_of(section: type[Any]) -> list[Option]:
     hints = typing.get_type_hints(section)
-    for f in dataclasses.fields(section):
-        tp = hints[f.name]
-        name = option_name(f)
-        env = ENV_PREFIX + name.upper()
-        parse = _parser_for(tp)
-        default = f.default
-        if env in os.environ:
+    return [Option(f, hints[f.name]) for f in dataclasses.fields(section)]
+
+
+def sections_of(config_type: type[Any]) -> list[tuple[str, list[Option]]]:
+    """Each section's title and options, in ``--help``'s order."""
+    return [(title, options_of(section)) for _, title, section in _sections(config_type)]
+
+
+def _add_section(
+    group: argparse._ArgumentGroup, parser: argparse.ArgumentParser, options: list[Option]
+) -> None:
+    for o in options:
+        parse = _parser_for(o.type)
+        default = o.field.default
+        if o.env in os.environ:
             try:
-                default = parse(os.environ[env])
+                default = parse(os.environ[o.env])
             except (ValueError, argparse.ArgumentTypeError) as e:
-                parser.error(f"${env}: {e}")
-        if isinstance(default, enum.Enum):
-            shown: object = default.value
-        elif tp is bool:
-            shown = "on" if default else "off"
-        else:
-            shown = default
-        choices = (
-            f" ({', '.join(m.value for m in tp)})"
-            if isinstance(tp, type) and issubclass(tp, enum.Enum)
-            else ""
-        )
+                parser.error(f"${o.env}: {e}")
         group.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
+            o.flag,
+            dest=o.name,
             type=parse,
             default=default,
-            metavar="on|off" if tp is bool else name.split("_")[-1].upper(),
-            help=f"{f.metadata.get('help', '')}{choices} [${env}, default: {shown}]",
+            metavar="on|off" if o.type is bool else o.name.split("_")[-1].upper(),
+            help=f"{o.help} [${o.env}, default: {o.shown(default)}]",
         )
 
 
 def add_options(parser: argparse.ArgumentParser, config_type: type[Any]) -> None:
     """Adds ``config_type``'s options to ``parser``, a group per section."""
-    for _, title, section in _sections(config_type):
-        _add_section(parser.add_argument_group(f"{title} options"), parser, section)
+    for title, options in sections_of(config_type):
+        _add_section(parser.add_argument_group(f"{title} options"), parser, options)
 
 
 def config_from(args: argparse.Namespace, config_type: type[C]) -> C:

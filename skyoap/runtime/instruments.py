@@ -1,7 +1,7 @@
 """A node's self-metrics, through ``prometheus_client``: one registry per node,
 series named ``skyoap_…`` with labels for what varies (queue, pool, worker,
 target, reason, topic, level), counters ending ``_total`` and latencies as
-histograms in seconds. The README lists every series."""
+histograms in seconds. docs/operations.md lists every series."""
 
 from __future__ import annotations
 

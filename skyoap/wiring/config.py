@@ -189,7 +189,7 @@ class LimitsConfig:
     endpoint_groups: str = option(
         "",
         "file of endpoint grouping rules: lines 'GROUP' ({name} matches one path segment) or "
-        "'GROUP = REGEX', under optional [SERVICE] headers (see the README's Security section)",
+        "'GROUP = REGEX', under optional [SERVICE] headers (docs/security.md#cardinality)",
     )
     max_services: int = option(
         10_000,

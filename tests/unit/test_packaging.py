@@ -45,7 +45,7 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
     assert {"skyoap/proto/skywalking/tracing.proto", "skyoap/proto/register_pb2.pyi"} <= set(wheel.namelist())
 
     metadata = email.message_from_bytes(wheel.read(f"{info}/METADATA"))
-    requires = metadata.get_all("Requires-Dist")
+    requires = metadata.get_all("Requires-Dist") or []
     core = sorted(r.split("<")[0].split(">")[0] for r in requires if "extra ==" not in r)
     assert core == [
         "cryptography", "elasticsearch[orjson]", "grpcio", "grpcio-health-checking", "grpcio-reflection",
