@@ -4,7 +4,7 @@ repeated fields of empty elements (two bytes each on the wire, a hundred and
 more once decoded), names of megabytes, and streams that never stop sending.
 The node must answer every call, refuse what does not fit, never count more
 than its budget, and keep its RSS within the budget plus the fixed overhead
-the README states: what gRPC holds of the requests still being received."""
+docs/security.md states: what gRPC holds of the requests still being received."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ BUDGET_MB = 16
 CALLS = 16
 MESSAGE_MB = 4
 OVERHEAD_MB = 64
-"""What the README states a node may hold beyond its budget and the requests
+"""What docs/security.md states a node may hold beyond its budget and the requests
 being received (twice each, as gRPC received it and as Python's bytes, on
 each of the server's threads), for the allocator's own pages and the
 threads' stacks."""
