@@ -65,19 +65,32 @@ def split_channel(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-def even_assignment(members: list[str], channels: list[str]) -> dict[str, str]:
-    """Channel → member: each member gets ``len(channels) // len(members)``
-    channels, and the first ``len(channels) % len(members)`` one more (4
-    partitions: 2 members get 2 each; 3 get 2, 1, 1; 5: one is idle)."""
-    members, channels = sorted(members), sorted(channels, key=split_channel)
+def sticky_assignment(
+    members: list[str], channels: list[str], current: Mapping[str, str | None]
+) -> dict[str, str]:
+    """Channel → member, even and sticky: each member gets
+    ``len(channels) // len(members)`` channels and ``len(channels) %
+    len(members)`` of them one more (4 partitions: 2 members get 2 each; 3 get
+    2, 1, 1; 5: one is idle), and a channel stays with its ``current`` owner
+    while that owner is a member with room for it, so a rebalance moves only
+    the channels that must move (Kafka's cooperative sticky assignor)."""
     if not members:
         return {}
+    channels = sorted(channels, key=split_channel)
+    held = {m: [c for c in channels if current.get(c) == m] for m in members}
+    # The members holding the most keep the extra channels; ties by name.
+    by_holding = sorted(members, key=lambda m: (-len(held[m]), m))
     base, extra = divmod(len(channels), len(members))
-    out, i = {}, 0
-    for n, member in enumerate(members):
-        for _ in range(base + (1 if n < extra else 0)):
-            out[channels[i]] = member
-            i += 1
+    room = {m: base + (1 if n < extra else 0) for n, m in enumerate(by_holding)}
+    out: dict[str, str] = {}
+    for m in by_holding:
+        for c in held[m][: room[m]]:
+            out[c] = m
+        room[m] -= min(room[m], len(held[m]))
+    free = iter(c for c in channels if c not in out)
+    for m in sorted(members):
+        for _ in range(room[m]):
+            out[next(free)] = m
     return out
 
 
@@ -268,7 +281,7 @@ class Group:
                 for n, ch in channels.items()
                 if split_channel(n)[0] == topic and ch["state"] != "TERMINATED"
             ]
-            desired = even_assignment(subscribers, live)
+            desired = sticky_assignment(subscribers, live, {n: channels[n]["owner"] for n in live})
             for name in live:
                 self._move(channels[name], desired.get(name), members, now)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from skyoap.consumer.group import ChannelState, CommitRefused, Grant, Group, NotAMember, even_assignment
+from skyoap.consumer.group import ChannelState, CommitRefused, Grant, Group, NotAMember, sticky_assignment
 from tests.unit.fakes import MemoryStateStore
 
 TOPICS = {"segment": 4}
@@ -35,9 +35,43 @@ def test_four_partitions_are_shared_evenly_among_one_to_five_consumers(
     consumers: int, counts: list[int]
 ) -> None:
     members = [f"c{i}" for i in range(consumers)]
-    assignment = even_assignment(members, [f"segment/{p}" for p in range(4)])
+    assignment = sticky_assignment(members, [f"segment/{p}" for p in range(4)], {})
     assert sorted(assignment) == ["segment/0", "segment/1", "segment/2", "segment/3"]
     assert [sum(1 for m in assignment.values() if m == c) for c in members] == counts
+
+
+def test_a_rebalance_moves_only_the_partitions_that_must_move() -> None:
+    channels = [f"segment/{p}" for p in range(6)]
+    before = sticky_assignment(["a", "b", "c"], channels, {})
+    assert before == dict(zip(channels, "aabbcc", strict=True))
+    # c leaves: a and b keep all they had, and share c's.
+    left = sticky_assignment(["a", "b"], channels, before)
+    assert {c: m for c, m in left.items() if m == before[c]} == {c: m for c, m in before.items() if m != "c"}
+    assert sorted(left.values()) == ["a", "a", "a", "b", "b", "b"]
+    # d joins: each of a and b gives up one partition, no more.
+    joined = sticky_assignment(["a", "b", "d"], channels, left)
+    assert sum(1 for c in channels if joined[c] != left[c]) == 2
+    assert sorted(joined.values()) == ["a", "a", "b", "b", "d", "d"]
+    # 3 partitions, 2 members: the member that held two keeps both.
+    assert sticky_assignment(["a", "b"], channels[:3], {"segment/1": "b", "segment/2": "b"}) == {
+        "segment/0": "a", "segment/1": "b", "segment/2": "b",
+    }  # fmt: skip
+
+
+def test_a_member_leaving_leaves_the_others_their_partitions_and_versions() -> None:
+    g = group()
+    for m in "abc":
+        g.join(m, {"segment": 6})
+    for _ in range(2):  # each hands back what it must give up, then takes what it gets
+        for m in "abc":
+            g.heartbeat(m, frozenset(owned(g.heartbeat(m), ChannelState.CLOSING)))
+    before = {m: g.heartbeat(m) for m in "ab"}
+    assert [len(owned(grants)) for grants in before.values()] == [2, 2]
+    g.leave("c")
+    for m in "ab":
+        after = g.heartbeat(m)
+        assert {n: after[n] for n in before[m]} == before[m]  # nothing closing, same versions
+        assert len(owned(after)) == 3
 
 
 def test_the_group_reaches_the_even_assignment_as_members_join() -> None:

@@ -4,6 +4,7 @@ alone, and no Spark unless asked for (the ``spark`` extra)."""
 from __future__ import annotations
 
 import email
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,22 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def built_wheel(out: Path) -> zipfile.ZipFile:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        cwd=out,
-    )
+    """The wheel of what ``pip install .`` installs, built from a copy of the
+    sources (a build leaves its work in the folder it builds)."""
+    src = out / "src"
+    shutil.copytree(ROOT / "skyoap", src / "skyoap", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out)]
+    subprocess.run([*pip, str(src)], check=True, cwd=out)
     (wheel,) = out.glob("skyoap-*.whl")
     return zipfile.ZipFile(wheel)
 
