@@ -25,10 +25,13 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from skyoap.runtime.retry import RetryPolicy
 from skyoap.storage.api import StateStore, StorageError
+
+T = TypeVar("T")
 
 SESSION_TIMEOUT_S = 12.0
 """A member with no heartbeat for this long is gone (TDengine's 12 s)."""
@@ -104,8 +107,87 @@ class Grant:
     version: int
 
 
-def _empty() -> dict[str, Any]:
-    return {"members": {}, "channels": {}, "committed": {}, "topics": {}}
+@dataclass
+class Member:
+    topics: list[str]
+    heartbeat_ms: int
+    host: str = ""
+    incarnation: str = ""
+    """Set for a static member: the run of it that joined last (older runs are fenced)."""
+
+
+@dataclass
+class Channel:
+    """A partition's place in the group."""
+
+    state: ChannelState = ChannelState.WAIT
+    owner: str | None = None
+    version: int = 0
+    since_ms: int = 0
+
+    def move(self, state: ChannelState, now: int, owner: str | None = None) -> None:
+        self.state, self.owner, self.since_ms = state, owner, now
+
+
+@dataclass
+class GroupState:
+    """One group's shared state, stored as one JSON document."""
+
+    members: dict[str, Member] = field(default_factory=dict)
+    channels: dict[str, Channel] = field(default_factory=dict)
+    committed: dict[str, int] = field(default_factory=dict)
+    """Channel → the last offset the group processed."""
+    topics: dict[str, int] = field(default_factory=dict)
+    """Topic → the partitions the group knows it has."""
+
+    def to_json(self) -> dict[str, Any]:
+        members = {}
+        for name, m in self.members.items():
+            doc: dict[str, Any] = {"topics": m.topics, "heartbeat_ms": m.heartbeat_ms, "host": m.host}
+            if m.incarnation:
+                doc["incarnation"] = m.incarnation
+            members[name] = doc
+        channels = {
+            name: {"state": ch.state.value, "owner": ch.owner, "version": ch.version, "since_ms": ch.since_ms}
+            for name, ch in self.channels.items()
+        }
+        return {"members": members, "channels": channels, "committed": self.committed, "topics": self.topics}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any] | None) -> GroupState:
+        if doc is None:
+            return cls()
+        return cls(
+            members={
+                name: Member(
+                    list(m["topics"]), int(m["heartbeat_ms"]), m.get("host", ""), m.get("incarnation", "")
+                )
+                for name, m in doc["members"].items()
+            },
+            channels={
+                name: Channel(ChannelState(ch["state"]), ch["owner"], int(ch["version"]), int(ch["since_ms"]))
+                for name, ch in doc["channels"].items()
+            },
+            committed={name: int(offset) for name, offset in doc["committed"].items()},
+            topics={topic: int(count) for topic, count in doc["topics"].items()},
+        )
+
+
+def load_group(store: StateStore, name: str) -> GroupState | None:
+    """Group ``name``'s state as stored; None if it has none."""
+    doc, _ = store.load(f"group:{name}")
+    return None if doc is None else GroupState.from_json(doc)
+
+
+class _Changed(Exception):
+    """Another member replaced the group's state during a step."""
+
+    retriable = True
+
+
+SWAPS = RetryPolicy(attempts=100, first_delay_s=0.005, multiplier=2.0, max_delay_s=0.05)
+"""A step whose state another member changed meanwhile is run again on the new
+state, after a jittered pause so that contenders spread out."""
 
 
 class Group:
@@ -128,21 +210,28 @@ class Group:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _update(self, step: Callable[[dict[str, Any]], Any]) -> Any:
+    def _update(self, step: Callable[[GroupState], T]) -> T:
         """Runs ``step`` on the state and stores the result; again if another
         member changed the state meanwhile."""
-        for _ in range(100):
-            state, version = self._store.load(f"group:{self.name}")
-            state = state or _empty()
-            result = step(state)
-            if self._store.swap(f"group:{self.name}", version, state):
-                return result
-            time.sleep(0.01)
-        raise StorageError(f"group {self.name}: its state kept changing under 100 attempts")
+        key = f"group:{self.name}"
 
-    def state(self) -> dict[str, Any]:
-        state, _ = self._store.load(f"group:{self.name}")
-        return state or _empty()
+        def attempt() -> T:
+            doc, version = self._store.load(key)
+            state = GroupState.from_json(doc)
+            result = step(state)
+            if not self._store.swap(key, version, state.to_json()):
+                raise _Changed()
+            return result
+
+        try:
+            return SWAPS.call(attempt, retriable=lambda e: isinstance(e, _Changed))
+        except _Changed:
+            raise StorageError(
+                f"group {self.name}: its state kept changing under {SWAPS.attempts} attempts"
+            ) from None
+
+    def state(self) -> GroupState:
+        return load_group(self._store, self.name) or GroupState()
 
     # The steps members take.
 
@@ -157,24 +246,23 @@ class Group:
         Its new ``incarnation`` fences the one before: that one's heartbeats
         and commits raise Fenced from now on."""
 
-        def step(state: dict[str, Any]) -> dict[str, Grant]:
+        def step(state: GroupState) -> dict[str, Grant]:
             now = self._now_ms()
-            info = {"topics": sorted(topics), "heartbeat_ms": now, "host": host}
-            state["members"][member] = {**info, "incarnation": incarnation} if incarnation else info
-            state["topics"].update(topics)
+            state.members[member] = Member(sorted(topics), now, host, incarnation)
+            state.topics.update(topics)
             self._rebalance(state, now)
             return self._grants(state, member)
 
         return self._update(step)
 
-    def _member(self, state: dict[str, Any], member: str, incarnation: str) -> dict[str, Any]:
+    def _member(self, state: GroupState, member: str, incarnation: str) -> Member:
         """The member's entry; NotAMember once it is gone, Fenced once a newer
         incarnation of it joined."""
-        info = state["members"].get(member)
+        info = state.members.get(member)
         if info is None:
             raise NotAMember(f"consumer {member} is not a member of group {self.name}: it left or missed "
                              f"its heartbeats for {self.session_timeout_ms // 1000} s")  # fmt: skip
-        if info.get("incarnation", "") != incarnation:
+        if info.incarnation != incarnation:
             raise Fenced(
                 f"consumer {member} of group {self.name} was fenced: another consumer joined with its "
                 "group_instance_id; close this one"
@@ -187,13 +275,13 @@ class Group:
         """Keeps ``member`` alive and hands back the CLOSING channels it
         ``released``; returns its channels. Raises NotAMember once it is gone."""
 
-        def step(state: dict[str, Any]) -> dict[str, Grant]:
+        def step(state: GroupState) -> dict[str, Grant]:
             now = self._now_ms()
-            self._member(state, member, incarnation)["heartbeat_ms"] = now
+            self._member(state, member, incarnation).heartbeat_ms = now
             for name in released:
-                ch = state["channels"].get(name)
-                if ch and ch["owner"] == member and ch["state"] == ChannelState.CLOSING.value:
-                    ch.update(state=ChannelState.CLOSED.value, owner=None, since_ms=now)
+                ch = state.channels.get(name)
+                if ch and ch.owner == member and ch.state is ChannelState.CLOSING:
+                    ch.move(ChannelState.CLOSED, now)
             self._rebalance(state, now)
             return self._grants(state, member)
 
@@ -202,9 +290,10 @@ class Group:
     def leave(self, member: str, incarnation: str = "") -> None:
         """Removes ``member`` (not a newer incarnation of it) and rebalances."""
 
-        def step(state: dict[str, Any]) -> None:
-            if state["members"].get(member, {}).get("incarnation", "") == incarnation:
-                state["members"].pop(member, None)
+        def step(state: GroupState) -> None:
+            info = state.members.get(member)
+            if info is not None and info.incarnation == incarnation:
+                del state.members[member]
             self._rebalance(state, self._now_ms())
 
         self._update(step)
@@ -221,8 +310,8 @@ class Group:
         commits only channels it owns at that version; ``member`` None is a
         statically assigned consumer, which commits channels no member owns."""
 
-        def step(state: dict[str, Any]) -> None:
-            if member is not None and member in state["members"]:
+        def step(state: GroupState) -> None:
+            if member is not None and member in state.members:
                 self._member(state, member, incarnation)
             for name, (offset, version) in offsets.items():
                 end = ends[name]
@@ -233,8 +322,8 @@ class Group:
                     )
                 if offset < -1:
                     raise CommitRefused(f"cannot commit offset {offset} of {name}: offsets start at 0")
-                ch = state["channels"].get(name)
-                owner = ch["owner"] if ch else None
+                ch = state.channels.get(name)
+                owner = ch.owner if ch else None
                 if member is None:
                     if owner is not None:
                         raise CommitRefused(
@@ -245,63 +334,59 @@ class Group:
                         f"consumer {member} cannot commit {name}: the partition is not assigned to it"
                         + (f" (it is {owner}'s now)" if owner else "")
                     )
-                elif ch["version"] != version:
+                elif ch is not None and ch.version != version:
                     raise CommitRefused(
                         f"consumer {member} cannot commit {name}: its ownership (version {version}) is "
-                        f"fenced; the partition was reassigned at version {ch['version']}"
+                        f"fenced; the partition was reassigned at version {ch.version}"
                     )
-                state["committed"][name] = offset
+                state.committed[name] = offset
 
         self._update(step)
 
     def committed(self, name: str) -> int | None:
-        value = self.state()["committed"].get(name)
-        return None if value is None else int(value)
+        return self.state().committed.get(name)
 
     # The coordinator's own work, done inside every step.
 
-    def _rebalance(self, state: dict[str, Any], now: int) -> None:
-        members: dict[str, Any] = state["members"]
-        for m in [m for m, info in members.items() if now - info["heartbeat_ms"] >= self.session_timeout_ms]:
+    def _rebalance(self, state: GroupState, now: int) -> None:
+        members = state.members
+        for m in [m for m, info in members.items() if now - info.heartbeat_ms >= self.session_timeout_ms]:
             del members[m]
-        channels: dict[str, Any] = state["channels"]
-        for topic, count in state["topics"].items():
+        channels = state.channels
+        for topic, count in state.topics.items():
             for p in range(count):
-                channels.setdefault(
-                    channel_name(topic, p), {"state": "WAIT", "owner": None, "version": 0, "since_ms": now}
-                )
+                channels.setdefault(channel_name(topic, p), Channel(since_ms=now))
         for name, ch in channels.items():
             topic, p = split_channel(name)
-            if p >= state["topics"].get(topic, 0):
-                ch.update(state=ChannelState.TERMINATED.value, owner=None)
-        for topic in state["topics"]:
-            subscribers = [m for m, info in members.items() if topic in info["topics"]]
+            if p >= state.topics.get(topic, 0):
+                ch.move(ChannelState.TERMINATED, ch.since_ms)
+        for topic in state.topics:
+            subscribers = [m for m, info in members.items() if topic in info.topics]
             live = [
                 n
                 for n, ch in channels.items()
-                if split_channel(n)[0] == topic and ch["state"] != "TERMINATED"
+                if split_channel(n)[0] == topic and ch.state is not ChannelState.TERMINATED
             ]
-            desired = sticky_assignment(subscribers, live, {n: channels[n]["owner"] for n in live})
+            desired = sticky_assignment(subscribers, live, {n: channels[n].owner for n in live})
             for name in live:
                 self._move(channels[name], desired.get(name), members, now)
 
-    def _move(self, ch: dict[str, Any], target: str | None, members: Mapping[str, Any], now: int) -> None:
-        state, owner = ChannelState(ch["state"]), ch["owner"]
-        if owner is not None and owner not in members:  # its owner is gone: nobody processes it
-            ch.update(state=ChannelState.CLOSED.value, owner=None, since_ms=now)
-        elif state is ChannelState.CLOSING and now - ch["since_ms"] >= self.session_timeout_ms:
-            ch.update(state=ChannelState.CLOSED.value, owner=None, since_ms=now)  # held too long
-        state, owner = ChannelState(ch["state"]), ch["owner"]
-        if state is ChannelState.OPEN and owner != target:
-            ch.update(state=ChannelState.CLOSING.value, since_ms=now)
-        elif state is ChannelState.CLOSING and owner == target:
-            ch.update(state=ChannelState.OPEN.value, since_ms=now)  # it stays where it was
-        elif state in (ChannelState.WAIT, ChannelState.CLOSED) and target is not None:
-            ch.update(state=ChannelState.OPEN.value, owner=target, version=ch["version"] + 1, since_ms=now)
+    def _move(self, ch: Channel, target: str | None, members: Mapping[str, Member], now: int) -> None:
+        if ch.owner is not None and ch.owner not in members:  # its owner is gone: nobody processes it
+            ch.move(ChannelState.CLOSED, now)
+        elif ch.state is ChannelState.CLOSING and now - ch.since_ms >= self.session_timeout_ms:
+            ch.move(ChannelState.CLOSED, now)  # held too long
+        if ch.state is ChannelState.OPEN and ch.owner != target:
+            ch.move(ChannelState.CLOSING, now, ch.owner)
+        elif ch.state is ChannelState.CLOSING and ch.owner == target:
+            ch.move(ChannelState.OPEN, now, ch.owner)  # it stays where it was
+        elif ch.state in (ChannelState.WAIT, ChannelState.CLOSED) and target is not None:
+            ch.move(ChannelState.OPEN, now, target)
+            ch.version += 1
 
-    def _grants(self, state: dict[str, Any], member: str) -> dict[str, Grant]:
+    def _grants(self, state: GroupState, member: str) -> dict[str, Grant]:
         return {
-            name: Grant(*split_channel(name), ChannelState(ch["state"]), ch["version"])
-            for name, ch in state["channels"].items()
-            if ch["owner"] == member
+            name: Grant(*split_channel(name), ch.state, ch.version)
+            for name, ch in state.channels.items()
+            if ch.owner == member
         }

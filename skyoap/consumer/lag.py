@@ -9,12 +9,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from skyoap.consumer.group import split_channel
+from skyoap.consumer.group import Channel, load_group, split_channel
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.storage.api import StateStore, TopicDAO
 
@@ -30,8 +29,8 @@ class PartitionLag:
     """The last offset the group processed; None if it never committed."""
     end: int | None
     """The partition's end (the next offset written); None for a partition no longer there."""
-    channel: dict[str, Any]
-    """The partition's place in the group: state, owner, version (empty if never assigned)."""
+    channel: Channel | None
+    """The partition's place in the group: state, owner, version (None if never assigned)."""
 
     @property
     def lag(self) -> int | None:
@@ -51,10 +50,10 @@ def lags(topics: TopicDAO, state: StateStore, groups: list[str] | None = None) -
     ends: dict[str, dict[int, int]] = {}
     out = []
     for group in group_names(state) if groups is None else groups:
-        doc, _ = state.load(f"group:{group}")
-        if doc is None:
+        found = load_group(state, group)
+        if found is None:
             continue
-        channels, committed = doc["channels"], doc["committed"]
+        channels, committed = found.channels, found.committed
         for name in sorted(set(channels) | set(committed), key=split_channel):
             topic, partition = split_channel(name)
             if topic not in ends:
@@ -62,8 +61,7 @@ def lags(topics: TopicDAO, state: StateStore, groups: list[str] | None = None) -
             value = committed.get(name)
             out.append(
                 PartitionLag(
-                    group, topic, partition, None if value is None else int(value),
-                    ends[topic].get(partition), channels.get(name, {}),
+                    group, topic, partition, value, ends[topic].get(partition), channels.get(name),
                 )
             )  # fmt: skip
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
+from skyoap.consumer.group import load_group
 from skyoap.consumer.lag import group_names, lags
 from skyoap.deploy.tables import table, utc_ms
 from skyoap.model.topics import Topic
@@ -34,24 +35,24 @@ def print_consumers(topics: TopicDAO, state: StateStore, group: str | None, out:
     print(f"\nconsumer groups ({len(groups)})", file=out)
     now_ms = int(time.time() * 1000)
     for name in groups:
-        doc, _ = state.load(f"group:{name}")
-        assert doc is not None
-        channels = doc["channels"]
-        members = doc["members"]
+        group_state = load_group(state, name)
+        assert group_state is not None, "a group named by the store has a state"
+        channels, members = group_state.channels, group_state.members
         print(f"\ngroup {name}: {len(members)} members", file=out)
         member_rows = []
         for m, info in sorted(members.items()):
-            held = " ".join(sorted(n for n, ch in channels.items() if ch["owner"] == m)) or "-"
-            ago_s = f"{(now_ms - info['heartbeat_ms']) / 1000:.1f}"
+            held = " ".join(sorted(n for n, ch in channels.items() if ch.owner == m)) or "-"
+            ago_s = f"{(now_ms - info.heartbeat_ms) / 1000:.1f}"
             member_rows.append(
-                (m, info["host"] or "-", ",".join(info["topics"]), utc_ms(info["heartbeat_ms"]), ago_s, held)
+                (m, info.host or "-", ",".join(info.topics), utc_ms(info.heartbeat_ms), ago_s, held)
             )
         headers = ["member", "host", "topics", "last heartbeat (UTC)", "ago (s)", "partitions"]
         print(table(headers, member_rows), file=out)
         found = lags(topics, state, [name])
         partition_rows = [
-            (f"{p.topic}/{p.partition}", p.channel.get("state", "-"), p.channel.get("owner") or "-",
-             p.channel.get("version", "-"), _or_dash(p.committed), _or_dash(p.end), _or_dash(p.lag))
+            (f"{p.topic}/{p.partition}", p.channel.state.value if p.channel else "-",
+             (p.channel and p.channel.owner) or "-", _or_dash(p.channel and p.channel.version),
+             _or_dash(p.committed), _or_dash(p.end), _or_dash(p.lag))
             for p in found
         ]  # fmt: skip
         headers = ["partition", "state", "owner", "version", "committed", "end", "lag"]

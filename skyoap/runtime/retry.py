@@ -37,11 +37,16 @@ class RetryPolicy:
         full = min(self.max_delay_s, self.first_delay_s * self.multiplier ** (failures - 1))
         return full * random.uniform(0.5, 1.0)
 
-    def call(self, fn: Callable[[], T], interrupt: threading.Event | None = None) -> T:
-        """``fn()``, tried again after a pause while it raises a retriable error,
-        ``attempts`` times at most; the last error is raised. Once ``interrupt``
-        is set (its owner is closing) no pause is waited out and no try is made
-        again."""
+    def call(
+        self,
+        fn: Callable[[], T],
+        interrupt: threading.Event | None = None,
+        retriable: Callable[[BaseException], bool] = is_retriable,
+    ) -> T:
+        """``fn()``, tried again after a pause while it raises an error
+        ``retriable`` accepts, ``attempts`` times at most; the last error is
+        raised. Once ``interrupt`` is set (its owner is closing) no pause is
+        waited out and no try is made again."""
         interrupt = interrupt or threading.Event()
         failures = 0
         while True:
@@ -50,7 +55,7 @@ class RetryPolicy:
             except Exception as e:
                 failures += 1
                 out_of_tries = self.attempts is not None and failures >= self.attempts
-                if not is_retriable(e) or out_of_tries or interrupt.is_set():
+                if not retriable(e) or out_of_tries or interrupt.is_set():
                     raise
                 if interrupt.wait(self.delay_s(failures)):
                     raise

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from skyoap.consumer.client import Consumer, TopicPartition
-from skyoap.consumer.group import CommitRefused, Fenced
+from skyoap.consumer.group import CommitRefused, Fenced, load_group
 from skyoap.deploy.consumer_table import print_consumers
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage
@@ -236,13 +236,13 @@ def test_a_static_member_restarted_within_its_session_takes_its_partitions_back_
     restarted: Child | None = None
     try:
 
-        def channels() -> dict[str, tuple[str, str, int]]:
-            doc, _ = storage.state.load("group:g1")
-            assert doc is not None
-            return {n: (ch["state"], ch["owner"], ch["version"]) for n, ch in doc["channels"].items()}
+        def channels() -> dict[str, tuple[str, str | None, int]]:
+            found = load_group(storage.state, "g1")
+            assert found is not None
+            return {n: (ch.state.value, ch.owner, ch.version) for n, ch in found.channels.items()}
 
         eventually(
-            lambda: sorted(o for s, o, _ in channels().values() if s == "OPEN") == ["a", "a", "b", "b"]
+            lambda: sorted(str(o) for s, o, _ in channels().values() if s == "OPEN") == ["a", "a", "b", "b"]
         )
 
         def settled() -> bool:

@@ -358,8 +358,8 @@ def test_a_member_the_group_forgot_joins_again_and_starts_after_the_commit(consu
     until(owned_again)
     # Its partitions came back under a new version: it reads them again from after the commit.
     assert events == [("assigned", [0, 1]), ("assigned", [0, 1])]
-    assert sorted(group.state()["members"]) == ["c1"]
-    assert {n: (c["state"], c["owner"], c["version"]) for n, c in group.state()["channels"].items()} == {
+    assert sorted(group.state().members) == ["c1"]
+    assert {n: (c.state.value, c.owner, c.version) for n, c in group.state().channels.items()} == {
         "segment/0": ("OPEN", "c1", 2),
         "segment/1": ("OPEN", "c1", 2),
     }
@@ -377,8 +377,8 @@ def test_a_storage_error_in_heartbeats_is_retried_and_not_raised(consumers: list
     until(lambda: store.failed_loads >= 3)
     assert consumer.poll(0) == []
     store.broken = None
-    beat = Group(store, "g").state()["members"]["c1"]["heartbeat_ms"]
-    until(lambda: Group(store, "g").state()["members"]["c1"]["heartbeat_ms"] > beat)
+    beat = Group(store, "g").state().members["c1"].heartbeat_ms
+    until(lambda: Group(store, "g").state().members["c1"].heartbeat_ms > beat)
     assert consumer.assignment() == {TP0}
 
 
@@ -407,9 +407,7 @@ def test_a_revoked_partition_is_committed_before_it_is_handed_back(consumers: li
 
     def record(what: str) -> Callable[[list[TopicPartition]], None]:
         # What the group had committed when the callback ran.
-        return lambda tps: events.append(
-            (what, [tp.partition for tp in tps], dict(group.state()["committed"]))
-        )
+        return lambda tps: events.append((what, [tp.partition for tp in tps], dict(group.state().committed)))
 
     consumer = Consumer(
         topics, store, "g", member_id="a", fetch_idle_s=0.01, heartbeat_interval_s=0.01,
@@ -432,7 +430,7 @@ def test_a_revoked_partition_is_committed_before_it_is_handed_back(consumers: li
         ("assigned", [0, 1, 2, 3], {}),
         ("revoked", [2, 3], {}),
     ]
-    assert group.state()["committed"] == {"segment/2": 4, "segment/3": 4}
+    assert group.state().committed == {"segment/2": 4, "segment/3": 4}
     assert consumer.assignment() == {TP0, TopicPartition(TOPIC, 1)}
     group.leave("b")
 
@@ -456,8 +454,8 @@ def test_close_commits_leaves_and_joins_every_thread_it_started(consumers: list[
     consumer.close()
     assert thread_names("c1") == set()
     group = Group(store, "g").state()
-    assert group["committed"] == {"segment/0": 2, "segment/1": 2}  # the last auto-commit, before leaving
-    assert group["members"] == {}
+    assert group.committed == {"segment/0": 2, "segment/1": 2}  # the last auto-commit, before leaving
+    assert group.members == {}
     consumer.close()
     with pytest.raises(ValueError, match="this consumer is closed; open another to read on"):
         consumer.poll(0)

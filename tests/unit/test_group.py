@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from skyoap.consumer.group import ChannelState, CommitRefused, Grant, Group, NotAMember, sticky_assignment
+from skyoap.consumer.group import (
+    Channel,
+    ChannelState,
+    CommitRefused,
+    Grant,
+    Group,
+    GroupState,
+    Member,
+    NotAMember,
+    sticky_assignment,
+)
 from tests.unit.fakes import MemoryStateStore
 
 TOPICS = {"segment": 4}
@@ -163,5 +173,25 @@ def test_a_topic_that_lost_partitions_terminates_their_channels() -> None:
     g = group()
     g.join("a", {"log": 2})
     g.join("a", {"log": 1})
-    assert g.state()["channels"]["log/1"]["state"] == "TERMINATED"
+    assert g.state().channels["log/1"].state is ChannelState.TERMINATED
     assert owned(g.heartbeat("a")) == ["log/0"]
+
+
+def test_the_state_reads_and_writes_the_stored_document_unchanged() -> None:
+    stored = {  # as every release so far has stored it
+        "members": {
+            "a": {"topics": ["segment"], "heartbeat_ms": 1000, "host": "10.0.0.1"},
+            "b": {"topics": ["log", "segment"], "heartbeat_ms": 2000, "host": "", "incarnation": "run-2"},
+        },
+        "channels": {
+            "segment/0": {"state": "OPEN", "owner": "a", "version": 3, "since_ms": 900},
+            "segment/1": {"state": "WAIT", "owner": None, "version": 0, "since_ms": 0},
+        },
+        "committed": {"segment/0": 41},
+        "topics": {"segment": 2, "log": 1},
+    }
+    state = GroupState.from_json(stored)
+    assert state.members["b"] == Member(["log", "segment"], 2000, "", "run-2")
+    assert state.channels["segment/0"] == Channel(ChannelState.OPEN, "a", 3, 900)
+    assert state.to_json() == stored
+    assert GroupState.from_json(None) == GroupState()
