@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from skyoap.proto import common_pb2, ping_pb2, ping_pb2_grpc, register_pb2, register_pb2_grpc
+from skyoap.runtime import clock
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Agent:
                 register_pb2.ServiceInstance(
                     serviceId=self.ids.service_id,
                     instanceUUID=self.instance_uuid,
-                    time=int(time.time() * 1000),
+                    time=clock.now_ms(),
                     properties=props,
                 )
             ]
@@ -153,7 +154,7 @@ class Agent:
         commands = self._ping.doPing(
             ping_pb2.ServiceInstancePingPkg(
                 serviceInstanceId=self.ids.instance_id,
-                time=int(time.time() * 1000),
+                time=clock.now_ms(),
                 serviceInstanceUUID=self.instance_uuid,
             ),
             timeout=10,

@@ -4,7 +4,6 @@ the demo and the benchmarks send them."""
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterable
 
 import grpc
@@ -70,7 +69,3 @@ def report(address: str, segments: Iterable[tracing_pb2.SegmentObject], timeout_
             request_serializer=tracing_pb2.SegmentObject.SerializeToString,
             response_deserializer=common_pb2.Commands.FromString,
         )(iter(segments), timeout=timeout_s)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -16,6 +16,7 @@ from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, 
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics
 from skyoap.model.records import RECORD_MODELS
 from skyoap.model.topics import Retention, Table, Topic
+from skyoap.runtime import clock
 from skyoap.runtime.periodic import Periodic
 from skyoap.storage.api import I, InventoryDAO, MetricsDAO, SequenceAllocator, Stored, TopicDAO
 
@@ -77,7 +78,7 @@ class TopicRetention:
         )
 
     def run_once(self) -> dict[str, int]:
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         removed = {}
         for topic in (t for t in Topic if t.value not in RECORD_MODELS):
             by_partition = self._dao.trim(topic.value, self.retention, now_ms)

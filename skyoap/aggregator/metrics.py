@@ -40,7 +40,6 @@ import dataclasses
 import functools
 import logging
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +48,7 @@ from skyoap.aggregator.topics import NotWritten, RowTopics, Unpublished
 from skyoap.model.checks import Reason, Refused
 from skyoap.model.metrics import Downsampling, Metrics, merge_into
 from skyoap.model.topics import Table
+from skyoap.runtime import clock
 from skyoap.runtime.budget import memory_size
 from skyoap.runtime.buffer import BufferSpec
 from skyoap.runtime.instruments import Instruments
@@ -192,7 +192,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
     def _next_round(self) -> int:
         """Milliseconds since the epoch, made to rise with every round so that
         a row's rounds can be aged out."""
-        self._round = max(self._round + 1, time.time_ns() // 1_000_000)
+        self._round = max(self._round + 1, clock.now_ms())
         return self._round
 
     def persist(self, last: LastRound | None = None) -> None:
@@ -433,7 +433,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 log.info("%s: stored what %s held", self.name, replay.spill.path)
 
     def _apply(self, replay: Replay) -> None:
-        replay.round = round_no = max(replay.round + 1, time.time_ns() // 1_000_000)
+        replay.round = round_no = max(replay.round + 1, clock.now_ms())
         applied = 0
         for level in Downsampling:
             held, behind = replay.held[level], replay.behind[level]

@@ -5,13 +5,13 @@ version stored is on the inventory topic (``aggregator/topics.py``)."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Generic
 
 from skyoap.aggregator.topics import RowTopics, Unpublished
 from skyoap.model.topics import Table
+from skyoap.runtime import clock
 from skyoap.runtime.batching import BatchPolicy
 from skyoap.runtime.buffer import BufferSpec
 from skyoap.runtime.instruments import Instruments
@@ -127,7 +127,7 @@ class InventoryPersistentWorker(BufferedWorker[I], Generic[I]):
             )
             self._sequences.raise_floor(scope, floor)
             return missing
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         items = [
             replace(item, sequence=seq, register_time=item.register_time or now)
             for item, seq in zip(missing.values(), ids, strict=True)

@@ -30,7 +30,6 @@ import contextlib
 import functools
 import logging
 import threading
-import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -38,6 +37,7 @@ from typing import cast
 from skyoap.model.records import Record
 from skyoap.model.stream import StreamData
 from skyoap.model.topics import Position, Reservation, Table, Topic, TopicRecord, partition_of
+from skyoap.runtime import clock
 from skyoap.runtime.crash import crash_point
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.periodic import Periodic
@@ -110,7 +110,7 @@ class Topics:
         by_partition: dict[int, list[int]] = {}
         for i, item in enumerate(placement.items):
             by_partition.setdefault(partition_of(item.routing_key(), count), []).append(i)
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         positions: list[Position] = [Position(0, 0, 0)] * len(placement.items)
         reservations = []
         for p, indices in by_partition.items():

@@ -58,7 +58,6 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -91,6 +90,7 @@ from skyoap.model.metrics import METRICS_TYPES, Downsampling
 from skyoap.model.records import RECORD_TYPES
 from skyoap.model.stream import StreamData
 from skyoap.model.topics import FILTERED_COLUMNS, Bounds, Topic, Where
+from skyoap.runtime import clock
 from skyoap.runtime.batching import BatchPolicy
 from skyoap.storage.api import OffsetOutOfRange
 from skyoap.storage.config import StorageConfig, StorageKind
@@ -380,7 +380,7 @@ class TableReader(DataSourceReader):
         self.options = dict(options)
         self.model = _model(options["table"])
         self.level = Downsampling(options.get("level", "minute"))
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         self.end_ms = int(options.get("end_ms", now_ms))
         self.start_ms = int(options.get("start_ms", self.end_ms - int(options.get("minutes", "60")) * 60_000))
         if self.start_ms > self.end_ms:

@@ -3,13 +3,13 @@ assignments, committed offsets and lag, as tables for people."""
 
 from __future__ import annotations
 
-import time
 from typing import TextIO
 
 from skyoap.consumer.group import load_group
 from skyoap.consumer.lag import group_names, lags
 from skyoap.deploy.tables import table, utc_ms
 from skyoap.model.topics import Topic
+from skyoap.runtime import clock
 from skyoap.storage.api import StateStore, TopicDAO
 
 
@@ -33,7 +33,7 @@ def print_consumers(topics: TopicDAO, state: StateStore, group: str | None, out:
             )
         groups = [group]
     print(f"\nconsumer groups ({len(groups)})", file=out)
-    now_ms = int(time.time() * 1000)
+    now_ms = clock.now_ms()
     for name in groups:
         group_state = load_group(state, name)
         assert group_state is not None, "a group named by the store has a state"

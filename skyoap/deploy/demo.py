@@ -14,9 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from skyoap.agent import Agent
-from skyoap.agent.traces import chain_trace, now_ms, report
+from skyoap.agent.traces import chain_trace, report
 from skyoap.deploy.inventory_table import print_inventory
 from skyoap.deploy.query import print_query
+from skyoap.runtime import clock
 from skyoap.storage.config import StorageConfig
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig, ServerConfig
@@ -75,7 +76,7 @@ def run_demo(
                 seg
                 for t in range(traces)
                 for seg in chain_trace(
-                    f"demo-trace-{t}", names[t % services :][:3], now_ms(), rng, by_service, paths
+                    f"demo-trace-{t}", names[t % services :][:3], clock.now_ms(), rng, by_service, paths
                 )
             ]
             report(target, segments)

@@ -4,7 +4,6 @@ the last minutes, as tables for people."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -23,6 +22,7 @@ from skyoap.model.metrics import (
     minute_bucket,
 )
 from skyoap.model.records import SegmentRecord
+from skyoap.runtime import clock
 from skyoap.storage.select import OpenStorage
 
 MAX_ROWS = 10_000
@@ -46,7 +46,7 @@ HEADERS = ["calls", "cpm", "errors", "sla %", "resp_time ms", "p50", "p90", "p99
 
 
 def _window(minutes: int) -> tuple[int, int]:
-    now = int(time.time() * 1000)
+    now = clock.now_ms()
     return minute_bucket(now - (minutes - 1) * 60_000), minute_bucket(now)
 
 

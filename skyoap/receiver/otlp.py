@@ -57,6 +57,7 @@ from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals
 from skyoap.receiver.segments import Call, Caller, Calls, SpanKind
 from skyoap.receiver.skywalking import NamesByService, Sinks, TraceSegmentReportService
+from skyoap.runtime import clock
 from skyoap.runtime.budget import Overloaded, memory_size
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.periodic import Periodic
@@ -373,7 +374,7 @@ class Export:
         self.tally = refusals.tally()
         self.rejected = 0
         """Items refused, for OTLP's partial success."""
-        self.now_ms = int(time.time() * 1000)
+        self.now_ms = clock.now_ms()
         self._limits = limits
         self._host = peer_host(context)
 

@@ -20,6 +20,7 @@ from skyoap.model.inventory import (
 )
 from skyoap.receiver.cache import InventoryCache, RecentKeys
 from skyoap.receiver.cardinality import OTHER, Cardinality
+from skyoap.runtime import clock
 from skyoap.runtime.worker import Worker
 
 
@@ -32,10 +33,6 @@ class Limits:
     """A name without an id is handed to the chain again only this long after
     the last time: agents ask every few seconds, and each ask would otherwise
     cost L2 a read and a write for a name already on its way."""
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Registrar:
@@ -111,7 +108,7 @@ class Registrar:
         ``--max-services`` answers the id of the service ``(other)``)."""
         self.check_names("service name", names)
         guarded = [self._cardinality.service(n) for n in names]
-        t = now_ms()
+        t = clock.now_ms()
         ids = self.register(
             ServiceInventory,
             guarded,
@@ -155,7 +152,7 @@ class Registrar:
     def addresses(self, addresses: Sequence[str]) -> dict[str, int]:
         self.check_names("network address", addresses)
         guarded = [self._cardinality.address(a) for a in addresses]
-        t = now_ms()
+        t = clock.now_ms()
         ids = self.register(
             NetworkAddressInventory,
             guarded,
@@ -178,7 +175,7 @@ class Registrar:
         self.check_names("instance name", [instance])
         service = self._cardinality.service(service)
         instance = self._cardinality.instance(service, instance)
-        t = now_ms()
+        t = clock.now_ms()
         self._entry(ServiceInventory).accept(
             ServiceInventory(name=service, register_time=t, heartbeat_time=t)
         )
@@ -209,7 +206,7 @@ class Registrar:
         service_id = self._service_id(service)
         if service_id is None:
             return False
-        t = now_ms()
+        t = clock.now_ms()
         self.instances(
             [
                 ServiceInstanceInventory(
@@ -230,7 +227,7 @@ class Registrar:
         service_id = self._service_id(self._cardinality.service(service))
         if service_id is None:
             return False
-        t = now_ms()
+        t = clock.now_ms()
         self.endpoints(
             [
                 EndpointInventory(
@@ -255,7 +252,7 @@ class Registrar:
         inst = self._cache.by_id(ServiceInstanceInventory, instance_id) if instance_id > 0 else None
         if inst is None or (instance_uuid and instance_uuid != inst.instance_uuid):
             return False
-        t = now_ms()
+        t = clock.now_ms()
         self._entry(ServiceInstanceInventory).accept(
             ServiceInstanceInventory(
                 name=inst.name, service_id=inst.service_id, instance_uuid=inst.instance_uuid, heartbeat_time=t

@@ -12,8 +12,9 @@ from skyoap.edge.errors import InvalidRequest
 from skyoap.edge.server import GrpcServer
 from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory
 from skyoap.proto import common_pb2, ping_pb2, register_pb2
-from skyoap.receiver.registration import Registrar, now_ms
+from skyoap.receiver.registration import Registrar
 from skyoap.receiver.wire import PairEncoder
+from skyoap.runtime import clock
 
 RESET_COMMAND = "ServiceMetadataReset"
 """Tells an agent to forget its ids and register again."""
@@ -49,7 +50,7 @@ class RegisterService:
     def doServiceInstanceRegister(
         self, request: register_pb2.ServiceInstances, context: grpc.ServicerContext
     ) -> bytes:
-        t = now_ms()
+        t = clock.now_ms()
         instances = []
         for i in request.instances:
             props = _properties(i.tags, i.properties)
@@ -70,7 +71,7 @@ class RegisterService:
     def doEndpointRegister(
         self, request: register_pb2.Endpoints, context: grpc.ServicerContext
     ) -> register_pb2.EndpointMapping:
-        t = now_ms()
+        t = clock.now_ms()
         endpoints = []
         for n, e in enumerate(request.endpoints):
             point = getattr(e, "from")  # a Python keyword, so not an attribute name
@@ -117,7 +118,7 @@ class PingService:
         reset = common_pb2.Command(
             command=RESET_COMMAND,
             args=[
-                common_pb2.KeyStringValuePair(key="SerialNumber", value=str(now_ms())),
+                common_pb2.KeyStringValuePair(key="SerialNumber", value=str(clock.now_ms())),
                 common_pb2.KeyStringValuePair(
                     key="Reason", value=f"service instance id {request.serviceInstanceId} is not registered"
                 ),

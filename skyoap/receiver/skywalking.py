@@ -11,7 +11,6 @@ import functools
 import logging
 import math
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from skyoap.receiver.segments import (
     measure,
     record_of,
 )
+from skyoap.runtime import clock
 from skyoap.runtime.batching import BatchPolicy
 from skyoap.runtime.budget import MemoryBudget, Overloaded, admitted_size, memory_size
 from skyoap.runtime.instruments import Instruments
@@ -259,10 +259,6 @@ def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the agent cancelled the call"))
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def segment_of(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits | None = None) -> Segment:
     """The segment ``pb`` carries. With ``limits``, a segment of more spans,
     or a span of more references, than they allow is refused before any of
@@ -358,7 +354,7 @@ class TraceSegmentReportService(TelemetryService):
         Overloaded), then the names in them are registered. Returns each
         segment with what was taken of it, None for one refused (counted in
         ``tally``)."""
-        now_ms = _now_ms()
+        now_ms = clock.now_ms()
         outcome: list[tuple[tracing_pb2.SegmentObject, Segment | None]] = []
         for pb in segments:
             self._received.inc()
@@ -457,7 +453,7 @@ class LogReportService(TelemetryService):
         self, requests: Iterator[logging_pb2.LogData], context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
-        now_ms = _now_ms()
+        now_ms = clock.now_ms()
         records: list[LogRecord] = []
         for pb in _taking(requests, tally, context):
             self._received.inc()
@@ -537,7 +533,7 @@ class MeterReportService(TelemetryService):
     ) -> None:
         """Checks ``meters``, adding the good ones to ``taken`` and to the
         call's ``totals`` by key."""
-        now_ms = _now_ms()
+        now_ms = clock.now_ms()
         source: tuple[str, str] | None = None
         for pb in meters:
             self._received.inc()

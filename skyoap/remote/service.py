@@ -32,7 +32,7 @@ from skyoap.model.checks import Refused, TelemetryLimits
 from skyoap.model.stream import StreamData, StreamTypes, UndecodableData, stream_id_of_worker
 from skyoap.proto import remote_pb2
 from skyoap.remote.cluster import new_incarnation
-from skyoap.runtime import deadline
+from skyoap.runtime import clock, deadline
 from skyoap.runtime.budget import MemoryBudget, Overloaded, admitted_size
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.ratelimit import RateLimitedLog
@@ -245,7 +245,7 @@ class RemoteService:
             return message.describe()
         data = message.remoteData
         item = self._decode(
-            message.nextWorkerId, message.streamDataId, data.dataStrings, data.dataLongs, _now_ms()
+            message.nextWorkerId, message.streamDataId, data.dataStrings, data.dataLongs, clock.now_ms()
         )
         if isinstance(item, str):
             return item
@@ -276,7 +276,7 @@ class RemoteService:
         reasons: list[str | None] = []
         by_worker: dict[int, list[StreamData]] = {}
         sp = lp = 0
-        now_ms = _now_ms()
+        now_ms = clock.now_ms()
         for i in range(len(workers)):
             se, le = sp + string_counts[i], lp + long_counts[i]
             item = self._decode(workers[i], streams[i], strings[sp:se], longs[lp:le], now_ms)
@@ -324,10 +324,6 @@ class RemoteService:
             return str(e)
         except Refused as e:
             return f"{e.reason.value}: {e}"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def add_remote_service(
