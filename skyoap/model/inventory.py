@@ -3,6 +3,7 @@ network addresses), each given a sequence id dense from 1 within its scope."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Self
@@ -99,7 +100,7 @@ class EndpointInventory(Inventory):
 
     service_id: int
     detect_point: int
-    """0 client, 1 server, 2 proxy."""
+    """``DetectPoint.code``: 0 client, 1 server, 2 proxy."""
 
     def key(self) -> str:
         return f"{self.service_id}_{self.detect_point}_{self.name}"
@@ -110,9 +111,28 @@ class EndpointInventory(Inventory):
             self.service_id >= 1, lambda: f"endpoint {self.name!r} names the service id {self.service_id}"
         )
         consistent(
-            0 <= self.detect_point <= 2,
+            self.detect_point in DETECT_POINT_CODES,
             lambda: f"endpoint {self.name!r} has the detect point {self.detect_point}",
         )
+
+
+class DetectPoint(enum.Enum):
+    """Which side saw a call (SkyWalking's ``DetectPoint``)."""
+
+    SERVER = "server"
+    """The callee's entry span, from its reference to the caller."""
+    CLIENT = "client"
+    """The caller's exit span; the callee is named by the peer address it called."""
+    PROXY = "proxy"
+
+    @property
+    def code(self) -> int:
+        """Its number in SkyWalking's protocol, and in an endpoint's key."""
+        return _DETECT_POINT_CODES[self]
+
+
+_DETECT_POINT_CODES = {DetectPoint.CLIENT: 0, DetectPoint.SERVER: 1, DetectPoint.PROXY: 2}
+DETECT_POINT_CODES = frozenset(_DETECT_POINT_CODES.values())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

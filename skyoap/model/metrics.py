@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Self, TypeVar
 
 from skyoap.model.checks import Reason, Refused, TelemetryLimits, consistent, minute_of
+from skyoap.model.inventory import DetectPoint
 from skyoap.model.stream import Column, ColumnType, StreamData
 
 SEP = "\x1f"
@@ -385,15 +386,6 @@ class EndpointMetrics(CallMetrics):
         return f"{self.service}{SEP}{self.endpoint}"
 
 
-class DetectPoint(enum.Enum):
-    """Which side saw a call between two services."""
-
-    SERVER = "server"
-    """The callee's entry span, from its reference to the caller."""
-    CLIENT = "client"
-    """The caller's exit span; the callee is named by the peer address it called."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceRelationMetrics(CallMetrics):
     """Calls from ``source`` to ``dest`` as one side saw them (``detect_point``)."""
@@ -410,7 +402,7 @@ class ServiceRelationMetrics(CallMetrics):
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         CallMetrics.check(self, limits, now_ms)
-        points = [p.value for p in DetectPoint]
+        points = [DetectPoint.SERVER.value, DetectPoint.CLIENT.value]
         consistent(
             self.detect_point in points, lambda: f"{self.describe()}: the detect point is not one of {points}"
         )

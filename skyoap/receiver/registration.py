@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from skyoap.edge.errors import InvalidRequest, UnknownReference
 from skyoap.model.checks import CONTROL_CHARACTERS, control_character
 from skyoap.model.inventory import (
+    DetectPoint,
     EndpointInventory,
     Inventory,
     NetworkAddressInventory,
@@ -231,7 +232,11 @@ class Registrar:
         self.endpoints(
             [
                 EndpointInventory(
-                    name=n, service_id=service_id, detect_point=1, register_time=t, heartbeat_time=t
+                    name=n,
+                    service_id=service_id,
+                    detect_point=DetectPoint.SERVER.code,
+                    register_time=t,
+                    heartbeat_time=t,
                 )
                 for n in names
             ]

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
+from skyoap.model.inventory import DetectPoint
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     ApdexThresholds,
     CallMetrics,
-    DetectPoint,
     EndpointMetrics,
     EndpointRelationMetrics,
     ServiceInstanceMetrics,

@@ -10,7 +10,7 @@ import grpc
 
 from skyoap.edge.errors import InvalidRequest
 from skyoap.edge.server import GrpcServer
-from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory
+from skyoap.model.inventory import DETECT_POINT_CODES, EndpointInventory, ServiceInstanceInventory
 from skyoap.proto import common_pb2, ping_pb2, register_pb2
 from skyoap.receiver.registration import Registrar
 from skyoap.receiver.wire import PairEncoder
@@ -19,7 +19,6 @@ from skyoap.runtime import clock
 RESET_COMMAND = "ServiceMetadataReset"
 """Tells an agent to forget its ids and register again."""
 
-_DETECT_POINTS = frozenset(common_pb2.DetectPoint.values())
 _SERVICE_NAME = operator.attrgetter("serviceName")
 
 
@@ -75,7 +74,7 @@ class RegisterService:
         endpoints = []
         for n, e in enumerate(request.endpoints):
             point = getattr(e, "from")  # a Python keyword, so not an attribute name
-            if point not in _DETECT_POINTS:
+            if point not in DETECT_POINT_CODES:
                 raise InvalidRequest(f"endpoint #{n} has detect point {point}; it must be 0, 1 or 2")
             endpoints.append(
                 EndpointInventory(

@@ -7,6 +7,7 @@ become metrics (``receiver/segments.py``); bad items are refused as
 
 from __future__ import annotations
 
+import enum
 import functools
 import logging
 import math
@@ -14,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, assert_never
 
 import grpc
 from google.protobuf import descriptor
@@ -62,6 +63,16 @@ NO_COMMANDS = common_pb2.Commands()
 _SEGMENT_COST = DecodeCost(tracing_pb2.SegmentObject)
 
 
+class _Name(enum.Enum):
+    """What a name waiting to be registered is."""
+
+    INSTANCE = "instance"
+    SEEN = "seen"
+    """An instance that reported telemetry: its heartbeat time moves."""
+    ENDPOINT = "endpoint"
+    ADDRESS = "address"
+
+
 class NamesByService:
     """Registers the names agents report. Instances and endpoints need their
     service's id, which L2 allocates moments after the service is first seen;
@@ -71,32 +82,32 @@ class NamesByService:
     def __init__(self, registrar: Registrar, retry_s: float = 0.5, size: int = 100_000) -> None:
         self._registrar = registrar
         self._size = size
-        self._waiting: dict[tuple[str, str, str], dict[str, str]] = {}
+        self._waiting: dict[tuple[str, _Name, str], dict[str, str]] = {}
         self._lock = threading.Lock()
         self._task = Periodic("v3-waiting-names", retry_s, self.retry, "registering names that waited")
 
     def instance(self, service: str, instance: str, properties: dict[str, str]) -> None:
         """``instance`` of ``service`` is alive (and has these properties)."""
         if not self._registrar.alive(service, instance, properties):
-            self._wait((service, "instance", instance), properties)
+            self._wait((service, _Name.INSTANCE, instance), properties)
 
     def seen(self, service: str, instance: str) -> None:
         """``instance`` of ``service`` reported telemetry: registered if new."""
         if not self._try(lambda: self._registrar.seen(service, instance)):
-            self._wait((service, "seen", instance), {})
+            self._wait((service, _Name.SEEN, instance), {})
 
     def endpoints(self, service: str, names: Iterable[str]) -> None:
         names = sorted(set(names))
         if names and not self._try(lambda: self._registrar.endpoints_by_name(service, names)):
             for name in names:
-                self._wait((service, "endpoint", name), {})
+                self._wait((service, _Name.ENDPOINT, name), {})
 
     def addresses(self, addresses: Sequence[str]) -> None:
         """Peers telemetry named, registered in calls of at most the batch limit."""
         for chunk in BatchPolicy(max_items=self._registrar.limits.max_batch_items).chunks(addresses):
             if not self._try(functools.partial(self._registrar.addresses, list(chunk))):
                 for address in chunk:
-                    self._wait(("", "address", address), {})
+                    self._wait(("", _Name.ADDRESS, address), {})
 
     @staticmethod
     def _try(register: Callable[[], object]) -> bool:
@@ -110,7 +121,7 @@ class NamesByService:
             log.debug("names wait to be registered: %s", e)
             return False
 
-    def _wait(self, key: tuple[str, str, str], properties: dict[str, str]) -> None:
+    def _wait(self, key: tuple[str, _Name, str], properties: dict[str, str]) -> None:
         with self._lock:
             if len(self._waiting) >= self._size and key not in self._waiting:
                 log.warning("%d names wait for their service's id already; %s not kept", self._size, key)
@@ -121,14 +132,17 @@ class NamesByService:
         with self._lock:
             waiting, self._waiting = self._waiting, {}
         for (service, kind, name), properties in waiting.items():
-            if kind == "instance":
-                self.instance(service, name, properties)
-            elif kind == "seen":
-                self.seen(service, name)
-            elif kind == "address":
-                self.addresses([name])
-            else:
-                self.endpoints(service, [name])
+            match kind:
+                case _Name.INSTANCE:
+                    self.instance(service, name, properties)
+                case _Name.SEEN:
+                    self.seen(service, name)
+                case _Name.ENDPOINT:
+                    self.endpoints(service, [name])
+                case _Name.ADDRESS:
+                    self.addresses([name])
+                case _:
+                    assert_never(kind)
 
     def start(self) -> None:
         self._task.start()
