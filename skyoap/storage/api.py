@@ -3,6 +3,7 @@ module (``storage/elasticsearch``, ``storage/embedded``, ``storage/redis``)."""
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import datetime
 from collections.abc import Callable, Mapping, Sequence
@@ -11,7 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from skyoap.model.inventory import Inventory
 from skyoap.model.metrics import Downsampling, Metrics
-from skyoap.model.records import Record
+from skyoap.model.records import RECORD_MODELS, Record
 from skyoap.model.stream import ColumnType, StreamData
 from skyoap.model.topics import Bounds, Fetched, Position, Reservation, Retention, TopicRecord, Where
 
@@ -336,6 +337,50 @@ class TopicDAO(Protocol):
         ``timestamp_ms``; None when no readable record is that recent."""
 
     def close(self) -> None: ...
+
+
+class TopicRetention(abc.ABC):
+    """A topic's retention, written once for every storage, which supplies
+    the primitives. A topic of records keeps what storage keeps of them: the
+    days past the cutoff are dropped whole. A topic of row versions moves
+    each partition's start past what is older than the cutoff, or past the
+    offsets over the bound, then drops its history of those days (rows stay
+    stored, below the start, until their own time to live)."""
+
+    def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
+        """Applies ``retention`` at ``now_ms``; returns the offsets each partition lost."""
+        cutoff_ms = now_ms - int(retention.max_age_s * 1000)
+        if topic in RECORD_MODELS:
+            return self._drop_days(topic, cutoff_ms)
+        removed = {}
+        for b in self.bounds(topic):
+            start = retention.start(b, self._first_since(topic, b, cutoff_ms))
+            if start > b.start:
+                removed[b.partition] = self._move_start(topic, b.partition, start) - b.start
+        self._drop_history(topic, cutoff_ms)
+        return removed
+
+    @abc.abstractmethod
+    def bounds(self, topic: str) -> list[Bounds]: ...
+
+    @abc.abstractmethod
+    def _first_since(self, topic: str, b: Bounds, timestamp_ms: int) -> int | None:
+        """The first readable offset of ``b``'s partition published at or after ``timestamp_ms``."""
+
+    @abc.abstractmethod
+    def _move_start(self, topic: str, partition: int, start: int) -> int:
+        """Moves the partition's start up to ``start`` (never down, never past
+        its end); returns the start it has now."""
+
+    @abc.abstractmethod
+    def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
+        """Drops a topic of records' days before ``cutoff_ms``'s, each
+        partition's start moved first to the lowest offset left; returns the
+        records each partition lost."""
+
+    @abc.abstractmethod
+    def _drop_history(self, topic: str, cutoff_ms: int) -> None:
+        """Drops the versions a topic of rows kept before ``cutoff_ms``."""
 
 
 class StateStore(Protocol):

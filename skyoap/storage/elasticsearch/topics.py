@@ -33,13 +33,12 @@ from skyoap.model.topics import (
     Bounds,
     Fetched,
     Position,
-    Retention,
     Table,
     Topic,
     TopicRecord,
     Where,
 )
-from skyoap.storage.api import OffsetOutOfRange, StorageError
+from skyoap.storage.api import OffsetOutOfRange, StorageError, TopicRetention
 from skyoap.storage.elasticsearch.client import (
     POSITION_FIELDS,
     ElasticsearchClient,
@@ -136,7 +135,7 @@ _SEARCH_DAYS: dict[str, Any] = {"ignore_unavailable": True, "allow_no_indices": 
 """Search options for patterns of day indices, which may match none."""
 
 
-class ElasticsearchTopicDAO:
+class ElasticsearchTopicDAO(TopicRetention):
     def __init__(self, client: ElasticsearchClient) -> None:
         self._client = client
         self._es = client.es
@@ -207,14 +206,12 @@ class ElasticsearchTopicDAO:
                 return False
         return True
 
-    def _move_start(self, topic: str, partition: int, start: int) -> Bounds:
-        """Moves the partition's start up to ``start`` (never down, and never
-        past the end), whoever else moves its bounds meanwhile."""
-        while True:
+    def _move_start(self, topic: str, partition: int, start: int) -> int:
+        while True:  # whoever else moves the bounds meanwhile
             b, version = self._get_bounds(topic, partition)
             moved = Bounds(partition, max(b.start, min(start, b.end)), b.end)
             if moved == b or self._set_bounds(topic, moved, version):
-                return moved
+                return moved.start
 
     def keep(self, topic: str, versions: Sequence[TopicRecord]) -> None:
         if topic in RECORD_MODELS:
@@ -363,7 +360,6 @@ class ElasticsearchTopicDAO:
         return self._first_since(topic, b, timestamp_ms)
 
     def _first_since(self, topic: str, b: Bounds, timestamp_ms: int) -> int | None:
-        """The first readable offset of ``b``'s partition published at or after ``timestamp_ms``."""
         layout = self._layout(topic)
         with translated_errors(f"finding the records of {topic}/{b.partition} from {timestamp_ms}"):
             hits = self._es.search(
@@ -378,19 +374,6 @@ class ElasticsearchTopicDAO:
                 **_SEARCH_DAYS,
             )["hits"]["hits"]
         return int(hits[0]["fields"][OFFSET][0]) if hits else None
-
-    def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
-        cutoff_ms = now_ms - int(retention.max_age_s * 1000)
-        if topic in RECORD_MODELS:
-            return self._drop_days(topic, cutoff_ms)
-        removed = {}
-        for b in self.bounds(topic):
-            start = retention.start(b, self._first_since(topic, b, cutoff_ms))
-            if start > b.start:
-                moved = self._move_start(topic, b.partition, start)
-                removed[b.partition] = moved.start - b.start
-        self._drop_old(self._layout(topic).days, cutoff_ms)
-        return removed
 
     def _per_partition(self, index: str, agg: dict[str, Any]) -> dict[int, dict[str, Any]]:
         """``agg`` over each partition's records in ``index``, by partition."""
@@ -412,16 +395,13 @@ class ElasticsearchTopicDAO:
         old = Period.DAY.before(names, cutoff) if cutoff is not None else []
         return old, [n for n in names if n not in old]
 
-    def _drop_old(self, pattern: str, cutoff_ms: int) -> None:
-        old, _ = self._old_days(pattern, cutoff_ms)
+    def _drop_history(self, topic: str, cutoff_ms: int) -> None:
+        old, _ = self._old_days(self._layout(topic).days, cutoff_ms)
         if old:
             with translated_errors(f"dropping {', '.join(old)}"):
                 self._es.indices.delete(index=",".join(old))
 
     def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
-        """Drops the day indices of records older than ``cutoff_ms``'s day.
-        Each partition's start moves first, to the lowest offset left (never
-        past its end)."""
         old, kept = self._old_days(self._layout(topic).days, cutoff_ms)
         if not old:
             return {}

@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from skyoap.model.metrics import Downsampling, Metrics
 from skyoap.model.records import RECORD_MODELS
-from skyoap.model.topics import FILTERED_COLUMNS, Bounds, Fetched, Retention, Table, Topic, TopicRecord, Where
-from skyoap.storage.api import OffsetOutOfRange, StorageError
+from skyoap.model.topics import FILTERED_COLUMNS, Bounds, Fetched, Table, Topic, TopicRecord, Where
+from skyoap.storage.api import OffsetOutOfRange, StorageError, TopicRetention
 from skyoap.storage.embedded.db import POSITION_COLUMNS, Database
 from skyoap.storage.embedded.metrics import table as metrics_table
 
@@ -63,7 +63,7 @@ def _matching(
     return "".join(f" AND {s}" for s in sql), args
 
 
-class EmbeddedTopicDAO:
+class EmbeddedTopicDAO(TopicRetention):
     def __init__(self, db: Database) -> None:
         self._db = db
         self._existing: set[str] = set()
@@ -210,26 +210,23 @@ class EmbeddedTopicDAO:
                 firsts.append(int(first))
         return min(firsts, default=None)
 
-    def trim(self, topic: str, retention: Retention, now_ms: int) -> dict[int, int]:
-        cutoff_ms = now_ms - int(retention.max_age_s * 1000)
-        if topic in RECORD_MODELS:
-            return self._drop_days(topic, cutoff_ms)
-        removed = {}
-        for b in self.bounds(topic):
-            start = retention.start(b, self._first_since(topic, b, cutoff_ms))
-            if start > b.start:
-                self._db.execute(
-                    "UPDATE topic_partitions SET start_offset = MAX(start_offset, MIN(?, end_offset)) "
-                    "WHERE topic = ? AND partition_no = ?",
-                    (start, topic, b.partition),
-                )
-                removed[b.partition] = start - b.start
+    def _move_start(self, topic: str, partition: int, start: int) -> int:
+        with self._db.transaction() as db:
+            db.execute(
+                "UPDATE topic_partitions SET start_offset = MAX(start_offset, MIN(?, end_offset)) "
+                "WHERE topic = ? AND partition_no = ?",
+                (start, topic, partition),
+            )
+            ((now,),) = db.execute(
+                "SELECT start_offset FROM topic_partitions WHERE topic = ? AND partition_no = ?",
+                (topic, partition),
+            ).fetchall()
+        return int(now)
+
+    def _drop_history(self, topic: str, cutoff_ms: int) -> None:
         self._db.execute(f"DELETE FROM {_history(topic)} WHERE timestamp_ms < ?", (cutoff_ms,))
-        return removed
 
     def _drop_days(self, topic: str, cutoff_ms: int) -> dict[int, int]:
-        """Deletes the records of the days before ``cutoff_ms``'s; each
-        partition's start moves to the lowest offset left, never past its end."""
         cutoff = Downsampling.DAY.bucket_of(cutoff_ms)
         with self._db.transaction() as db:
             removed = dict(
