@@ -43,7 +43,7 @@ class OpenStorage:
 
 def open_storage(config: StorageConfig) -> OpenStorage:
     if config.kind is StorageKind.ELASTICSEARCH:
-        from skyoap.storage.elasticsearch.client import ElasticsearchClient
+        from skyoap.storage.elasticsearch.client import DeadlineReads, ElasticsearchClient
         from skyoap.storage.elasticsearch.inventory import ElasticsearchInventoryDAO
         from skyoap.storage.elasticsearch.metrics import ElasticsearchMetricsDAO
         from skyoap.storage.elasticsearch.records import ElasticsearchRecordDAO
@@ -65,7 +65,7 @@ def open_storage(config: StorageConfig) -> OpenStorage:
             RedisOffsetRanges(
                 config.redis_url, config.redis_key_prefix, config.topic_lease_s, config.redis_ca
             ),
-            lambda timeout_s: ElasticsearchInventoryDAO(client.within(timeout_s)),
+            lambda timeout_s: ElasticsearchInventoryDAO(client, DeadlineReads(client, timeout_s)),
         )
     from skyoap.storage.embedded.db import Database
     from skyoap.storage.embedded.inventory import EmbeddedInventoryDAO

@@ -17,7 +17,7 @@ from skyoap.runtime.budget import MemoryBudget, Overloaded
 from skyoap.runtime.buffer import BufferClosed, BufferFull, BufferQueue, BufferStrategy
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import StorageError, StorageUnavailable
-from skyoap.storage.elasticsearch.client import ElasticsearchClient
+from skyoap.storage.elasticsearch.client import DeadlineReads, ElasticsearchClient
 
 
 class Failing:
@@ -150,8 +150,8 @@ def test_a_streamed_call_has_its_deadline_from_its_last_message_on() -> None:
 
 
 def test_edge_reads_of_elasticsearch_are_not_sent_once_the_deadline_passed() -> None:
-    client = ElasticsearchClient("http://127.0.0.1:9", "p").within(5.0)
+    reads = DeadlineReads(ElasticsearchClient("http://127.0.0.1:9", "p"), 5.0)
     with deadline.call():
         deadline.start(0.0)
         with pytest.raises(StorageUnavailable, match="the call's deadline passed before Elasticsearch"):
-            client.es.mget(index="p_x", ids=["a"])
+            reads.es().mget(index="p_x", ids=["a"])

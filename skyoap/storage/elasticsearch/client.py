@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import datetime
 import enum
 import functools
@@ -12,7 +11,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 import elasticsearch
 from elasticsearch import Elasticsearch, helpers
@@ -238,22 +237,6 @@ class _Client(Elasticsearch):
                 time.sleep(pause)
 
 
-class _ByDeadline:
-    """An Elasticsearch client whose every request times out after
-    ``limit_s``, or sooner when the current call's deadline comes first, and
-    is not sent once it has passed."""
-
-    def __init__(self, es: Elasticsearch, limit_s: float) -> None:
-        self._es = es
-        self._limit_s = limit_s
-
-    def __getattr__(self, name: str) -> Any:
-        left = deadline.remaining(self._limit_s)
-        if left <= 0:
-            raise StorageUnavailable("the call's deadline passed before Elasticsearch could be read")
-        return getattr(self._es.options(request_timeout=left), name)
-
-
 class ElasticsearchClient:
     """One client per node, shared by its DAOs (the client is thread-safe).
 
@@ -289,16 +272,6 @@ class ElasticsearchClient:
         """The client the storage options describe, credentials included;
         raises ValueError for options that do not go together."""
         return cls(config.es_hosts, config.es_index_prefix, config.es_request_timeout_s, _credentials(config))
-
-    def within(self, timeout_s: float) -> ElasticsearchClient:
-        """The same connections, read with one try of at most ``timeout_s``,
-        or of what is left of the current call's deadline: for the reads an
-        agent's call waits on. Closing it closes nothing."""
-        view = copy.copy(self)
-        once = self.es.options(max_retries=0, retry_on_timeout=False)
-        view.es = cast(Elasticsearch, _ByDeadline(once, timeout_s))
-        view._closed = True
-        return view
 
     def index(self, name: str) -> str:
         return f"{self.prefix}_{name}"
@@ -366,3 +339,19 @@ class ElasticsearchClient:
         if not self._closed:
             self._closed = True
             self.es.close()
+
+
+class DeadlineReads:
+    """The reads an agent's call waits on: the client's connections, one try
+    each of at most ``limit_s``, or of what is left of the current call's
+    deadline, and none once that has passed."""
+
+    def __init__(self, client: ElasticsearchClient, limit_s: float) -> None:
+        self._once = client.es.options(max_retries=0, retry_on_timeout=False)
+        self._limit_s = limit_s
+
+    def es(self) -> Elasticsearch:
+        left = deadline.remaining(self._limit_s)
+        if left <= 0:
+            raise StorageUnavailable("the call's deadline passed before Elasticsearch could be read")
+        return self._once.options(request_timeout=left)

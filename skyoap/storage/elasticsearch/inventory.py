@@ -13,16 +13,18 @@ from __future__ import annotations
 import threading
 import time
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import elasticsearch
+from elasticsearch import Elasticsearch
 
 from skyoap.model.inventory import Inventory
 from skyoap.model.topics import Position
 from skyoap.storage.api import I, InsertOutcome, StorageError, Stored, each_position
 from skyoap.storage.elasticsearch.client import (
     POSITION_FIELDS,
+    DeadlineReads,
     ElasticsearchClient,
     doc_id,
     mapping_of,
@@ -38,9 +40,12 @@ _REFRESH_AT_MOST_EVERY_S = 1.0
 
 
 class ElasticsearchInventoryDAO:
-    def __init__(self, client: ElasticsearchClient) -> None:
+    def __init__(self, client: ElasticsearchClient, reads: DeadlineReads | None = None) -> None:
+        """With ``reads``, the DAO reads through them (what an agent's call
+        waits on), and closing it leaves the shared client open."""
         self._client = client
-        self._es = client.es
+        self._es: Callable[[], Elasticsearch] = reads.es if reads else lambda: client.es
+        self._owns_client = reads is None
         self._refreshed: dict[str, float] = {}
         self._refresh_lock = threading.Lock()
 
@@ -55,7 +60,7 @@ class ElasticsearchInventoryDAO:
         if not ids:
             return []
         with translated_errors(f"reading {len(ids)} documents of {index}"):
-            docs = self._es.mget(index=self._client.index(index), ids=list(ids), realtime=True)["docs"]
+            docs = self._es().mget(index=self._client.index(index), ids=list(ids), realtime=True)["docs"]
         return [d for d in docs if d.get("found")]
 
     def get_many(self, model: type[I], keys: Sequence[str]) -> dict[str, Stored[I]]:
@@ -74,7 +79,7 @@ class ElasticsearchInventoryDAO:
         index = self._client.index(model.MODEL)
         for attempt in range(2):
             with translated_errors(f"finding id {sequence} in {index}"):
-                hits = self._es.search(index=index, size=1, query={"term": {"sequence": sequence}})["hits"][
+                hits = self._es().search(index=index, size=1, query={"term": {"sequence": sequence}})["hits"][
                     "hits"
                 ]
             if hits:
@@ -89,7 +94,9 @@ class ElasticsearchInventoryDAO:
             if now - self._refreshed.get(name, -1e9) < _REFRESH_AT_MOST_EVERY_S:
                 return False
             self._refreshed[name] = now
-        self._client.refresh(name)
+        index = self._client.index(name)
+        with translated_errors(f"refreshing {index}"):
+            self._es().indices.refresh(index=index)
         return True
 
     def update(
@@ -153,7 +160,7 @@ class ElasticsearchInventoryDAO:
         index = self._client.index(FENCE_INDEX)
         with translated_errors(f"reading the sequence fence of {model.MODEL}"):
             try:
-                doc = self._es.get(index=index, id=model.MODEL, realtime=True)
+                doc = self._es().get(index=index, id=model.MODEL, realtime=True)
             except elasticsearch.NotFoundError:
                 # No fence yet (or it was lost): it starts above every stored row.
                 return self._stored_max(model), {"op_type": "create"}
@@ -184,7 +191,7 @@ class ElasticsearchInventoryDAO:
     def _stored_max(self, model: type[Inventory]) -> int:
         self._client.refresh(model.MODEL)
         with translated_errors(f"reading the largest id stored in {model.MODEL}"):
-            res = self._es.search(
+            res = self._es().search(
                 index=self._client.index(model.MODEL), size=0, aggs={"top": {"max": {"field": "sequence"}}}
             )
         value = res["aggregations"]["top"]["value"]
@@ -193,7 +200,7 @@ class ElasticsearchInventoryDAO:
     def list(self, model: type[I], limit: int = 10_000) -> list[I]:
         self._client.refresh(model.MODEL)
         with translated_errors(f"listing {model.MODEL}"):
-            res = self._es.search(
+            res = self._es().search(
                 index=self._client.index(model.MODEL),
                 size=limit,
                 sort=[{"sequence": "asc"}],
@@ -203,7 +210,7 @@ class ElasticsearchInventoryDAO:
 
     def names_of_service(self, model: type[Inventory], service_id: int, limit: int) -> Sequence[str]:
         with translated_errors(f"listing the names of service {service_id} in {model.MODEL}"):
-            res = self._es.search(
+            res = self._es().search(
                 index=self._client.index(model.MODEL),
                 size=min(limit, 10_000),  # Elasticsearch's max_result_window
                 sort=[{"sequence": "asc"}],
@@ -221,7 +228,7 @@ class ElasticsearchInventoryDAO:
         self._client.refresh(model.MODEL)
         index = self._client.index(model.MODEL)
         with translated_errors(f"finding stale rows of {index}"):
-            hits = self._es.search(
+            hits = self._es().search(
                 index=index,
                 size=limit,
                 seq_no_primary_term=True,
@@ -256,4 +263,5 @@ class ElasticsearchInventoryDAO:
         return [keys[f["_id"]] for f in self._only_conflicts(gone, index)]
 
     def close(self) -> None:
-        self._client.close()
+        if self._owns_client:
+            self._client.close()
