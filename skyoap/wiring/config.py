@@ -19,7 +19,7 @@ from skyoap.remote.cluster import Role
 from skyoap.remote.selector import SelectorKind
 from skyoap.runtime.buffer import BufferStrategy
 from skyoap.runtime.config import option, option_name, section
-from skyoap.storage.config import StorageConfig
+from skyoap.storage.config import StorageConfig, StorageKind
 
 
 class ClusterKind(enum.Enum):
@@ -66,6 +66,17 @@ class ServerConfig:
     admin_host: str = option("127.0.0.1", "address the admin HTTP server binds (its /metrics is open)")
     admin_port: int = option(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
 
+    def check(self) -> None:
+        if self.max_concurrent_calls < 1:
+            raise ValueError(f"--max-concurrent-calls must be at least 1, not {self.max_concurrent_calls}")
+        if self.stream_idle_s <= 0:
+            raise ValueError(f"--stream-idle-s must be above 0, not {self.stream_idle_s:g}")
+        if self.stream_max_age_s <= 0:
+            raise ValueError(f"--stream-max-age-s must be above 0, not {self.stream_max_age_s:g}")
+        _check_metadata("--auth-token", self.auth_token)
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("--tls-cert and --tls-key go together: give both or neither")
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -101,6 +112,29 @@ class ClusterConfig:
         "the internal port refuses a call without it (never the agent token); a cluster needs it or "
         "--cluster-ca; give it through SKYOAP_CLUSTER_SECRET rather than the command line",
     )
+
+    def check(self) -> None:
+        tls = (self.cluster_ca, self.cluster_cert, self.cluster_key)
+        if any(tls) and not all(tls):
+            raise ValueError(
+                "--cluster-ca, --cluster-cert and --cluster-key go together: give all three or none"
+            )
+        _check_metadata("--cluster-secret", self.cluster_secret)
+        if self.kind is ClusterKind.STANDALONE and self.role is not Role.MIXED:
+            raise ValueError(
+                f"a {self.role.value} node needs other nodes: run it with --cluster redis "
+                "(a standalone node must be mixed)"
+            )
+        if self.kind is ClusterKind.STANDALONE and self.cluster_ca:
+            raise ValueError(
+                "--cluster-ca is for the nodes of a cluster (--cluster redis): a standalone node has no peers"
+            )
+        if self.kind is ClusterKind.REDIS and not (self.cluster_secret or self.cluster_ca):
+            raise ValueError(
+                "a cluster node needs --cluster-ca (mutual TLS) or --cluster-secret (set "
+                "SKYOAP_CLUSTER_SECRET to the same value on every node): without either, anyone who "
+                "reaches the internal port could send L1 results for this cluster's L2 to merge and store"
+            )
 
 
 @dataclass(frozen=True)
@@ -225,6 +259,23 @@ class LimitsConfig:
             self.max_histogram_buckets,
         )
 
+    def check(self) -> None:
+        if self.memory_limit_mb < 1:
+            raise ValueError(f"--memory-limit-mb must be at least 1, not {self.memory_limit_mb}")
+        if self.call_deadline_s <= 0:
+            raise ValueError(
+                f"--call-deadline-s must be above 0, not {self.call_deadline_s:g}: "
+                "calls wait that long for room and for storage"
+            )
+        for name in (
+            "max_spans_per_segment", "max_refs_per_span", "max_tags_per_item", "max_log_body_bytes",
+            "max_histogram_buckets", "max_endpoints_per_service", "max_instances_per_service",
+            "max_network_addresses", "max_services",
+        ):  # fmt: skip
+            value = getattr(self, name)
+            if value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+
 
 @dataclass(frozen=True)
 class TopicsConfig:
@@ -250,6 +301,10 @@ class TopicsConfig:
         "how often what was written (records and row versions) is made readable on the topics",
         name="topic_commit_interval_s",
     )
+
+    def check(self) -> None:
+        if self.commit_interval_s <= 0:
+            raise ValueError(f"--topic-commit-interval-s must be above 0, not {self.commit_interval_s:g}")
 
 
 @dataclass(frozen=True)
@@ -280,8 +335,9 @@ class TtlConfig:
         600.0, "how often aggregators look for data past its time to live", name="ttl_interval_s"
     )
 
-    def ttl(self) -> Ttl:
-        """The times to live; raises ValueError for days that do not go together."""
+    def check(self) -> None:
+        if self.interval_s <= 0:
+            raise ValueError(f"--ttl-interval-s must be above 0, not {self.interval_s:g}")
         for field in dataclasses.fields(self):
             days = getattr(self, field.name)
             if field.name.endswith("_days") and days < 1:
@@ -293,6 +349,9 @@ class TtlConfig:
                 f"--day-metrics-ttl-days ({self.day_metrics_days}): endpoints are found unused "
                 "by their day metrics"
             )
+
+    def ttl(self) -> Ttl:
+        """The times to live (of a checked section)."""
         metrics = {
             Downsampling.MINUTE: self.minute_metrics_days,
             Downsampling.HOUR: self.hour_metrics_days,
@@ -328,6 +387,10 @@ class AnalysisConfig:
             raise ValueError(f"--apdex-thresholds: cannot read {path}: {e.strerror}") from e
         return ApdexThresholds.parse(text, f"--apdex-thresholds {path}")
 
+    def check(self) -> None:
+        if self.otlp_caller_wait_s <= 0:
+            raise ValueError(f"--otlp-caller-wait-s must be above 0, not {self.otlp_caller_wait_s:g}")
+
 
 @dataclass(frozen=True)
 class NodeConfig:
@@ -354,4 +417,30 @@ class NodeConfig:
         return dataclasses.replace(
             self,
             **{s: dataclasses.replace(getattr(self, s), **fields) for s, fields in changes.items()},
+        )
+
+    def check(self) -> None:
+        """Refuses a configuration that cannot work, saying why: the rules
+        across sections, then each section's own."""
+        if self.cluster.kind is ClusterKind.REDIS and self.storage.kind is StorageKind.EMBEDDED:
+            raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
+        if self.storage.topic_lease_s <= self.topics.commit_interval_s:
+            raise ValueError(
+                f"--topic-lease-s ({self.storage.topic_lease_s:g}) must be longer than "
+                f"--topic-commit-interval-s ({self.topics.commit_interval_s:g}): a range is completed "
+                "only at a commit, and one whose lease ran out first is written again"
+            )
+        if self.cluster.cluster_secret and self.cluster.cluster_secret == self.server.auth_token:
+            raise ValueError(
+                "--cluster-secret must differ from --auth-token: whoever holds the agent token must not be "
+                "able to hand L1 results to the internal port"
+            )
+        for part in (self.server, self.cluster, self.limits, self.topics, self.ttl, self.analysis):
+            part.check()
+
+
+def _check_metadata(option: str, value: str) -> None:
+    if value and not (value.isascii() and value.isprintable()):
+        raise ValueError(
+            f"{option} must be printable ASCII: it travels as gRPC metadata, which carries nothing else"
         )

@@ -48,7 +48,6 @@ from skyoap.runtime.retry import STORAGE_WRITES
 from skyoap.runtime.spill import SpillDir
 from skyoap.runtime.worker import Workers
 from skyoap.storage.api import InventoryDAO
-from skyoap.storage.config import StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
 from skyoap.wiring.chains import (
     InventoryStreamProcessor,
@@ -60,104 +59,13 @@ from skyoap.wiring.config import ClusterKind, NodeConfig
 log = logging.getLogger(__name__)
 
 
-def check(config: NodeConfig) -> None:
-    """Refuses configurations that cannot work, saying why."""
-    if config.cluster.kind is ClusterKind.STANDALONE and config.cluster.role is not Role.MIXED:
-        raise ValueError(
-            f"a {config.cluster.role.value} node needs other nodes: run it with --cluster redis "
-            "(a standalone node must be mixed)"
-        )
-    if config.cluster.kind is ClusterKind.REDIS and config.storage.kind is StorageKind.EMBEDDED:
-        raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
-    if config.limits.memory_limit_mb < 1:
-        raise ValueError(f"--memory-limit-mb must be at least 1, not {config.limits.memory_limit_mb}")
-    if config.topics.commit_interval_s <= 0:
-        raise ValueError(
-            f"--topic-commit-interval-s must be above 0, not {config.topics.commit_interval_s:g}"
-        )
-    if config.storage.topic_lease_s <= config.topics.commit_interval_s:
-        raise ValueError(
-            f"--topic-lease-s ({config.storage.topic_lease_s:g}) must be longer than "
-            f"--topic-commit-interval-s ({config.topics.commit_interval_s:g}): a range is completed "
-            "only at a commit, and one whose lease ran out first is written again"
-        )
-    if config.server.max_concurrent_calls < 1:
-        raise ValueError(
-            f"--max-concurrent-calls must be at least 1, not {config.server.max_concurrent_calls}"
-        )
-    if config.server.stream_idle_s <= 0:
-        raise ValueError(f"--stream-idle-s must be above 0, not {config.server.stream_idle_s:g}")
-    if config.server.stream_max_age_s <= 0:
-        raise ValueError(f"--stream-max-age-s must be above 0, not {config.server.stream_max_age_s:g}")
-    token = config.server.auth_token
-    if token and not (token.isascii() and token.isprintable()):
-        raise ValueError(
-            "--auth-token must be printable ASCII: it travels as gRPC metadata, which carries nothing else"
-        )
-    _check_cluster_secret(config)
-    lim = config.limits
-    for option, value in (
-        ("--max-spans-per-segment", lim.max_spans_per_segment),
-        ("--max-refs-per-span", lim.max_refs_per_span),
-        ("--max-tags-per-item", lim.max_tags_per_item),
-        ("--max-log-body-bytes", lim.max_log_body_bytes),
-        ("--max-histogram-buckets", lim.max_histogram_buckets),
-        ("--max-endpoints-per-service", lim.max_endpoints_per_service),
-        ("--max-instances-per-service", lim.max_instances_per_service),
-        ("--max-network-addresses", lim.max_network_addresses),
-        ("--max-services", lim.max_services),
-    ):
-        if value < 1:
-            raise ValueError(f"{option} must be at least 1, not {value}")
-    if bool(config.server.tls_cert) != bool(config.server.tls_key):
-        raise ValueError("--tls-cert and --tls-key go together: give both or neither")
-    cluster_tls = (config.cluster.cluster_ca, config.cluster.cluster_cert, config.cluster.cluster_key)
-    if any(cluster_tls) and not all(cluster_tls):
-        raise ValueError("--cluster-ca, --cluster-cert and --cluster-key go together: give all three or none")
-    if any(cluster_tls) and config.cluster.kind is ClusterKind.STANDALONE:
-        raise ValueError(
-            "--cluster-ca is for the nodes of a cluster (--cluster redis): a standalone node has no peers"
-        )
-    config.ttl.ttl()
-    config.analysis.apdex()
-    if config.analysis.otlp_caller_wait_s <= 0:
-        raise ValueError(f"--otlp-caller-wait-s must be above 0, not {config.analysis.otlp_caller_wait_s:g}")
-    if config.ttl.interval_s <= 0:
-        raise ValueError(f"--ttl-interval-s must be above 0, not {config.ttl.interval_s:g}")
-    if config.limits.call_deadline_s <= 0:
-        raise ValueError(
-            f"--call-deadline-s must be above 0, not {config.limits.call_deadline_s:g}: "
-            "calls wait that long for room and for storage"
-        )
-
-
-def _check_cluster_secret(config: NodeConfig) -> None:
-    secret = config.cluster.cluster_secret
-    if secret and not (secret.isascii() and secret.isprintable()):
-        raise ValueError(
-            "--cluster-secret must be printable ASCII: it travels as gRPC metadata, "
-            "which carries nothing else"
-        )
-    if secret and secret == config.server.auth_token:
-        raise ValueError(
-            "--cluster-secret must differ from --auth-token: whoever holds the agent token must not be "
-            "able to hand L1 results to the internal port"
-        )
-    if config.cluster.kind is ClusterKind.REDIS and not (secret or config.cluster.cluster_ca):
-        raise ValueError(
-            "a cluster node needs --cluster-ca (mutual TLS) or --cluster-secret (set SKYOAP_CLUSTER_SECRET "
-            "to the same value on every node): without either, anyone who reaches the internal port "
-            "could send L1 results for this cluster's L2 to merge and store"
-        )
-
-
 class Node:
     """A node of one role. ``start`` builds and starts its components in order
     (storage, admin, L2, the remote clients, L1, the agent services, the server,
     the cluster), and ``close`` closes them in the reverse order."""
 
     def __init__(self, config: NodeConfig) -> None:
-        check(config)
+        config.check()
         self.config = config
         self.instruments = Instruments()
         self.budget = MemoryBudget(config.limits.memory_limit_mb * 1024 * 1024, self.instruments)
@@ -173,7 +81,8 @@ class Node:
         self._client_tls = ClientTls(c.cluster_ca, c.cluster_cert, c.cluster_key) if c.cluster_ca else None
         groups = config.limits.endpoint_groups
         self._groups = GroupingRules.load(groups) if groups else GroupingRules()
-        self._apdex = config.analysis.apdex()
+        self._apdex = config.analysis.apdex()  # the file is read once, here
+        self._ttl = config.ttl.ttl()
         self._closed = threading.Event()
         self._unanswered = RateLimitedLog(log)
         self.incarnation = new_incarnation()
@@ -333,7 +242,7 @@ class Node:
             life.start(TopicRetention(storage.topics, retention, cfg.workers.housekeeping_interval_s))
             life.start(
                 TimeToLive(
-                    cfg.ttl.ttl(),
+                    self._ttl,
                     storage.inventory,
                     storage.metrics,
                     storage.topics,

@@ -19,7 +19,6 @@ from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.worker import Workers
 from skyoap.storage.config import StorageKind
 from skyoap.wiring.config import ClusterKind, LimitsConfig, NodeConfig
-from skyoap.wiring.node import check
 from tests.unit.fakes import Collect
 
 
@@ -70,10 +69,10 @@ def test_the_agent_token_is_not_the_cluster_secret() -> None:
 def test_a_cluster_node_needs_a_ca_or_a_secret_that_is_not_the_agent_token() -> None:
     cluster = NodeConfig().with_options(cluster=ClusterKind.REDIS, storage=StorageKind.ELASTICSEARCH)
     with pytest.raises(ValueError, match=r"needs --cluster-ca \(mutual TLS\) or --cluster-secret"):
-        check(cluster)
+        cluster.check()
     with pytest.raises(ValueError, match="--cluster-secret must differ from --auth-token"):
-        check(cluster.with_options(cluster_secret="same", auth_token="same"))
+        cluster.with_options(cluster_secret="same", auth_token="same").check()
     with pytest.raises(ValueError, match="--cluster-secret must be printable ASCII"):
-        check(cluster.with_options(cluster_secret="a\nb"))
-    check(cluster.with_options(cluster_secret="s3cret", auth_token="token"))
-    check(NodeConfig())  # a standalone node has no internal port
+        cluster.with_options(cluster_secret="a\nb").check()
+    cluster.with_options(cluster_secret="s3cret", auth_token="token").check()
+    NodeConfig().check()  # a standalone node has no internal port

@@ -13,7 +13,6 @@ from skyoap.runtime.buffer import BufferStrategy
 from skyoap.runtime.config import option_name
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.wiring.config import NodeConfig
-from skyoap.wiring.node import check
 
 
 def test_options_default_to_the_config_and_take_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,7 +112,7 @@ def test_times_to_live_that_cannot_hold_are_refused_naming_the_option(
     options: dict[str, float], message: str
 ) -> None:
     with pytest.raises(ValueError) as refused:
-        check(NodeConfig().with_options(**options))
+        NodeConfig().with_options(**options).check()
     assert str(refused.value) == message
 
 
@@ -138,13 +137,13 @@ def test_apdex_thresholds_come_from_a_file_and_a_bad_one_is_refused_naming_it(tm
     bad = tmp_path / "bad.yml"
     bad.write_text("default: 300\nbilling 1000\n")
     with pytest.raises(ValueError) as refused:
-        check(NodeConfig().with_options(apdex_thresholds=str(bad)))
+        NodeConfig().with_options(apdex_thresholds=str(bad)).analysis.apdex()  # read once, at start
     assert str(refused.value) == (
         f"--apdex-thresholds {bad}, line 2: 'billing 1000' is not 'SERVICE: MS' with a whole number "
         "of ms above 0"
     )
     with pytest.raises(ValueError) as missing:
-        check(NodeConfig().with_options(apdex_thresholds=str(tmp_path / "none.yml")))
+        NodeConfig().with_options(apdex_thresholds=str(tmp_path / "none.yml")).analysis.apdex()
     assert (
         str(missing.value)
         == f"--apdex-thresholds: cannot read {tmp_path / 'none.yml'}: No such file or directory"
