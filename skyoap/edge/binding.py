@@ -119,17 +119,14 @@ def abort_for(context: grpc.ServicerContext, error: Exception) -> None:
 
 
 def _unary(
-    fn: Callable[[Any, grpc.ServicerContext], Any],
-    decode: Decoder,
-    deadline_s: float,
-    limits: CallLimits,
-    budget: MemoryBudget | None,
+    fn: Callable[[Any, grpc.ServicerContext], Any], decode: Decoder, binding: Binding
 ) -> Callable[[Iterator[Any], grpc.ServicerContext], Any]:
     """Served as a client stream of one message, so that the call counts
     against ``limits`` while its request comes, and one that never comes is
     closed as idle (gRPC would hold a thread for it, uncounted, unbounded)."""
 
     def handle(received: Iterator[bytes | TooLarge], context: grpc.ServicerContext) -> Any:
+        limits = binding.limits
         limits.admit(context)
         try:
             watched = limits.watched(received, context)
@@ -144,8 +141,8 @@ def _unary(
             if data is None:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call ended before its request came")
                 return None  # abort raised
-            with deadline.call(), _call_memory(budget):
-                deadline.start(deadline_s)
+            with deadline.call(), _call_memory(binding.budget):
+                deadline.start(binding.deadline_s)
                 try:
                     request = decode(data)
                     if isinstance(request, Undecodable):
@@ -180,15 +177,16 @@ def _stream_in(
     fn: Callable[[Iterator[Any], grpc.ServicerContext], Any],
     decode: Decoder,
     keep_undecodable: bool,
-    deadline_s: float,
-    limits: CallLimits,
-    budget: MemoryBudget | None,
+    binding: Binding,
 ) -> Callable[..., Any]:
     def handle(received: Iterator[bytes | TooLarge], context: grpc.ServicerContext) -> Any:
+        limits = binding.limits
         limits.admit(context)
         try:
-            requests = _deadline_once_received(map(decode, limits.watched(received, context)), deadline_s)
-            with deadline.call(), _call_memory(budget):
+            requests = _deadline_once_received(
+                map(decode, limits.watched(received, context)), binding.deadline_s
+            )
+            with deadline.call(), _call_memory(binding.budget):
                 try:
                     return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
                 except grpc.RpcError as e:
@@ -243,14 +241,13 @@ def bind(
             "response_serializer": _serializer(response_cls),
         }
         decode = Decoder(request_cls, binding.budget, binding.deadline_s)
-        shared = (binding.deadline_s, binding.limits, binding.budget)
         if method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(
-                _stream_in(fn, decode, keep_undecodable, *shared), **kwargs
+                _stream_in(fn, decode, keep_undecodable, binding), **kwargs
             )
         elif not method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(
-                _unary(fn, decode, *shared), **kwargs
+                _unary(fn, decode, binding), **kwargs
             )
         else:
             raise NotImplementedError(f"{method.full_name}: server streaming is not used by skyoap")

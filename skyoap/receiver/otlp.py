@@ -56,7 +56,7 @@ from skyoap.proto.skywalking import tracing_pb2
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals
 from skyoap.receiver.segments import Call, Caller, Calls, SpanKind
-from skyoap.receiver.skywalking import NamesByService, Sinks, TraceSegmentReportService
+from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, TraceSegmentReportService
 from skyoap.runtime import clock
 from skyoap.runtime.budget import Overloaded, memory_size
 from skyoap.runtime.instruments import Instruments
@@ -643,20 +643,17 @@ def _points(metric: metrics_pb2.Metric) -> list[Any]:
 
 
 def add_otlp_services(
-    server: GrpcServer,
-    segments: TraceSegmentReportService,
-    names: NamesByService,
-    sinks: Sinks,
-    limits: TelemetryLimits,
-    cardinality: Cardinality,
-    instruments: Instruments,
-    caller_wait_s: float,
+    server: GrpcServer, segments: TraceSegmentReportService, intake: Intake, caller_wait_s: float
 ) -> Callers:
-    """Serves OTLP's trace, metrics and logs services on ``server``; returns
-    the callers of entry spans, which the caller starts and closes."""
+    """Serves OTLP's trace, metrics and logs services on ``server``, taking
+    what they carry into ``intake`` (spans through ``segments``); returns the
+    callers of entry spans, which the caller starts and closes."""
+    names, sinks, limits, guards, instruments = (
+        intake.names, intake.sinks, intake.limits, intake.cardinality, intake.instruments
+    )  # fmt: skip
     callers = Callers(
         lambda metrics: sinks.take((), metrics),
-        lambda service, name: cardinality.endpoint(service, name, seed=False),  # under Callers' lock
+        lambda service, name: guards.endpoint(service, name, seed=False),  # under Callers' lock
         instruments,
         caller_wait_s,
     )
@@ -664,9 +661,9 @@ def add_otlp_services(
         (trace_service_pb2, "TraceService",
          TraceService(segments, callers, Refusals("otlp_spans", instruments), limits)),
         (metrics_service_pb2, "MetricsService",
-         MetricsService(names, sinks, Refusals("otlp_data_points", instruments), limits, cardinality)),
+         MetricsService(names, sinks, Refusals("otlp_data_points", instruments), limits, guards)),
         (logs_service_pb2, "LogsService",
-         LogsService(names, sinks, Refusals("otlp_log_records", instruments), limits, cardinality)),
+         LogsService(names, sinks, Refusals("otlp_log_records", instruments), limits, guards)),
     ]  # fmt: skip
     for module, name, servicer in services:
         server.add(module.DESCRIPTOR.services_by_name[name], servicer)

@@ -323,25 +323,31 @@ def _at_most_spans(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits) -> No
     )
 
 
+@dataclass(frozen=True)
+class Intake:
+    """What a receiver's telemetry services share: where they register the
+    names they see and hand on what they take, the rules items are checked
+    by, the guards on their names, and the node's instruments."""
+
+    names: NamesByService
+    sinks: Sinks
+    limits: TelemetryLimits
+    cardinality: Cardinality
+    instruments: Instruments
+
+
 class TelemetryService:
-    """What the telemetry services share: where they register names and hand
-    on what they take, the checks and guards they apply, and the counts of
-    what agents reported and what was refused, under ``KIND``."""
+    """A service of the intake's, counting what agents reported and what was
+    refused under ``KIND``."""
 
     KIND: ClassVar[str]
 
-    def __init__(
-        self,
-        names: NamesByService,
-        sinks: Sinks,
-        limits: TelemetryLimits,
-        cardinality: Cardinality,
-        instruments: Instruments,
-    ) -> None:
-        self._names = names
-        self._sinks = sinks
-        self._limits = limits
-        self._cardinality = cardinality
+    def __init__(self, intake: Intake) -> None:
+        self._names = intake.names
+        self._sinks = intake.sinks
+        self._limits = intake.limits
+        self._cardinality = intake.cardinality
+        instruments = intake.instruments
         self._received = instruments.counter(
             "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
         ).labels(kind=self.KIND)
@@ -356,8 +362,8 @@ class TraceSegmentReportService(TelemetryService):
 
     KIND = "segments"
 
-    def __init__(self, *shared: Any, apdex: ApdexThresholds = DEFAULT_APDEX) -> None:
-        super().__init__(*shared)
+    def __init__(self, intake: Intake, apdex: ApdexThresholds = DEFAULT_APDEX) -> None:
+        super().__init__(intake)
         self._apdex = apdex
 
     def take(
@@ -595,28 +601,21 @@ class MeterReportService(TelemetryService):
 
 
 def add_skywalking_services(
-    server: GrpcServer,
-    names: NamesByService,
-    sinks: Sinks,
-    limits: TelemetryLimits,
-    cardinality: Cardinality,
-    instruments: Instruments,
-    apdex: ApdexThresholds,
+    server: GrpcServer, intake: Intake, apdex: ApdexThresholds
 ) -> TraceSegmentReportService:
-    """Serves SkyWalking's v3 agent services on ``server``, registering the
-    names agents report through ``names``; returns the segments' service,
-    which takes OTLP's spans too."""
-    guarded = (limits, cardinality, instruments)
-    segments = TraceSegmentReportService(names, sinks, *guarded, apdex=apdex)
-    management = ManagementService(names, limits, cardinality)
+    """Serves SkyWalking's v3 agent services on ``server``, taking what agents
+    report into ``intake``; returns the segments' service, which takes OTLP's
+    spans too."""
+    segments = TraceSegmentReportService(intake, apdex)
+    management = ManagementService(intake.names, intake.limits, intake.cardinality)
     configuration = ConfigurationDiscoveryService()
     # (file, service, servicer, whether it carries names and commands only)
     services: list[tuple[descriptor.FileDescriptor, str, object, bool]] = [
         (management_pb2.DESCRIPTOR, "ManagementService", management, True),
         (tracing_pb2.DESCRIPTOR, "TraceSegmentReportService", segments, False),
-        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(names, sinks, *guarded), False),
-        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(names, sinks, *guarded), False),
-        (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(instruments), False),
+        (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(intake), False),
+        (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(intake), False),
+        (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(intake.instruments), False),
         (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", configuration, True),
     ]
     for file, name, servicer, control in services:

@@ -32,7 +32,7 @@ from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, s
 from skyoap.receiver.otlp import add_otlp_services
 from skyoap.receiver.registration import Limits, Registrar
 from skyoap.receiver.services import add_agent_services
-from skyoap.receiver.skywalking import NamesByService, Sinks, add_skywalking_services
+from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, add_skywalking_services
 from skyoap.remote.client import RemoteClient, SelfRemoteClient
 from skyoap.remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster, new_incarnation
 from skyoap.remote.grpc_client import GrpcRemoteClient
@@ -263,11 +263,9 @@ class Node:
             add_agent_services(server, registrar)
             sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
             names = NamesByService(registrar)
-            guarded = (item_limits, cardinality, self.instruments)
-            segments = add_skywalking_services(server, names, sinks, *guarded, self._apdex)
-            callers = add_otlp_services(
-                server, segments, names, sinks, *guarded, cfg.analysis.otlp_caller_wait_s
-            )
+            intake = Intake(names, sinks, item_limits, cardinality, self.instruments)
+            segments = add_skywalking_services(server, intake, self._apdex)
+            callers = add_otlp_services(server, segments, intake, cfg.analysis.otlp_caller_wait_s)
             life.start(names)
             life.start(callers)
         life.start(server)
