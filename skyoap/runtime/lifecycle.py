@@ -33,12 +33,22 @@ class Lifecycle:
         self._stack.callback(lambda: component.close(self._timeout_s))
         return component
 
-    def on_close(self, step: Callable[[], object]) -> None:
-        """Runs ``step`` at its place in the reverse order (a step that owns no thread)."""
-        self._stack.callback(step)
-
     def close(self, timeout_s: float) -> None:
         """Closes each component, giving each up to ``timeout_s``: a pool that
         drains into storage must not lose its time to the step before it."""
         self._timeout_s = timeout_s
         self._stack.close()
+
+
+class OnClose:
+    """A step that owns no thread, as a component: nothing to start, and
+    ``step`` runs at its place in the close order."""
+
+    def __init__(self, step: Callable[[], object]) -> None:
+        self._step = step
+
+    def start(self) -> None:
+        pass
+
+    def close(self, timeout_s: float) -> None:
+        self._step()

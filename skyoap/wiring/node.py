@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import grpc
 
@@ -42,7 +43,7 @@ from skyoap.remote.service import add_remote_service
 from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.instruments import Instruments
-from skyoap.runtime.lifecycle import Lifecycle
+from skyoap.runtime.lifecycle import Component, Lifecycle, OnClose
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.runtime.retry import STORAGE_WRITES
 from skyoap.runtime.spill import SpillDir
@@ -129,95 +130,53 @@ class Node:
             raise
 
     def _start(self) -> Node:
+        for part in self._parts():
+            self._lifecycle.start(part)
         cfg = self.config
-        role = cfg.cluster.role
-        life = self._lifecycle
+        log.info(
+            "node %s started: role=%s grpc=%s storage=%s cluster=%s%s",
+            self.name,
+            cfg.cluster.role.value,
+            self.address,
+            cfg.storage.kind.value,
+            cfg.cluster.kind.value,
+            f" admin=http://{self._admin.host}:{self._admin.port}/metrics" if self._admin else "",
+        )
+        return self
+
+    def _parts(self) -> Iterator[Component]:
+        """The node's components in start order, each started before the next
+        is built (a later one may need what an earlier one bound); closing
+        runs in the reverse order: what opens the node to traffic starts last
+        and closes first, storage starts first and closes last."""
+        cfg, role = self.config, self.config.cluster.role
         self.storage = storage = open_storage(cfg.storage)
-        life.on_close(storage.close)
+        yield OnClose(storage.close)
         STORAGE_WRITES.call(lambda: self._install(storage))  # a busy server is asked again
-        # A topic keeps the partition count it was created with.
-        partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
-        topics = None
-        if cfg.topics.publish:
-            topics = Topics(
-                storage.topics,
-                storage.records,
-                storage.offsets,
-                partitions,
-                self.instruments,
-                cfg.topics.commit_interval_s,
-            )
-            self.budget.hold(topics.held_bytes)
-            life.start(topics)  # closes after the workers drain, with a last round
+        topics = self._topics(storage)
+        if topics is not None:
+            yield topics  # closes after the workers drain, with a last round
         # The servers bind their ports first, so the node knows the addresses it
         # registers and routes under before anything is built on them.
-        token = AgentToken(cfg.server.auth_token) if cfg.server.auth_token else None
-        agent_tls = ServerTls(cfg.server.tls_cert, cfg.server.tls_key) if cfg.server.tls_cert else None
-        self.server = server = self._server(cfg.server.port, token, agent_tls)
-        if role.is_target and cfg.cluster.kind is ClusterKind.REDIS:
-            # Other nodes' L1 results come in on a port of their own, with calls
-            # bounded apart from the agents'.
-            cluster_tls = None
-            if cfg.cluster.cluster_ca:
-                cluster_tls = ServerTls(
-                    cfg.cluster.cluster_cert, cfg.cluster.cluster_key, client_ca=cfg.cluster.cluster_ca
-                )
-            # Members only: a certificate of the cluster's CA, the cluster's
-            # secret, or both; never the agent token.
-            secret = cfg.cluster.cluster_secret
-            members = ClusterSecret(secret) if secret else None
-            self.internal = self._server(cfg.server.internal_port, members, cluster_tls, reflection=False)
+        self.server, self.internal = self._servers()
         if cfg.server.admin_port >= 0:
             # Every consumer group's lag, read from storage when scraped.
             self.instruments.registry.register(LagCollector(lambda: lags(storage.topics, storage.state)))
-            self._admin = life.start(
-                AdminServer(cfg.server.admin_host, cfg.server.admin_port, self.instruments)
-            )
+            self._admin = AdminServer(cfg.server.admin_host, cfg.server.admin_port, self.instruments)
+            yield self._admin
         cluster = self._cluster()
-        clients: RemoteClientManager | None = None
-        sender: RemoteSender | None = None
-        if role.takes_agents:  # only L1 results travel between nodes
-            manager = RemoteClientManager(cluster, self._make_client, cfg.cluster.remote_refresh_interval_s)
-            clients, sender = manager, RemoteSender(manager, self.instruments, self.budget)
-            self._sender = sender
-            self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
-                lambda: len(manager.clients)
-            )
+        clients = self._remote_clients(cluster) if role.takes_agents else None
         # What an agent's call reads, it reads within the call's deadline.
         edge_reads = storage.inventory_within(cfg.limits.call_deadline_s)
-        cache = InventoryCache(
-            edge_reads, cfg.workers.cache_size, cfg.workers.miss_recheck_s, cfg.workers.cache_max_age_s
-        )
-        inventory = InventoryStreamProcessor(
-            cfg,
-            storage.inventory,
-            storage.sequences,
-            self.workers,
-            sender,
-            self.instruments,
-            selector=cfg.cluster.inventory_selector,
-            # A mixed node's L2 tells its own receiver of new ids at once.
-            on_stored=cache.learn if role is Role.MIXED else None,
-            topics=topics,
-        )
-        spill = SpillDir(cfg.workers.spill_dir, cfg.storage.identity()) if cfg.workers.spill_dir else None
-        metrics = MetricsStreamProcessor(
-            cfg, storage.metrics, self.workers, sender, self.instruments, self.budget, topics, spill
-        )
-        records = RecordStreamProcessor(
-            cfg, storage.records, self.workers, self.instruments, self.budget, topics, spill
-        )
-        processors = (inventory, metrics, records)
-        for level in (p.l2 for p in processors):
-            if level is not None:
-                life.start(level)
-        if sender is not None and clients is not None:
-            life.start(sender)
-            life.start(clients)  # each client sends what it holds before it goes
-        for level in (p.l1 for p in processors):
-            if level is not None:
-                life.start(level)
-        item_limits = cfg.limits.items()
+        w = cfg.workers
+        cache = InventoryCache(edge_reads, w.cache_size, w.miss_recheck_s, w.cache_max_age_s)
+        chains = self._chains(storage, cache, topics)
+        yield from (c.l2 for c in chains if c.l2 is not None)
+        if clients is not None:
+            assert self._sender is not None
+            yield self._sender
+            yield clients  # each client sends what it holds before it goes
+        yield from (c.l1 for c in chains if c.l1 is not None)
         if self.internal is not None:
             add_remote_service(
                 self.internal,
@@ -226,69 +185,140 @@ class Node:
                 self.instruments,
                 self.budget,
                 cfg.limits.call_deadline_s,
-                item_limits,
+                cfg.limits.items(),
                 self.incarnation,
             )
         if role.is_target:
-            life.start(
-                HeartbeatExpiry(
-                    storage.inventory,
-                    cfg.workers.heartbeat_expiry_s,
-                    cfg.workers.housekeeping_interval_s,
-                    topics,
-                )
-            )
-            retention = Retention(cfg.topics.retention_s, cfg.topics.retention_records)
-            life.start(TopicRetention(storage.topics, retention, cfg.workers.housekeeping_interval_s))
-            life.start(
-                TimeToLive(
-                    self._ttl,
-                    storage.inventory,
-                    storage.metrics,
-                    storage.topics,
-                    storage.sequences,
-                    cfg.ttl.interval_s,
-                    topics,
-                )
-            )
+            yield from self._housekeeping(storage, topics)
         if role.takes_agents:
-            limits = Limits(
-                cfg.limits.max_name_length,
-                cfg.limits.max_batch_items,
-                cfg.limits.max_properties_chars,
-                cfg.workers.resend_after_s,
-            )
-            cardinality = self._cardinality(cache, edge_reads)
-            registrar = Registrar(cache, inventory.entry, limits, cardinality)
-            add_agent_services(server, registrar)
-            sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
-            names = NamesByService(registrar)
-            intake = Intake(names, sinks, item_limits, cardinality, self.instruments)
-            segments = add_skywalking_services(server, intake, self._apdex)
-            callers = add_otlp_services(server, segments, intake, cfg.analysis.otlp_caller_wait_s)
-            life.start(names)
-            life.start(callers)
-        life.start(server)
+            inventory, metrics, records = chains
+            yield from self._agent_services(cache, edge_reads, inventory, metrics, records)
+        yield self.server
         if self.internal is not None:
-            life.start(self.internal)
-            life.on_close(self.internal.refuse)
+            yield self.internal
+            yield OnClose(self.internal.refuse)
         if isinstance(cluster, RedisCluster) and role.is_target:
             # After leaving, an aggregator serves on until every receiver's next
             # refresh has routed elsewhere.
             reroute_s = cfg.cluster.remote_refresh_interval_s + 0.5
-            life.on_close(lambda: time.sleep(reroute_s))
-        life.start(cluster)  # only now: other nodes may route to us from here on
-        life.on_close(server.refuse)  # NOT_SERVING to health checks before anything else
-        log.info(
-            "node %s started: role=%s grpc=%s storage=%s cluster=%s%s",
-            self.name,
-            role.value,
-            self.address,
-            cfg.storage.kind.value,
-            cfg.cluster.kind.value,
-            f" admin=http://{self._admin.host}:{self._admin.port}/metrics" if self._admin else "",
+            yield OnClose(lambda: time.sleep(reroute_s))
+        yield cluster  # only now: other nodes may route to us from here on
+        yield OnClose(self.server.refuse)  # NOT_SERVING to health checks before anything else
+
+    def _topics(self, storage: OpenStorage) -> Topics | None:
+        if not self.config.topics.publish:
+            return None
+        # A topic keeps the partition count it was created with.
+        partitions = {t: len(storage.topics.bounds(t.value)) for t in Topic}
+        topics = Topics(
+            storage.topics,
+            storage.records,
+            storage.offsets,
+            partitions,
+            self.instruments,
+            self.config.topics.commit_interval_s,
         )
-        return self
+        self.budget.hold(topics.held_bytes)
+        return topics
+
+    def _servers(self) -> tuple[GrpcServer, GrpcServer | None]:
+        """The agents' server and, for the targets of a cluster, the internal
+        one where other nodes' L1 results come in, with calls bounded apart
+        from the agents'."""
+        cfg = self.config
+        token = AgentToken(cfg.server.auth_token) if cfg.server.auth_token else None
+        agent_tls = ServerTls(cfg.server.tls_cert, cfg.server.tls_key) if cfg.server.tls_cert else None
+        server = self._server(cfg.server.port, token, agent_tls)
+        if not (cfg.cluster.role.is_target and cfg.cluster.kind is ClusterKind.REDIS):
+            return server, None
+        c = cfg.cluster
+        cluster_tls = (
+            ServerTls(c.cluster_cert, c.cluster_key, client_ca=c.cluster_ca) if c.cluster_ca else None
+        )
+        # Members only: a certificate of the cluster's CA, the cluster's secret,
+        # or both; never the agent token.
+        members = ClusterSecret(c.cluster_secret) if c.cluster_secret else None
+        return server, self._server(cfg.server.internal_port, members, cluster_tls, reflection=False)
+
+    def _remote_clients(self, cluster: RedisCluster | StandaloneCluster) -> RemoteClientManager:
+        """The client set L1 results are routed over (only they travel between nodes)."""
+        manager = RemoteClientManager(
+            cluster, self._make_client, self.config.cluster.remote_refresh_interval_s
+        )
+        self._sender = RemoteSender(manager, self.instruments, self.budget)
+        self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
+            lambda: len(manager.clients)
+        )
+        return manager
+
+    def _chains(
+        self, storage: OpenStorage, cache: InventoryCache, topics: Topics | None
+    ) -> tuple[InventoryStreamProcessor, MetricsStreamProcessor, RecordStreamProcessor]:
+        cfg = self.config
+        inventory = InventoryStreamProcessor(
+            cfg,
+            storage.inventory,
+            storage.sequences,
+            self.workers,
+            self._sender,
+            self.instruments,
+            selector=cfg.cluster.inventory_selector,
+            # A mixed node's L2 tells its own receiver of new ids at once.
+            on_stored=cache.learn if cfg.cluster.role is Role.MIXED else None,
+            topics=topics,
+        )
+        spill = SpillDir(cfg.workers.spill_dir, cfg.storage.identity()) if cfg.workers.spill_dir else None
+        metrics = MetricsStreamProcessor(
+            cfg, storage.metrics, self.workers, self._sender, self.instruments, self.budget, topics, spill
+        )
+        records = RecordStreamProcessor(
+            cfg, storage.records, self.workers, self.instruments, self.budget, topics, spill
+        )
+        return inventory, metrics, records
+
+    def _housekeeping(self, storage: OpenStorage, topics: Topics | None) -> Iterator[Component]:
+        """An aggregator's periodic tasks: heartbeat expiry, topic retention, time to live."""
+        cfg = self.config
+        interval_s = cfg.workers.housekeeping_interval_s
+        yield HeartbeatExpiry(storage.inventory, cfg.workers.heartbeat_expiry_s, interval_s, topics)
+        retention = Retention(cfg.topics.retention_s, cfg.topics.retention_records)
+        yield TopicRetention(storage.topics, retention, interval_s)
+        yield TimeToLive(
+            self._ttl,
+            storage.inventory,
+            storage.metrics,
+            storage.topics,
+            storage.sequences,
+            cfg.ttl.interval_s,
+            topics,
+        )
+
+    def _agent_services(
+        self,
+        cache: InventoryCache,
+        edge_reads: InventoryDAO,
+        inventory: InventoryStreamProcessor,
+        metrics: MetricsStreamProcessor,
+        records: RecordStreamProcessor,
+    ) -> Iterator[Component]:
+        """A receiver's services on the agents' server: registration, SkyWalking's v3, OTLP."""
+        cfg = self.config
+        assert self.server is not None
+        limits = Limits(
+            cfg.limits.max_name_length,
+            cfg.limits.max_batch_items,
+            cfg.limits.max_properties_chars,
+            cfg.workers.resend_after_s,
+        )
+        cardinality = self._cardinality(cache, edge_reads)
+        registrar = Registrar(cache, inventory.entry, limits, cardinality)
+        add_agent_services(self.server, registrar)
+        sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
+        names = NamesByService(registrar)
+        intake = Intake(names, sinks, cfg.limits.items(), cardinality, self.instruments)
+        segments = add_skywalking_services(self.server, intake, self._apdex)
+        yield names
+        yield add_otlp_services(self.server, segments, intake, cfg.analysis.otlp_caller_wait_s)
 
     def _server(
         self, port: int, token: RequiredMetadata | None, tls: ServerTls | None, reflection: bool = True

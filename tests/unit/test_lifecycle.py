@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from skyoap.runtime.jobs import BackgroundJobs
-from skyoap.runtime.lifecycle import Lifecycle
+from skyoap.runtime.lifecycle import Lifecycle, OnClose
 
 
 class Part:
@@ -29,7 +29,7 @@ def test_components_close_in_the_reverse_order_of_starting_each_within_the_timeo
     life = Lifecycle()
     storage, server = Part("storage", log), Part("server", log)
     life.start(storage)
-    life.on_close(lambda: log.append("interrupt retries"))
+    life.start(OnClose(lambda: log.append("interrupt retries")))
     life.start(server)
     life.close(30)
     assert log == ["start storage", "start server", "close server", "interrupt retries", "close storage"]
