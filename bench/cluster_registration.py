@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from bench.registration import UNBOUNDED, register_new
+from bench.results import Figure, record
 from skyoap.deploy.cluster import LocalCluster, read_metrics
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 
@@ -31,6 +32,7 @@ def main() -> None:
     print(f"# {os.cpu_count()} cores; {args.names} new names per layout; inventory selector {args.selector}")
     layouts = [(r, a) for a in (1, 2) for r in (1, 2, 3)]
     results: dict[tuple[int, int], list[str]] = {layout: [] for layout in layouts}
+    rates: list[float] = []
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -59,12 +61,17 @@ def main() -> None:
                 finally:
                     cluster.down()
                 results[(receivers, aggregators)].append(f"{result.ids_per_s:.0f} ids/s {writes}")
+                rates.append(result.ids_per_s)
     finally:
         es.stop()
         rs.stop()
     print("layout                      forward pass, backward pass (names each aggregator persisted)")
     for (receivers, aggregators), runs in results.items():
         print(f"{receivers} receivers, {aggregators} aggregators:  {';  '.join(runs)}")
+    record("cluster_registration", [
+        Figure("new names, the slowest of 12 passes (1-3 receivers, 1-2 aggregators)", min(rates), "ids/s"),
+        Figure("new names, the fastest pass", max(rates), "ids/s"),
+    ])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ this process is the load: threads of agents asking with batches of names.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import statistics
@@ -27,6 +28,7 @@ from pathlib import Path
 import grpc
 
 from bench.cpu import Usage, measuring
+from bench.results import Figure, at_least, at_most, record
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.model.inventory import ServiceInventory
 from skyoap.proto import register_pb2, register_pb2_grpc
@@ -202,6 +204,7 @@ def main() -> None:
         [sys.executable, "-m", "bench.empty_server", "--answer-names", str(args.batch)], r"listening on (\S+)"
     )
     names = [f"bench-service-{i}" for i in range(args.names)]
+    figures: list[Figure] = []
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
         assert es.proc is not None
@@ -276,6 +279,20 @@ def main() -> None:
                     f"{storage:14s} known names: {known:8.0f} names/s answered, empty handler "
                     f"{ceiling:8.0f} names/s: {known / ceiling:6.1%} of the ceiling"
                 )
+                burst_figure = Figure(f"{storage}, new names, a burst", burst.ids_per_s, "ids/s")
+                if storage != "embedded":
+                    burst_figure = dataclasses.replace(
+                        burst_figure, ceiling=ceiling_rows, ceiling_is="Elasticsearch's bulk create alone",
+                        goal=at_least(0.5, of_ceiling=True),
+                    )  # fmt: skip
+                paced_p99 = f"{storage}, time-to-id p99 at {args.paced_rate:.0f} new names/s"
+                figures += [
+                    burst_figure,
+                    Figure(paced_p99, pct(t, 99) * 1000, "ms", goal=at_most(1000)),
+                    Figure(f"{storage}, known names", known, "names/s", ceiling, "an empty handler",
+                           at_least(0.7, of_ceiling=True)),
+                ]  # fmt: skip
+        record("registration", figures)
     finally:
         stop(empty)
         es.stop()

@@ -15,6 +15,7 @@ import sys
 import time
 
 from bench.registration import spawn, stop
+from bench.results import Figure, at_least, record
 from skyoap.model.inventory import ServiceInstanceInventory
 from skyoap.model.stream import Stage, worker_id
 from skyoap.remote.grpc_client import GrpcRemoteClient
@@ -73,6 +74,8 @@ def main() -> None:
     print(f"empty handler (ceiling): {c:10.0f} items/s   runs: {', '.join(f'{v:.0f}' for v in ceiling)}")
     print(f"RemoteService:           {r:10.0f} items/s   runs: {', '.join(f'{v:.0f}' for v in real)}")
     print(f"remote hop at {r / c:.1%} of the ceiling")
+    goal = at_least(0.7, of_ceiling=True)
+    record("remote_hop", [Figure("RemoteService", r, "items/s", c, "an empty handler", goal)])
 
 
 if __name__ == "__main__":

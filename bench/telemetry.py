@@ -35,6 +35,7 @@ from elasticsearch.serializer import OrjsonSerializer
 
 from bench.cpu import Usage, measuring
 from bench.registration import spawn, stop
+from bench.results import Figure, at_least, at_most, record
 from skyoap.deploy.cluster import read_metrics
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.model.records import SegmentRecord
@@ -235,6 +236,15 @@ def main() -> None:
         f"freshness (arrival to searchable metrics): p50 {statistics.median(fresh):.2f} s  "
         f"p99 {pct(fresh, 99):.2f} s  (2 persistence periods = {2 * args.persist_interval_s:g} s)"
     )
+    lower_is = "the gRPC decode alone" if grpc_ceiling < storage else "Elasticsearch's bulk alone"
+    record("telemetry", [
+        Figure("segments into Elasticsearch, the whole pipeline", pipeline, "segments/s", lower, lower_is,
+               at_least(0.6, of_ceiling=True)),
+        Figure("the same, topics not published", without, "segments/s", lower, lower_is),
+        Figure("the node's CPU per segment", on.node_s / args.segments * 1e6, "µs"),
+        Figure("freshness p99, arrival to searchable metrics", pct(fresh, 99), "s",
+               goal=at_most(2 * args.persist_interval_s)),
+    ])  # fmt: skip
 
 
 def start_node(

@@ -24,6 +24,7 @@ import uuid
 from elasticsearch import Elasticsearch
 from pyspark.sql.datasource import EqualTo
 
+from bench.results import Figure, at_least, at_most, record
 from skyoap.aggregator.topics import Topics
 from skyoap.analytics.source import FilteringTopicReader, options_of
 from skyoap.consumer.client import Consumer
@@ -234,6 +235,15 @@ def main() -> None:
               f"p99 {pct(after_watermark, 99) * 1000:.0f} ms ({len(after_watermark)} records)")  # fmt: skip
         print(f"delivery from the append's start:   p50 {pct(after_start, 50) * 1000:.0f} ms, "
               f"p99 {pct(after_start, 99) * 1000:.0f} ms")  # fmt: skip
+        read = "raw Elasticsearch read"
+        record("topics", [
+            Figure("one consumer", args.records / consumer_s, "records/s", raw, read,
+                   at_least(0.9, of_ceiling=True)),
+            Figure("Spark local[2] batch read", args.records / spark_s, "records/s", raw, read,
+                   at_least(0.6, of_ceiling=True)),
+            Figure("delivery p99 after the watermark moved", pct(after_watermark, 99) * 1000, "ms",
+                   goal=at_most(1000)),
+        ])  # fmt: skip
         storage.close()
     finally:
         es.stop()
