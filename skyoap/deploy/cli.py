@@ -20,7 +20,7 @@ from skyoap.deploy.servers import ServerError
 if TYPE_CHECKING:
     from skyoap.deploy.cluster import NodeProcess
 from skyoap.remote.cluster import Role
-from skyoap.runtime.malloc import limit_arenas
+from skyoap.runtime.malloc import tune_allocator
 from skyoap.storage.api import StorageError
 from skyoap.storage.config import StorageConfig
 from skyoap.wiring.config import NodeConfig
@@ -414,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    limit_arenas()  # before any thread starts
+    tune_allocator()  # before any thread starts
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
