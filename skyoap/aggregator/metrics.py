@@ -49,7 +49,7 @@ from skyoap.model.checks import Reason, Refused
 from skyoap.model.metrics import Downsampling, Metrics, merge_into
 from skyoap.model.topics import Table
 from skyoap.runtime import clock
-from skyoap.runtime.budget import memory_size
+from skyoap.runtime.budget import HeldBytes, memory_size
 from skyoap.runtime.buffer import BufferSpec
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
@@ -141,8 +141,11 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         self._round = 0
         self._fresh: dict[str, Metrics] = {}
         """Minute deltas taken since the last round began."""
-        self._fresh_bytes = 0
-        self._held_bytes = 0
+        self._fresh_bytes = HeldBytes(self.held)
+        self._held_bytes = HeldBytes(self.held)
+        """About what the deltas held for storage take."""
+        self._replay_bytes = HeldBytes(self.held)
+        """What the deltas an earlier start spilled took when read, until they are stored."""
         self._held = {level: Held() for level in Downsampling}
         self._lock = threading.Lock()
         self._persisting = threading.Lock()
@@ -175,18 +178,11 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         self.persist()
         return not (self._round_failed or self._fresh or any(len(h) for h in self._held.values()))
 
-    def held_bytes(self) -> int:
-        """About what the worker holds in memory: its queue, the deltas taken
-        since the last round, those held for storage and those spilled by an
-        earlier start and not yet stored."""
-        replayed = sum(r.nbytes for r in self._replays or ())
-        return self.queue.bytes() + self._fresh_bytes + self._held_bytes + replayed
-
     def process(self, batch: list[Metrics]) -> None:
         size = memory_size(batch)
         with self._lock:
             refused = merge_into(self._fresh, batch)
-            self._fresh_bytes += size
+            self._fresh_bytes.add(size)
         self._left_out(Downsampling.MINUTE, [e for _, e in refused])
 
     def _next_round(self) -> int:
@@ -205,8 +201,8 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 last.storage_failed = True
             with self._lock:
                 fresh, self._fresh = self._fresh, {}
-                self._held_bytes += self._fresh_bytes
-                self._fresh_bytes = 0
+                self._held_bytes.add(self._fresh_bytes.value)
+                self._fresh_bytes.set(0)
             round_no = self._next_round()
             for level in Downsampling:
                 held = self._held[level]
@@ -388,7 +384,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 excess -= size
                 total -= size
                 dropped += 1
-        self._held_bytes = total
+        self._held_bytes.set(total)
         if dropped:
             self.series.dropped("memory_full").inc(dropped)
             self._error_log.error(
@@ -406,9 +402,9 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
         if not rows:
             return
         content = _spill_content(self.model, self.writer, round_no, self._held, {})
-        self._spill.keep(content, rows, "metric rows", self._held_bytes, reason)
+        self._spill.keep(content, rows, "metric rows", self._held_bytes.value, reason)
         self._held = {level: Held() for level in Downsampling}
-        self._held_bytes = 0
+        self._held_bytes.set(0)
 
     def _apply_spilled(self) -> None:
         """Stores what earlier starts spilled, a round of each spill per round
@@ -417,6 +413,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             self._replays = [
                 Replay(spill, *parts) for spill, parts in self._spill.take(self.model.MODEL, self._replay_of)
             ]
+            self._replay_bytes.set(sum(r.nbytes for r in self._replays))
         for replay in list(self._replays):
             if self._round_failed or self._closing.is_set():
                 return  # storage is failing: the spills wait for the next round
@@ -430,6 +427,7 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             if not len(replay):
                 replay.spill.done()
                 self._replays.remove(replay)
+                self._replay_bytes.add(-replay.nbytes)
                 log.info("%s: stored what %s held", self.name, replay.spill.path)
 
     def _apply(self, replay: Replay) -> None:

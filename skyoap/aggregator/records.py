@@ -24,7 +24,7 @@ from skyoap.aggregator.topics import Placement, Topics
 from skyoap.model.records import Record
 from skyoap.model.topics import Table
 from skyoap.runtime.batching import BatchPolicy
-from skyoap.runtime.budget import memory_size
+from skyoap.runtime.budget import HeldBytes, memory_size
 from skyoap.runtime.buffer import BufferSpec
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
@@ -59,27 +59,24 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         self.bulk = bulk
         self._topics = topics
         self._closing = threading.Event()
-        self._in_hand = 0
+        self._in_hand = HeldBytes(self.held)
+        """The bulk being written."""
         self._error_log = RateLimitedLog(log)
         self._spill = WorkerSpill(spill_dir, name, instruments, self.series.dropped("closing"))
         self._unstored: list[Record] | None = []
         """Records storage did not take while closing, for the spill (None once spilled)."""
         self._unstored_lock = threading.Lock()
         self._replays: list[tuple[Spill, list[Record]]] | None = None
-        self._replay_bytes = 0
-
-    def held_bytes(self) -> int:
-        """What the worker holds in memory: its queue and the bulk in hand."""
-        return self.queue.bytes() + self._in_hand + self._replay_bytes
+        self._replay_bytes = HeldBytes(self.held)
 
     def process(self, batch: list[Record]) -> None:
         chunks = [(chunk, memory_size(chunk)) for chunk in self.bulk.chunks(batch)]
-        self._in_hand = sum(nbytes for _, nbytes in chunks)
+        self._in_hand.set(sum(nbytes for _, nbytes in chunks))
         try:
             for chunk, nbytes in chunks:
                 self._write(chunk, nbytes)
         finally:
-            self._in_hand = 0
+            self._in_hand.set(0)
 
     def _write(self, chunk: Sequence[Record], nbytes: int) -> None:
         # Storage failed at close, or the spill is written: no more waiting on it.
@@ -179,7 +176,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         meanwhile stored, is stored once."""
         if self._replays is None:
             self._replays = self._spill.take(self.model.MODEL, self._records_of)
-            self._replay_bytes = sum(memory_size(records) for _, records in self._replays)
+            self._replay_bytes.set(sum(memory_size(records) for _, records in self._replays))
         while self._replays and not self._closing.is_set():
             spill, records = self._replays[0]
             for chunk in list(self.bulk.chunks(records)):
@@ -194,7 +191,7 @@ class RecordPersistentWorker(BufferedWorker[Record]):
                 self._count_refused(chunk, refused)
                 self._spill.applied.inc(len(chunk))
                 del records[: len(chunk)]  # stored: the next try starts after it
-                self._replay_bytes -= nbytes
+                self._replay_bytes.add(-nbytes)
             spill.done()
             self._replays.pop(0)
             log.info("%s: stored what %s held", self.name, spill.path)

@@ -38,6 +38,7 @@ from skyoap.model.records import Record
 from skyoap.model.stream import StreamData
 from skyoap.model.topics import Position, Reservation, Table, Topic, TopicRecord, partition_of
 from skyoap.runtime import clock
+from skyoap.runtime.budget import HeldBytes
 from skyoap.runtime.crash import crash_point
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.periodic import Periodic
@@ -82,7 +83,8 @@ class Topics:
         self._partitions = partitions
         self._pending: list[Placement] = []
         self._lock = threading.Lock()
-        self._held = 0
+        self.held = HeldBytes()
+        """The records handed over whose ranges are not completed yet."""
         self._ends: dict[tuple[Topic, int], int] = {}
         """The end each partition was last moved to from here: it is moved
         again only once its watermark passed it."""
@@ -195,17 +197,13 @@ class Topics:
         placement.written = True
         with self._lock:
             self._pending.append(placement)
-            self._held += placement.nbytes
+            self.held.add(placement.nbytes)
 
     def abandoned(self, placement: Placement) -> None:
         """Hands over a placement whose write was given up: its ranges are
         completed with nothing in them."""
         placement.items, placement.positions = [], []
         self.written(placement)
-
-    def held_bytes(self) -> int:
-        """The records handed over whose ranges are not completed yet."""
-        return self._held
 
     def run_once(self) -> None:
         with self._lock:
@@ -233,7 +231,7 @@ class Topics:
                 again.append(moved)
         with self._lock:
             self._pending += again
-            self._held += sum(p.nbytes for p in again) - sum(p.nbytes for p in pending)
+            self.held.add(sum(p.nbytes for p in again) - sum(p.nbytes for p in pending))
         for topic, partitions in self._partitions.items():
             marks = {p: self._ranges.watermark(topic.value, p) for p in range(partitions)}
             ahead = {p: m for p, m in marks.items() if m is not None and m > self._ends.get((topic, p), -1)}

@@ -10,7 +10,7 @@ import time
 
 from skyoap.model.checks import Reason
 from skyoap.model.metrics import Metrics, merge_into
-from skyoap.runtime.budget import memory_size
+from skyoap.runtime.budget import HeldBytes, memory_size
 from skyoap.runtime.buffer import BufferSpec
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
@@ -35,22 +35,18 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
         self.next_worker = next_worker
         self.flush_period_s = flush_period_s
         self._merged: dict[str, Metrics] = {}
-        self._merged_bytes = 0
+        self._merged_bytes = HeldBytes(self.held)
         """At most what the merged values take: merging only shrinks them."""
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
         self._overflowed = self.series.dropped(Reason.OVERFLOW.value)
         self._log = RateLimitedLog(log)
 
-    def held_bytes(self) -> int:
-        """What the worker holds in memory: its queue and the values it merges."""
-        return self.queue.bytes() + self._merged_bytes
-
     def process(self, batch: list[Metrics]) -> None:
         size = memory_size(batch)
         with self._lock:
             refused = merge_into(self._merged, batch)
-            self._merged_bytes += size
+            self._merged_bytes.add(size)
         if refused:
             self._overflowed.inc(len(refused))
             self._log.warning(
@@ -70,7 +66,7 @@ class MetricsAggregateWorker(BufferedWorker[Metrics]):
             if due_only and now - self._flushed_at < self.flush_period_s:
                 return
             merged, self._merged, self._flushed_at = self._merged, {}, now
-            self._merged_bytes = 0
+            self._merged_bytes.set(0)
         if merged:
             self.series.handed_on.inc(len(merged))
             self.next_worker.accept_many(list(merged.values()))

@@ -12,7 +12,7 @@ from collections import deque
 from skyoap.model.stream import StreamData
 from skyoap.remote.manager import RemoteClientManager
 from skyoap.remote.selector import Selector
-from skyoap.runtime.budget import MemoryBudget, memory_size
+from skyoap.runtime.budget import HeldBytes, MemoryBudget, memory_size
 from skyoap.runtime.buffer import BufferClosed
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.jobs import BackgroundJobs
@@ -31,10 +31,10 @@ class RemoteSender:
         self._clients = clients
         self._selectors: dict[int, Selector] = {}
         self._parked: deque[tuple[int, StreamData]] = deque()
-        self._parked_bytes = 0
+        self._parked_bytes = HeldBytes()
         self._park_lock = threading.Lock()
         if budget is not None:
-            budget.hold(lambda: self._parked_bytes)
+            budget.hold(self._parked_bytes)
         self._parked_total = instruments.counter(
             "skyoap_remote_parked_total", "items held because no node took L1 results at the time"
         )
@@ -88,7 +88,7 @@ class RemoteSender:
     def _park(self, next_worker_id: int, item: StreamData) -> None:
         with self._park_lock:
             self._parked.append((next_worker_id, item))
-            self._parked_bytes += memory_size([item])
+            self._parked_bytes.add(memory_size([item]))
         self._parked_total.inc()
         if self._clients.clients:  # a node appeared while this item was on its way here
             self._jobs.submit("flushing parked items", self.flush_parked)
@@ -100,6 +100,6 @@ class RemoteSender:
             return
         with self._park_lock:
             parked, self._parked = self._parked, deque()
-            self._parked_bytes = 0
+            self._parked_bytes.set(0)
         for next_worker_id, item in parked:
             self.send(next_worker_id, item)

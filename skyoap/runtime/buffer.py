@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 
 from skyoap.model.stream import StreamData
 from skyoap.runtime import deadline
-from skyoap.runtime.budget import Overloaded, memory_size
+from skyoap.runtime.budget import HeldBytes, Overloaded, memory_size
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.ratelimit import RateLimitedLog
 
@@ -85,7 +85,10 @@ class BufferQueue(Generic[T]):
         strategy: BufferStrategy,
         instruments: Instruments,
         max_wait_s: float | None = None,
+        part_of: HeldBytes | None = None,
     ) -> None:
+        """ADMITTED queues count the bytes of their items in ``held``, as part
+        of ``part_of``."""
         if channels < 1 or buffer_size < 1:
             raise ValueError(f"buffer queue {name}: channels and buffer_size must be >= 1")
         self.name = name
@@ -93,6 +96,7 @@ class BufferQueue(Generic[T]):
         self.buffer_size = buffer_size
         self.max_wait_s = max_wait_s
         self._admitted = strategy is BufferStrategy.ADMITTED
+        self.held = HeldBytes(part_of)
         room = sys.maxsize if self._admitted else buffer_size
         self._channels = [_Channel[T](room) for _ in range(channels)]
         self._next_channel = itertools.count()
@@ -120,12 +124,14 @@ class BufferQueue(Generic[T]):
     def depth(self) -> int:
         return sum(len(c.items) for c in self._channels)
 
-    def bytes(self) -> int:
-        """ADMITTED queues: the memory size of what waits (0 for the others)."""
-        return sum(c.bytes for c in self._channels)
-
     def _size(self, items: Sequence[T]) -> int:
         return memory_size(typing.cast(Sequence[StreamData], items)) if self._admitted else 0
+
+    def _count(self, channel: _Channel[T], nbytes: int) -> None:
+        """Channel ``channel`` (whose lock the caller holds) holds ``nbytes`` now."""
+        if self._admitted:
+            self.held.add(nbytes - channel.bytes)
+            channel.bytes = nbytes
 
     def _wait_for_room(self, channel: _Channel[T], ends_at: float | None) -> None:
         if ends_at is not None and time.monotonic() >= ends_at:
@@ -164,7 +170,7 @@ class BufferQueue(Generic[T]):
             if self._closed:
                 raise BufferClosed(f"buffer queue {self.name} is closed")
             channel.items.append(item)
-            channel.bytes += self._size((item,))
+            self._count(channel, channel.bytes + self._size((item,)))
         self.on_data()
         return True
 
@@ -193,7 +199,7 @@ class BufferQueue(Generic[T]):
                     continue
                 taken = items[done : done + room]
                 channel.items.extend(taken)
-                channel.bytes += self._size(taken)
+                self._count(channel, channel.bytes + self._size(taken))
                 done = min(len(items), done + room)
                 self.on_data()
         return done
@@ -205,7 +211,7 @@ class BufferQueue(Generic[T]):
             n = min(max_items, len(ch.items))
             batch = [ch.items.popleft() for _ in range(n)]
             # A drain usually empties the channel: no need to size what it took.
-            ch.bytes = ch.bytes - self._size(batch) if ch.items else 0
+            self._count(ch, ch.bytes - self._size(batch) if ch.items else 0)
             if n:
                 ch.not_full.notify_all()
         return batch

@@ -11,6 +11,7 @@ from typing import Generic, TypeVar
 from prometheus_client import Counter
 
 from skyoap.model.stream import StreamData
+from skyoap.runtime.budget import HeldBytes
 from skyoap.runtime.buffer import BufferQueue, BufferSpec
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
@@ -116,9 +117,12 @@ class BufferedWorker(Worker[T]):
         buffer: BufferSpec,
     ) -> None:
         super().__init__(worker_id, name)
+        self.held = HeldBytes()
+        """What the worker holds in memory: its queue and what it took from it."""
         self.queue: BufferQueue[T] = BufferQueue(
-            name, buffer.channels, buffer.buffer_size, buffer.strategy, instruments, buffer.max_wait_s
-        )
+            name, buffer.channels, buffer.buffer_size, buffer.strategy, instruments, buffer.max_wait_s,
+            part_of=self.held,
+        )  # fmt: skip
         self.series = WorkerSeries(instruments, name)
         pool.register(self.queue, self)
 

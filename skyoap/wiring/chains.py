@@ -238,7 +238,7 @@ class MetricsStreamProcessor:
                     topics,
                     spill_dir,
                 )
-                budget.hold(l2.held_bytes)
+                budget.hold(l2.held)
                 workers.register(l2)
                 self._l2.append(l2)
             if not role.takes_agents:
@@ -261,7 +261,7 @@ class MetricsStreamProcessor:
                 admitted_buffer(config, w.l1_channels),
                 w.metrics_l1_flush_period_s,
             )
-            budget.hold(l1.held_bytes)
+            budget.hold(l1.held)
             workers.register(l1)
             self._l1.append(l1)
             self._entries[model] = l1
@@ -350,7 +350,7 @@ class RecordStreamProcessor:
                 topics,
                 spill_dir,
             )
-            budget.hold(worker.held_bytes)
+            budget.hold(worker.held)
             workers.register(worker)
             self._entries[model] = worker
         # Closing: what storage has not taken within the grace is spilled (or

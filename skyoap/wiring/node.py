@@ -218,7 +218,7 @@ class Node:
             self.instruments,
             self.config.topics.commit_interval_s,
         )
-        self.budget.hold(topics.held_bytes)
+        self.budget.hold(topics.held)
         return topics
 
     def _servers(self) -> tuple[GrpcServer, GrpcServer | None]:

@@ -11,6 +11,7 @@ from skyoap.model.inventory import Inventory
 from skyoap.model.metrics import Downsampling, Metrics
 from skyoap.model.stream import StreamData
 from skyoap.model.topics import Position
+from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.worker import Worker
 from skyoap.storage.api import I, InsertOutcome, M, MetricsWrite, PutOutcome, StorageUnavailable, Stored
 
@@ -28,6 +29,24 @@ class Collect(Worker[T], Generic[T]):
     def accept(self, item: T) -> None:
         with self.lock:
             self.items.append(item)
+
+
+class FillsTheBudget(Collect[T]):
+    """A next worker that fills ``budget`` once it holds ``fill_at`` items:
+    no call finds room after that until ``make_room``."""
+
+    def __init__(self, budget: MemoryBudget, fill_at: int, worker_id: int = 0) -> None:
+        super().__init__(worker_id)
+        self._budget = budget
+        self._fill_at = fill_at
+
+    def accept(self, item: T) -> None:
+        super().accept(item)
+        if len(self.items) == self._fill_at:
+            self._budget.add(self._budget.limit_bytes)
+
+    def make_room(self) -> None:
+        self._budget.add(-self._budget.limit_bytes)
 
 
 class MemoryInventoryDAO:

@@ -11,7 +11,7 @@ from skyoap.model.metrics import ServiceMetrics
 from skyoap.model.records import LogRecord
 from skyoap.model.stream import Text
 from skyoap.receiver.skywalking import Sinks
-from skyoap.runtime.budget import ITEM_OVERHEAD_BYTES, MemoryBudget, Overloaded, memory_size
+from skyoap.runtime.budget import ITEM_OVERHEAD_BYTES, HeldBytes, MemoryBudget, Overloaded, memory_size
 from skyoap.runtime.buffer import BufferQueue, BufferStrategy
 from skyoap.runtime.instruments import Instruments
 from tests.unit.fakes import Collect
@@ -25,38 +25,52 @@ def log_line(n: int, body: str = "x" * 100) -> LogRecord:
 
 
 def test_an_admitted_queue_takes_every_item_and_counts_its_bytes() -> None:
-    queue: BufferQueue[LogRecord] = BufferQueue("q", 2, 1, BufferStrategy.ADMITTED, Instruments())
+    budget = MemoryBudget(10**6, Instruments())
+    worker = HeldBytes()
+    budget.hold(worker)
+    queue: BufferQueue[LogRecord] = BufferQueue(
+        "q", 2, 1, BufferStrategy.ADMITTED, Instruments(), part_of=worker
+    )
     lines = [log_line(n) for n in range(5)]
     assert queue.produce_many(lines) == 5  # far past its 2 x 1 items: room was admitted upstream
-    assert queue.bytes() == memory_size(lines)
+    assert queue.produce(lines[0])  # into the other channel
+    assert (queue.held.value, worker.value, budget.held()) == (memory_size(lines + lines[:1]),) * 3
     assert memory_size(lines[:1]) == lines[0].size_hint() + ITEM_OVERHEAD_BYTES
     assert queue.drain(0, 3) == lines[:3]
-    assert queue.bytes() == memory_size(lines[3:])
-    assert BufferQueue("b", 1, 1, BufferStrategy.BLOCKING, Instruments()).bytes() == 0
+    assert (queue.held.value, budget.held()) == (memory_size(lines[3:] + lines[:1]),) * 2
+    assert queue.drain(1, 10) == lines[:1]  # a channel emptied counts nothing
+    assert queue.drain(0, 10) == lines[3:]
+    assert (queue.held.value, budget.held()) == (0, 0)
+    blocking: BufferQueue[LogRecord] = BufferQueue("b", 1, 1, BufferStrategy.BLOCKING, Instruments())
+    blocking.produce(lines[0])
+    assert blocking.held.value == 0
 
 
 def test_a_call_is_taken_whole_or_refused_whole() -> None:
     instruments = Instruments()
     lines = [log_line(n) for n in range(10)]
     budget = MemoryBudget(memory_size(lines) * 2, instruments)
-    held = [0]
-    budget.hold(lambda: held[0])
+    held = HeldBytes()
+    budget.hold(held)
     sink: Collect[LogRecord] = Collect()
     sinks = Sinks(lambda m: sink, lambda m: sink, budget, wait_s=0.05)  # type: ignore[arg-type, return-value]
 
     sinks.take(lines, ())
     assert len(sink.items) == 10
-    held[0] = memory_size(lines) + 1  # what was taken is still held: one more call does not fit
+    held.set(memory_size(lines) + 1)  # what was taken is still held: one more call does not fit
     with pytest.raises(Overloaded, match=r"the node holds \d+ bytes of telemetry, and \d+ more"):
         sinks.take(lines, ())
     assert len(sink.items) == 10  # nothing of the refused call was handed on
     assert instruments.value("skyoap_memory_shed_total") == 1
-    assert instruments.value("skyoap_memory_held_bytes") == held[0]
+    assert instruments.value("skyoap_memory_held_bytes") == held.value
 
-    # A call waiting for room is taken as soon as the room is there.
-    threading.Timer(0.1, lambda: held.__setitem__(0, 0)).start()
-    Sinks(sinks.metrics, sinks.records, budget, wait_s=5.0).take(lines, ())
+    # A call waiting for room is taken as soon as the room is there: woken
+    # when it comes, never later than the wait allows.
+    threading.Timer(0.1, lambda: held.set(0)).start()
+    Sinks(sinks.metrics, sinks.records, budget, wait_s=600.0).take(lines, ())
     assert len(sink.items) == 20
+    assert instruments.value("skyoap_memory_waited_total") == 2
+    assert budget.held() == 0  # the admission's count ended with it
 
 
 def test_a_call_larger_than_the_whole_budget_is_refused_at_once() -> None:
@@ -71,8 +85,9 @@ def test_a_call_larger_than_the_whole_budget_is_refused_at_once() -> None:
 def test_what_calls_hold_is_counted_until_each_ends_and_compared_with_what_is_left() -> None:
     instruments = Instruments()
     budget = MemoryBudget(1000, instruments)
-    queued = [300]
-    budget.hold(lambda: queued[0])
+    queued = HeldBytes()
+    queued.add(300)
+    budget.hold(queued)
     budget.reserve(10_000, wait_s=0)  # outside a call: nothing to count
     assert budget.held() == 300
     first_done, second_tried = threading.Event(), threading.Event()
@@ -122,20 +137,21 @@ def test_a_stream_that_hands_each_message_over_frees_its_reservation_each_time()
 
 def test_a_second_wait_of_a_call_ends_when_its_first_would_have() -> None:
     budget = MemoryBudget(1000, Instruments())
-    queued = [900]
-    budget.hold(lambda: queued[0])
+    queued = HeldBytes()
+    queued.set(900)
+    budget.hold(queued)
     with budget.call():
         with pytest.raises(Overloaded):
             budget.reserve(200, wait_s=0.05)  # its wait ends
-        queued[0] = 0
+        queued.set(0)
         budget.reserve(200, wait_s=60.0)  # room: no wait
-        queued[0] = 900
-        threading.Timer(0.3, lambda: queued.__setitem__(0, 0)).start()
+        queued.set(900)
+        threading.Timer(0.3, lambda: queued.set(0)).start()
         # The call waited its wait already: refused before the room comes.
         with pytest.raises(Overloaded), budget.admission(200, wait_s=60.0):
             pass
     with budget.call():
-        queued[0] = 900
-        threading.Timer(0.3, lambda: queued.__setitem__(0, 0)).start()
+        queued.set(900)
+        threading.Timer(0.3, lambda: queued.set(0)).start()
         with budget.admission(200, wait_s=60.0):  # another call waits its own wait
             pass

@@ -105,7 +105,7 @@ def test_every_wait_of_a_call_ends_by_the_call_deadline() -> None:
     RESOURCE_EXHAUSTED. Without the call's deadline it would wait an hour."""
     instruments = Instruments()
     budget = MemoryBudget(1000, instruments)
-    budget.hold(lambda: 1000)  # full
+    budget.add(1000)  # full
     queue: BufferQueue[int] = BufferQueue("q", 1, 1, BufferStrategy.BLOCKING, instruments, max_wait_s=3600)
     queue.produce(0)  # full
     reached: list[str] = []

@@ -3,7 +3,6 @@ RemoteService hands items to the worker they name and refuses bad messages."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -36,7 +35,7 @@ from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.retry import RetryPolicy
 from skyoap.runtime.worker import Workers
 from skyoap.wiring.config import LimitsConfig
-from tests.unit.fakes import Collect
+from tests.unit.fakes import Collect, FillsTheBudget
 
 L2 = worker_id(ServiceInventory, Stage.L2)
 LIMITS = LimitsConfig().items()
@@ -167,12 +166,10 @@ def test_a_stream_refused_halfway_is_sent_again_and_every_item_is_taken_once() -
     second (RESOURCE_EXHAUSTED): the client sends the stream's batches again
     until there is room, and the target drops the one it took."""
     workers = Workers()
-    collect = Collect[StreamData](L2)
-    workers.register(collect)
     server_instruments = Instruments()
     budget = MemoryBudget(10**9, server_instruments)
-    room = threading.Event()
-    budget.hold(lambda: 0 if room.is_set() or len(collect.items) < 500 else 10**9)
+    collect = FillsTheBudget[StreamData](budget, fill_at=500, worker_id=L2)
+    workers.register(collect)
     server = GrpcServer("127.0.0.1", 0, max_message_bytes=1 << 22)
     server.add(
         remote_pb2.DESCRIPTOR.services_by_name["RemoteService"],
@@ -192,7 +189,7 @@ def test_a_stream_refused_halfway_is_sent_again_and_every_item_is_taken_once() -
         client.start()
         wait_for(lambda: instruments.value("skyoap_remote_resent_total", target=address) > 0)
         assert len(collect.items) == 500
-        room.set()
+        collect.make_room()
         wait_for(lambda: len(collect.items) == 1500)
         client.close(5)
         assert collect.items == items
@@ -302,21 +299,6 @@ def serve(service: RemoteService, port: int = 0) -> GrpcServer:
     return server
 
 
-class Room:
-    """A memory budget with no room until ``room`` is set; ``asking`` holds
-    the threads that waited for room."""
-
-    def __init__(self, instruments: Instruments) -> None:
-        self.budget = MemoryBudget(10**9, instruments)
-        self.room = threading.Event()
-        self.asking: set[int] = set()
-        self.budget.hold(self._held)
-
-    def _held(self) -> int:
-        self.asking.add(threading.get_ident())
-        return 0 if self.room.is_set() else 10**9
-
-
 def overlapping_streams(
     wait_s: float, until: Callable[[Instruments], bool]
 ) -> tuple[list[remote_pb2.RemoteAck | grpc.StatusCode], list[StreamData], Instruments]:
@@ -327,9 +309,10 @@ def overlapping_streams(
     collect = Collect[StreamData](L2)
     workers.register(collect)
     instruments = Instruments()
-    budget = Room(instruments)
+    budget = MemoryBudget(10**9, instruments)
+    budget.add(10**9)  # no room
     service = RemoteService(
-        workers, StreamTypes(INVENTORY_TYPES), instruments, budget.budget, wait_s=wait_s, limits=LIMITS
+        workers, StreamTypes(INVENTORY_TYPES), instruments, budget, wait_s=wait_s, limits=LIMITS
     )
     server = serve(service)
     batch = encode_batch([(L2, ServiceInventory(name="a"))], sender_id="receiver-1", sequence=1)
@@ -338,17 +321,17 @@ def overlapping_streams(
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             call = channel.stream_unary(CALL_BATCHED, response_deserializer=remote_pb2.RemoteAck.FromString)
             first = call.future(iter([batch.SerializeToString()]), timeout=30)
-            wait_for(lambda: len(budget.asking) == 1)
+            wait_for(lambda: instruments.value("skyoap_memory_waited_total") == 1)
             second = call.future(iter([batch.SerializeToString()]), timeout=30)
             # The second copy waits for the first (fixed) or for room itself.
             wait_for(
                 lambda: (
                     instruments.value("skyoap_remote_service_overlapping_batches_total") == 1
-                    or len(budget.asking) == 2
+                    or instruments.value("skyoap_memory_waited_total") == 2
                 )
             )
             wait_for(lambda: until(instruments))
-            budget.room.set()
+            budget.add(-(10**9))
             for future in (first, second):
                 try:
                     answers.append(future.result())
@@ -393,15 +376,13 @@ def test_a_client_whose_target_restarted_sends_the_new_run_only_what_the_old_one
     sent goes to the second run."""
     port = free_port()
     address = f"127.0.0.1:{port}"
-    runs = []
-    for name in ("run-1", "run-2"):
-        workers = Workers()
-        collect = Collect[StreamData](L2)
-        workers.register(collect)
-        runs.append((name, workers, collect, Instruments()))
-    (_, workers1, first, instruments1), (_, workers2, second, instruments2) = runs
+    instruments1 = Instruments()
     budget = MemoryBudget(10**9, instruments1)
-    budget.hold(lambda: 0 if len(first.items) < 500 else 10**9)
+    first = FillsTheBudget[StreamData](budget, fill_at=500, worker_id=L2)  # never makes room
+    second = Collect[StreamData](L2)
+    workers1, workers2, instruments2 = Workers(), Workers(), Instruments()
+    workers1.register(first)
+    workers2.register(second)
     types = StreamTypes(INVENTORY_TYPES)
     server = serve(
         RemoteService(workers1, types, instruments1, budget, 0.05, limits=LIMITS, incarnation="run-1"), port

@@ -306,12 +306,12 @@ def test_spilled_records_are_held_until_stored_and_each_bulk_counted_once(tmp_pa
     second.apply_spilled()
     assert sorted(dao.rows) == ["s0", "s1"]
     assert instruments.value("skyoap_spill_applied_total", worker="segment_records") == 2
-    assert second.held_bytes() == memory_size(segment_records(5)[2:])
+    assert second.held.value == memory_size(segment_records(5)[2:])
     dao.down, dao.bulks = False, 10
     second.apply_spilled()
     assert sorted(dao.rows) == [f"s{i}" for i in range(5)]
     assert instruments.value("skyoap_spill_applied_total", worker="segment_records") == 5
-    assert (second.held_bytes(), spills(tmp_path)) == (0, [])
+    assert (second.held.value, spills(tmp_path)) == (0, [])
 
 
 def test_spilled_metrics_count_as_held_until_stored(tmp_path: Path) -> None:
@@ -322,10 +322,10 @@ def test_spilled_metrics_count_as_held_until_stored(tmp_path: Path) -> None:
     close(first)
     second = worker(dao, tmp_path)
     second.persist()  # takes the spill; storage does not take it yet
-    assert second.held_bytes() == 3 * memory_size([delta(202611211905, "shop", 10)])  # a row a level
+    assert second.held.value == 3 * memory_size([delta(202611211905, "shop", 10)])  # a row a level
     dao.down = set()
     second.persist()
-    assert (second.held_bytes(), spills(tmp_path)) == (0, [])
+    assert (second.held.value, spills(tmp_path)) == (0, [])
 
 
 def test_records_a_write_still_under_way_fails_after_the_spill_are_counted_as_dropped(tmp_path: Path) -> None:
