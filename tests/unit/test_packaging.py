@@ -1,5 +1,5 @@
 """What installing skyoap puts into site-packages: the ``skyoap`` package
-alone, and no Spark unless asked for (the ``spark`` extra)."""
+alone with its data files, and no Spark unless asked for (the ``spark`` extra)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from skyoap.deploy.cli import SPARK_EXTRA, main
+from skyoap.query.schema import sdl_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,13 +37,15 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
     (info,) = tops - {"skyoap"}
     assert tops == {"skyoap", info} and info.endswith(".dist-info")
     assert {"skyoap/proto/skywalking/tracing.proto", "skyoap/proto/register_pb2.pyi"} <= set(wheel.namelist())
+    # The query protocol's schema is read from these at run time.
+    assert {f"skyoap/query/sdl/{f.name}" for f in sdl_files()} <= set(wheel.namelist())
 
     metadata = email.message_from_bytes(wheel.read(f"{info}/METADATA"))
     requires = metadata.get_all("Requires-Dist") or []
     core = sorted(r.split("<")[0].split(">")[0] for r in requires if "extra ==" not in r)
     assert core == [
-        "cryptography", "elasticsearch[orjson]", "grpcio", "grpcio-health-checking", "grpcio-reflection",
-        "prometheus-client", "protobuf", "redis",
+        "cryptography", "elasticsearch[orjson]", "graphql-core", "grpcio", "grpcio-health-checking",
+        "grpcio-reflection", "prometheus-client", "protobuf", "redis",
     ]  # fmt: skip
     spark = sorted(r.split(";")[0].split("<")[0].split(">")[0] for r in requires if 'extra == "spark"' in r)
     assert spark == ["pandas", "pyarrow", "pyspark[sql]"]

@@ -1,0 +1,2 @@
+"""The query layer: answers SkyWalking's query protocol (GraphQL) from what
+storage holds."""
