@@ -1,6 +1,8 @@
 """TLS on the node's ports. The agent port serves a certificate it reads again
 whenever its files change on disk (``ServerTls``: gRPC asks for it at each new
-connection), so a renewed certificate is served without a restart. Between
+connection), so a renewed certificate is served without a restart; the query
+endpoint's HTTPS does the same (``HttpsTls``: Python's ``ssl`` asks at each
+handshake). Both read their files through ``CertificateFiles``. Between
 nodes, both ends present a certificate of the cluster's CA (``ServerTls`` with
 a client CA, ``ClientTls``), and a client checks that the node it reaches
 presents the identity that node registered under (``identity_of``)."""
@@ -9,8 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 from cryptography import x509
@@ -18,6 +23,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -91,19 +98,53 @@ def _stamp(*paths: str) -> tuple[tuple[int, int, int], ...]:
     return tuple(stamps)
 
 
+class CertificateFiles:
+    """A certificate and its key on disk, read at once (a node with unreadable
+    or mismatched files does not start) and again once either file changed.
+    A pair that does not load, such as one caught halfway through being
+    replaced, is logged and the last good one stays in use."""
+
+    def __init__(self, cert_path: str, key_path: str) -> None:
+        self.paths = (cert_path, key_path)
+        self._lock = threading.Lock()
+        self._stamp = _stamp(*self.paths)
+        self.pair = KeyPair.read(cert_path, key_path)
+
+    def renewed(self, load: Callable[[KeyPair], T]) -> T | None:
+        """``load(pair)`` of the new pair if the files changed since they were
+        last read and hold a good pair; None otherwise. Cheap when nothing
+        changed (two ``stat`` calls), so it can be asked at every connection.
+        A ``load`` that raises ValueError keeps the last good pair too."""
+        stamp = _stamp(*self.paths)
+        with self._lock:
+            if stamp == self._stamp:
+                return None
+            self._stamp = stamp
+            try:
+                pair = KeyPair.read(*self.paths)
+                if pair == self.pair:
+                    return None
+                loaded = load(pair)
+            except ValueError as e:
+                log.warning("keeping the certificate in use: %s", e)
+                return None
+            self.pair = pair
+        log.info("serving the new certificate of %s (%s)", self.paths[0], pair.identity)
+        return loaded
+
+
 class ServerTls:
-    """A server's certificate, read at once (a node with unreadable or
-    mismatched files does not start) and again at the first connection after
-    either file changed. A pair that does not load, such as one caught halfway
-    through being replaced, is logged and the last good one stays in use.
-    With ``client_ca``, every client must present a certificate it signed."""
+    """A gRPC server's certificate (``CertificateFiles``), which gRPC asks
+    for again at each new connection. With ``client_ca``, every client must
+    present a certificate it signed."""
 
     def __init__(self, cert_path: str, key_path: str, client_ca: str = "") -> None:
-        self._paths = (cert_path, key_path)
         self._client_ca = _read(client_ca, "CA certificate") if client_ca else None
-        self._lock = threading.Lock()
-        self._stamp = _stamp(*self._paths)
-        self.pair = KeyPair.read(cert_path, key_path)
+        self._files = CertificateFiles(cert_path, key_path)
+
+    @property
+    def pair(self) -> KeyPair:
+        return self._files.pair
 
     def credentials(self) -> grpc.ServerCredentials:
         return grpc.dynamic_ssl_server_credentials(
@@ -117,21 +158,52 @@ class ServerTls:
 
     def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
         """Called by gRPC at each new connection: the new pair if the files changed, else None."""
-        stamp = _stamp(*self._paths)
-        with self._lock:
-            if stamp == self._stamp:
-                return None
-            self._stamp = stamp
-            try:
-                pair = KeyPair.read(*self._paths)
-            except ValueError as e:
-                log.warning("keeping the certificate in use: %s", e)
-                return None
-            if pair == self.pair:
-                return None
-            self.pair = pair
-        log.info("serving the new certificate of %s (%s)", self._paths[0], pair.identity)
-        return self._configuration(pair)
+        return self._files.renewed(self._configuration)
+
+
+class HttpsTls:
+    """An HTTPS server's certificate (``CertificateFiles``): ``context`` is
+    what the server is given, and at each handshake the connection is moved
+    to a context of the current pair, read again if the files changed."""
+
+    def __init__(self, cert_path: str, key_path: str) -> None:
+        self._files = CertificateFiles(cert_path, key_path)
+        self.context = self._context_of(self._files.pair)
+        self._current = self.context
+        # Called at every handshake, with or without a server name (OpenSSL
+        # calls it for each ClientHello), before the certificate is chosen.
+        self.context.sni_callback = self._handshake
+
+    @property
+    def pair(self) -> KeyPair:
+        return self._files.pair
+
+    def _context_of(self, pair: KeyPair) -> ssl.SSLContext:
+        """A server context serving ``pair`` (ValueError if it does not load)."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        cert_path, key_path = self._files.paths
+        try:
+            # From the files (ssl loads no chain from memory); one replaced
+            # since it was read as ``pair`` is seen at the next handshake.
+            context.load_cert_chain(cert_path, key_path)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(
+                f"cannot load the certificate {cert_path} with its key {key_path}: {e}"
+            ) from None
+        return context
+
+    def _handshake(
+        self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: object
+    ) -> None:
+        try:
+            renewed = self._files.renewed(self._context_of)
+            if renewed is not None:
+                self._current = renewed
+            if self._current is not self.context:
+                connection.context = self._current
+        except Exception:
+            log.exception("keeping the certificate in use: the new one could not be served")
 
 
 class ClientTls:
