@@ -1,0 +1,224 @@
+"""Running queries: parse, validate (the schema's rules and a depth bound),
+execute with the bound resolvers, and the answer as JSON, on a bounded pool
+of threads, since resolvers read storage with blocking clients.
+
+At most ``threads`` queries run at once and ``max_waiting`` more wait for a
+thread; one past them is refused at once (``Busy``) rather than queued
+without end. A query must answer within ``deadline_s`` of its arrival,
+waiting included: its thread runs under that deadline
+(``runtime/deadline.py``), so storage reads made for it wait at most what is
+left, and a query whose deadline passes is answered with an error saying so,
+whatever it had found.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    ExecutionResult,
+    GraphQLError,
+    execute_sync,
+    parse,
+    specified_rules,
+    validate,
+)
+
+from skyoap.query.binder import Binder, QueryDeadlinePassed
+from skyoap.query.depth import max_depth_rule
+from skyoap.runtime import deadline
+from skyoap.runtime.ratelimit import RateLimitedLog
+
+log = logging.getLogger(__name__)
+_failures = RateLimitedLog(log)
+
+
+class Outcome(enum.Enum):
+    ANSWERED = "answered"
+    """Every field answered."""
+    FAILED = "failed"
+    """A field failed (its error beside what the others answered)."""
+    INVALID = "invalid"
+    """Not a query this node runs: a syntax error, an unknown field, a
+    variable of the wrong type, nesting past the depth bound."""
+    DEADLINE = "deadline"
+    """Not answered within the deadline."""
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """What a client posts: ``{query, variables, operationName}``."""
+
+    query: str
+    variables: dict[str, Any] | None = None
+    operation_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    outcome: Outcome
+    body: bytes
+    """``{"data": ..., "errors": [...]}`` as JSON (``errors`` only when there are some)."""
+
+
+class Busy(Exception):
+    """Every thread runs a query and as many wait as may: try again later."""
+
+
+def encode(result: ExecutionResult) -> bytes:
+    return json.dumps(result.formatted, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class Execution:
+    def __init__(
+        self,
+        binder: Binder,
+        context: object,
+        threads: int,
+        max_waiting: int,
+        deadline_s: float,
+        max_depth: int,
+    ) -> None:
+        """``context`` is handed to every resolver (``query/context.py``)."""
+        self._binder = binder
+        self._context = context
+        self.threads = threads
+        self.max_pending = threads + max_waiting
+        self.deadline_s = deadline_s
+        self._rules = (*specified_rules, max_depth_rule(max_depth))
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._pool: futures.ThreadPoolExecutor | None = None
+        self.late = Answer(
+            Outcome.DEADLINE,
+            encode(
+                ExecutionResult(
+                    None,
+                    [
+                        GraphQLError(
+                            f"the query did not finish within its deadline of {deadline_s:g} s "
+                            "(--query-deadline-s): ask for less at once (a shorter duration, fewer "
+                            "entities or fields), or try again when the node is less busy"
+                        )
+                    ],
+                )
+            ),
+        )
+        """The answer to a query whose deadline passed."""
+
+    @property
+    def pending(self) -> int:
+        """Queries running or waiting for a thread."""
+        with self._lock:
+            return self._pending
+
+    def start(self) -> None:
+        self._pool = futures.ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="query")
+
+    def submit(self, request: QueryRequest) -> futures.Future[Answer]:
+        """Runs ``request`` on a thread of the pool; raises ``Busy`` past the bound."""
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("the query endpoint is not running")
+        ends_at = time.monotonic() + self.deadline_s
+        with self._lock:
+            if self._pending >= self.max_pending:
+                raise Busy(
+                    f"the node runs {self.threads} queries at once and {self.max_pending - self.threads} "
+                    "more may wait, and all of them are taken (--query-threads, --query-max-waiting); "
+                    "try again shortly"
+                )
+            self._pending += 1
+        try:
+            future = pool.submit(self._run, request, ends_at)
+        except RuntimeError:  # closed meanwhile
+            self._leave()
+            raise
+        future.add_done_callback(lambda _: self._leave())
+        return future
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    def _run(self, request: QueryRequest, ends_at: float) -> Answer:
+        left = ends_at - time.monotonic()
+        if left <= 0:  # it waited out its deadline for a thread
+            return self.late
+        with deadline.call():
+            deadline.start(left)
+            try:
+                answer = self.run(request)
+            except Exception as e:  # a failure of the node's own, not of the query
+                log.exception("a query failed to run")
+                return _failed(f"the node failed to run the query: {e!r}")
+            if deadline.remaining(1.0) <= 0:
+                return self.late
+            return answer
+
+    def run(self, request: QueryRequest) -> Answer:
+        """Runs ``request`` in this thread (under the caller's deadline, if any)."""
+        schema = self._binder.schema
+        try:
+            document = parse(request.query)
+        except GraphQLError as e:
+            return Answer(Outcome.INVALID, encode(ExecutionResult(None, [e])))
+        except RecursionError:
+            return _invalid("the query nests too deeply to be read; ask for fewer levels at once")
+        try:
+            errors = validate(schema, document, self._rules)
+        except RecursionError:
+            return _invalid("the query nests too deeply to be checked; ask for fewer levels at once")
+        if errors:
+            return Answer(Outcome.INVALID, encode(ExecutionResult(None, errors)))
+        result = execute_sync(
+            schema,
+            document,
+            context_value=self._context,
+            variable_values=request.variables,
+            operation_name=request.operation_name,
+            field_resolver=self._binder.resolve,
+        )
+        return Answer(self._outcome(result), encode(result))
+
+    @staticmethod
+    def _outcome(result: ExecutionResult) -> Outcome:
+        if not result.errors:
+            return Outcome.ANSWERED
+        # Errors of the request as a whole (its variables, which operation to
+        # run) have no path; a field's error has the field's.
+        if all(e.path is None for e in result.errors):
+            return Outcome.INVALID
+        for e in result.errors:
+            cause = e.original_error
+            if cause is not None and not isinstance(cause, QueryDeadlinePassed):
+                _failures.warning(type(cause).__name__, "a query's field %s failed: %r", e.path, cause)
+        return Outcome.FAILED
+
+    def close(self, timeout_s: float) -> None:
+        """Drops the queries still waiting for a thread and lets those running
+        end within ``timeout_s`` (each stops by its deadline); idempotent."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        pool.shutdown(wait=False, cancel_futures=True)
+        joiner = threading.Thread(target=pool.shutdown, name="query-shutdown", daemon=True)
+        joiner.start()
+        joiner.join(timeout_s)
+        if joiner.is_alive():
+            log.warning("queries still running %g s after the query endpoint closed", timeout_s)
+
+
+def _invalid(message: str) -> Answer:
+    return Answer(Outcome.INVALID, encode(ExecutionResult(None, [GraphQLError(message)])))
+
+
+def _failed(message: str) -> Answer:
+    return Answer(Outcome.FAILED, encode(ExecutionResult(None, [GraphQLError(message)])))

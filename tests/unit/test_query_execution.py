@@ -1,0 +1,198 @@
+"""Running queries: the depth bound, the shape of every error a client can
+cause, the deadline, and the bound on queries running or waiting."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import graphql
+import pytest
+
+from skyoap.query.binder import Binder
+from skyoap.query.depth import max_depth_rule
+from skyoap.query.execution import Busy, Execution, Outcome, QueryRequest
+from skyoap.query.resolvers import resolvers
+from skyoap.query.schema import load_schema
+from skyoap.runtime import deadline
+
+
+def depth_errors(query: str, limit: int) -> list[str]:
+    document = graphql.parse(query)
+    return [e.message for e in graphql.validate(load_schema(), document, [max_depth_rule(limit)])]
+
+
+def too_deep(limit: int) -> str:
+    return (
+        f"the query nests its fields more than {limit} levels deep, more than this node answers "
+        f"(--query-max-depth {limit}); ask for fewer levels at once"
+    )
+
+
+def nested(levels: int) -> str:
+    """``getMenuItems { subItems { ... { title } } }``: ``levels`` levels of fields."""
+    return "{ getMenuItems " + "{ subItems " * (levels - 2) + "{ title }" + " }" * (levels - 2) + " }"
+
+
+def test_a_query_as_deep_as_the_bound_runs_and_one_level_more_is_refused() -> None:
+    assert depth_errors(nested(5), 5) == []
+    assert depth_errors(nested(6), 5) == [too_deep(5)]
+    assert depth_errors("{ version }", 1) == []
+
+
+def test_fragments_count_where_they_are_spread() -> None:
+    fragments = """
+        query { getMenuItems { ...Items } }
+        fragment Items on MenuItem { subItems { ... on MenuItem { subItems { ...Title } } } }
+        fragment Title on MenuItem { title }
+    """
+    assert depth_errors(fragments, 4) == []
+    assert depth_errors(fragments, 3) == [too_deep(3)]
+
+
+def test_the_standard_introspection_query_fits_the_default_bound() -> None:
+    introspection = graphql.get_introspection_query()
+    assert depth_errors(introspection, 15) == []
+    assert depth_errors(introspection, 14) == [too_deep(14)]
+
+
+def test_fragments_spread_in_a_cycle_or_many_times_over_are_walked_once() -> None:
+    cycle = "{ getMenuItems { ...A } } fragment A on MenuItem { subItems { ...A } }"
+    assert depth_errors(cycle, 15) == []  # the cycle itself is refused by graphql's own rule
+    # Each fragment spreads the next twice: walked naively, 2^40 spreads.
+    chain = "".join(f"fragment F{i} on MenuItem {{ ...F{i + 1} ...F{i + 1} }} " for i in range(40))
+    fan_out = "{ getMenuItems { ...F0 } } " + chain + "fragment F40 on MenuItem { title }"
+    assert depth_errors(fan_out, 2) == []
+    assert depth_errors(fan_out, 1) == [too_deep(1)]
+
+
+def execution(binder: Binder | None = None, **options: Any) -> Execution:
+    settings = {"threads": 2, "max_waiting": 0, "deadline_s": 30.0, "max_depth": 5, **options}
+    return Execution(binder or resolvers(), None, **settings)
+
+
+def answer_of(
+    query: str, variables: dict[str, Any] | None = None, name: str | None = None
+) -> tuple[Outcome, Any]:
+    answer = execution().run(QueryRequest(query, variables, name))
+    return answer.outcome, json.loads(answer.body)
+
+
+def error(message: str, *locations: tuple[int, int]) -> dict[str, Any]:
+    found: dict[str, Any] = {"message": message}
+    if locations:
+        found["locations"] = [{"line": line, "column": column} for line, column in locations]
+    return {"data": None, "errors": [found]}
+
+
+INSTANCES = 'query ($d: Duration!) { listInstances(duration: $d, serviceId: "s") { id } }'
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "name", "expected"),
+    [
+        ("{ version", None, None, error("Syntax Error: Expected Name, found <EOF>.", (1, 10))),
+        ("{ versions }", None, None,
+         error("Cannot query field 'versions' on type 'Query'. Did you mean 'version'?", (1, 3))),
+        ("{ listServices }", None, None,
+         error("Field 'listServices' of type '[Service!]!' must have a selection of subfields. "
+               "Did you mean 'listServices { ... }'?", (1, 3))),
+        (INSTANCES, {"d": {"start": "2026-01-01 0000", "end": "2026-01-01 0030", "step": "WEEK"}}, None,
+         error("Variable '$d' has invalid value at .step: Value 'WEEK' does not exist in 'Step' enum.",
+               (1, 8))),
+        (INSTANCES, None, None,
+         error("Variable '$d' has invalid value: Expected a value of non-null type 'Duration!' "
+               "to be provided.", (1, 8))),
+        ("query a { version } query b { version }", None, None,
+         error("Must provide operation name if query contains multiple operations.")),
+        ("query a { version }", None, "c", error("Unknown operation named 'c'.")),
+        (nested(6), None, None, error(too_deep(5), (1, 1))),
+    ],
+)  # fmt: skip
+def test_a_query_this_node_cannot_run_is_answered_with_what_was_wrong(
+    query: str, variables: dict[str, Any] | None, name: str | None, expected: dict[str, Any]
+) -> None:
+    assert answer_of(query, variables, name) == (Outcome.INVALID, expected)
+
+
+def test_a_failing_field_is_answered_beside_the_others_with_its_path() -> None:
+    def fail(context: object) -> list[str]:
+        raise RuntimeError("the layers could not be read")
+
+    binder = Binder(load_schema()).query("listLayers", fail)
+    answer = execution(binder).run(QueryRequest("{ listLayers hasQueryTracesV2Support }"))
+    assert answer.outcome is Outcome.FAILED
+    assert json.loads(answer.body) == {
+        "data": None,  # listLayers is non-null: its error nulls the whole answer
+        "errors": [{"message": "the layers could not be read", "locations": [{"line": 1, "column": 3}],
+                    "path": ["listLayers"]}],
+    }  # fmt: skip
+
+
+class Gate:
+    """A resolver that waits: for ``open`` (or, with ``until_deadline``, for
+    the query's deadline to pass), counting who is inside."""
+
+    def __init__(self, until_deadline: bool = False) -> None:
+        self.open = threading.Event()
+        self.inside = threading.Semaphore(0)
+        self._until_deadline = until_deadline
+
+    def __call__(self, context: object) -> str:
+        self.inside.release()
+        if self._until_deadline:
+            while deadline.remaining(60.0) > 0:
+                time.sleep(0.01)
+        else:
+            self.open.wait(60)
+        return "through"
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    gate = Gate()
+    yield gate
+    gate.open.set()
+
+
+def test_a_query_past_its_deadline_answers_so_and_the_next_is_answered(gate: Gate) -> None:
+    slow = Gate(until_deadline=True)
+    binder = Binder(load_schema()).query("version", slow).query("listLayers", lambda context: ["GENERAL"])
+    runs = execution(binder, deadline_s=0.2)
+    runs.start()
+    try:
+        late = runs.submit(QueryRequest("{ version }")).result(60)
+        assert late is runs.late and late.outcome is Outcome.DEADLINE
+        assert json.loads(late.body)["errors"][0]["message"].startswith(
+            "the query did not finish within its deadline of 0.2 s (--query-deadline-s)"
+        )
+        answer = runs.submit(QueryRequest("{ listLayers }")).result(60)
+        assert json.loads(answer.body) == {"data": {"listLayers": ["GENERAL"]}}
+    finally:
+        runs.close(5)
+
+
+def test_past_the_threads_and_the_waiting_room_a_query_is_refused_at_once(gate: Gate) -> None:
+    binder = Binder(load_schema()).query("version", gate)
+    runs = execution(binder, threads=1, max_waiting=1)
+    runs.start()
+    try:
+        running = runs.submit(QueryRequest("{ version }"))
+        assert gate.inside.acquire(timeout=60)
+        waiting = runs.submit(QueryRequest("{ checkHealth { score } }"))
+        with pytest.raises(Busy) as refused:
+            runs.submit(QueryRequest("{ checkHealth { score } }"))
+        assert str(refused.value) == (
+            "the node runs 1 queries at once and 1 more may wait, and all of them are taken "
+            "(--query-threads, --query-max-waiting); try again shortly"
+        )
+        assert runs.pending == 2
+        gate.open.set()
+        assert json.loads(running.result(60).body) == {"data": {"version": "through"}}
+        assert json.loads(waiting.result(60).body) == {"data": {"checkHealth": {"score": 0}}}
+        assert runs.pending == 0
+    finally:
+        runs.close(5)
