@@ -239,6 +239,8 @@ def main() -> None:
                         "127.0.0.1",
                         "--port",
                         "0",
+                        "--query-port",
+                        "-1",
                         *UNBOUNDED,
                         *options,
                     ],

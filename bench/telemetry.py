@@ -255,7 +255,7 @@ def start_node(
     node, addresses = spawn(
         [
             sys.executable, "-m", "skyoap.deploy.cli", "node", "--log-level", "WARNING",
-            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
+            "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--query-port", "-1",
             "--storage", "elasticsearch", "--es-hosts", es_url,
             "--redis-url", redis_url, "--es-index-prefix", prefix, "--redis-key-prefix", prefix,
             "--metrics-persist-interval-s", str(persist_interval_s), "--publish-topics", publish,

@@ -54,6 +54,7 @@ def node_config(request: pytest.FixtureRequest, tmp_path) -> Iterator[NodeConfig
         host="127.0.0.1",
         port=0,
         internal_port=0,
+        query_port=0,
         housekeeping_interval_s=0.5,
         remote_refresh_interval_s=0.5,
     )

@@ -37,7 +37,10 @@ def _node(args: argparse.Namespace) -> int:
     # One line on stdout that scripts can wait for (the ports are real even when 0 was asked for).
     admin = f"{config.server.advertised_host}:{node.admin_port}" if node.admin_port else "-"
     internal = node.internal_address or "-"
-    print(f"skyoap node listening on {node.address} admin {admin} internal {internal}", flush=True)
+    query = node.query_url or "-"
+    print(
+        f"skyoap node listening on {node.address} admin {admin} internal {internal} query {query}", flush=True
+    )
     try:
         stop.wait()
     finally:
@@ -200,7 +203,10 @@ def _utc(seconds: float) -> str:
 
 
 def _say_started(node: NodeProcess) -> None:
-    print(f"started {node.name} (pid {node.pid}, admin http://{node.admin}/metrics, log {node.log})")
+    print(
+        f"started {node.name} (pid {node.pid}, admin http://{node.admin}/metrics, queries {node.query}, "
+        f"log {node.log})"
+    )
 
 
 def _cluster_up(args: argparse.Namespace) -> int:

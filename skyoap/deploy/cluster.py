@@ -26,7 +26,7 @@ from skyoap.deploy.options import split_secrets
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer, ServerError
 
 ROOT = Path(__file__).resolve().parents[1]
-_LISTENING = re.compile(r"skyoap node listening on (\S+) admin (\S+) internal (\S+)")
+_LISTENING = re.compile(r"skyoap node listening on (\S+) admin (\S+) internal (\S+) query (\S+)")
 
 
 @dataclass
@@ -38,6 +38,8 @@ class NodeProcess:
     log: str
     internal: str = "-"
     """``host:port`` of its RemoteService (aggregators and mixed nodes)."""
+    query: str = "-"
+    """The URL of its query endpoint (SkyWalking's query protocol)."""
 
     @property
     def name(self) -> str:
@@ -219,6 +221,7 @@ class LocalCluster:
             sys.executable, "-m", "skyoap.deploy.cli", "node",
             "--role", role, "--cluster", "redis", "--storage", "elasticsearch",
             "--host", "127.0.0.1", "--port", "0", "--internal-port", "0", "--admin-port", "0",
+            "--query-port", "0",
             "--es-index-prefix", self.state.prefix, "--redis-key-prefix", self.state.prefix,
             # In the cluster's own directory, shared by its nodes (a spill is taken by one at a time).
             "--spill-dir", str(self.workdir.resolve() / "spill"),
@@ -248,7 +251,9 @@ class LocalCluster:
                 tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
                 raise ServerError(f"the {role} node did not start:\n{tail}")
             time.sleep(0.05)
-        node = NodeProcess(role, proc.pid, match.group(1), match.group(2), str(log_path), match.group(3))
+        node = NodeProcess(
+            role, proc.pid, match.group(1), match.group(2), str(log_path), match.group(3), match.group(4)
+        )
         self.state.nodes.append(node)
         self.save()
         return node

@@ -17,6 +17,7 @@ from skyoap.agent import Agent
 from skyoap.agent.traces import chain_trace, report
 from skyoap.deploy.inventory_table import print_inventory
 from skyoap.deploy.query import print_query
+from skyoap.query.config import QueryConfig
 from skyoap.runtime import clock
 from skyoap.storage.config import StorageConfig
 from skyoap.storage.select import open_storage
@@ -37,7 +38,12 @@ def run_demo(
         if config.storage.embedded_path == StorageConfig.embedded_path:
             config = config.with_options(embedded_path=str(Path(tmp) / "skyoap.db"))
         default_port = config.server.port == ServerConfig.port
-        config = config.with_options(host="127.0.0.1", port=0 if default_port else config.server.port)
+        default_query_port = config.query.port == QueryConfig.port
+        config = config.with_options(
+            host="127.0.0.1",
+            port=0 if default_port else config.server.port,
+            query_port=0 if default_query_port else config.query.port,
+        )
         with Node(config) as node:
             target = node.address
             agents = [
@@ -50,7 +56,11 @@ def run_demo(
                 for s in range(services)
                 for i in range(instances)
             ]
-            print(f"node listening on {target}; {len(agents)} agents registering", file=sys.stderr)
+            print(
+                f"node listening on {target} (queries at {node.query_url or 'none'}); "
+                f"{len(agents)} agents registering",
+                file=sys.stderr,
+            )
             started = time.monotonic()
 
             def bring_up(a: Agent) -> None:

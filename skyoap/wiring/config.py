@@ -1,8 +1,8 @@
-"""The configuration of a node, in sections (server, storage, cluster, buffers
-and workers, limits, topics), each a frozen dataclass that reaches only the
-components of its concern. Loaded once at start-up (see ``deploy/cli.py``:
-every field is a ``--option`` and a ``SKYOAP_`` variable) and passed down
-explicitly."""
+"""The configuration of a node, in sections (server, query endpoint, storage,
+cluster, buffers and workers, limits, topics, time to live, analysis), each a
+frozen dataclass that reaches only the components of its concern. Loaded once
+at start-up (see ``deploy/cli.py``: every field is a ``--option`` and a
+``SKYOAP_`` variable) and passed down explicitly."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 from skyoap.aggregator.housekeeping import Ttl
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
+from skyoap.query.config import QueryConfig
 from skyoap.remote.cluster import Role
 from skyoap.remote.selector import SelectorKind
 from skyoap.runtime.buffer import BufferStrategy
@@ -395,6 +396,7 @@ class AnalysisConfig:
 @dataclass(frozen=True)
 class NodeConfig:
     server: ServerConfig = section(ServerConfig, "server")
+    query: QueryConfig = section(QueryConfig, "query endpoint")
     storage: StorageConfig = section(StorageConfig, "storage")
     cluster: ClusterConfig = section(ClusterConfig, "cluster")
     workers: WorkersConfig = section(WorkersConfig, "buffers and workers")
@@ -435,8 +437,18 @@ class NodeConfig:
                 "--cluster-secret must differ from --auth-token: whoever holds the agent token must not be "
                 "able to hand L1 results to the internal port"
             )
-        for part in (self.server, self.cluster, self.limits, self.topics, self.ttl, self.analysis):
+        self._check_query_token()
+        parts = (self.server, self.query, self.cluster, self.limits, self.topics, self.ttl, self.analysis)
+        for part in parts:
             part.check()
+
+    def _check_query_token(self) -> None:
+        token = self.query.token
+        if token and token in (self.server.auth_token, self.cluster.cluster_secret):
+            raise ValueError(
+                "--query-token must differ from --auth-token and --cluster-secret: whoever holds what "
+                "agents or nodes send must not be able to read every query answer"
+            )
 
 
 def _check_metadata(option: str, value: str) -> None:

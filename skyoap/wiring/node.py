@@ -16,7 +16,7 @@ from skyoap.consumer.lag import LagCollector, lags
 from skyoap.edge.auth import AgentToken, ClusterSecret, RequiredMetadata, SendingClusterSecret
 from skyoap.edge.limits import CallLimits
 from skyoap.edge.server import GrpcServer
-from skyoap.edge.tls import ClientTls, ServerTls
+from skyoap.edge.tls import ClientTls, HttpsTls, ServerTls
 from skyoap.model.inventory import (
     INVENTORY_TYPES,
     EndpointInventory,
@@ -28,6 +28,11 @@ from skyoap.model.metrics import METRICS_TYPES
 from skyoap.model.records import RECORD_TYPES
 from skyoap.model.stream import StreamTypes
 from skyoap.model.topics import Retention, Topic
+from skyoap.query.auth import HttpAuth
+from skyoap.query.context import QueryContext
+from skyoap.query.execution import Execution
+from skyoap.query.resolvers import resolvers
+from skyoap.query.server import QueryServer
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
 from skyoap.receiver.otlp import add_otlp_services
@@ -62,8 +67,9 @@ log = logging.getLogger(__name__)
 
 class Node:
     """A node of one role. ``start`` builds and starts its components in order
-    (storage, admin, L2, the remote clients, L1, the agent services, the server,
-    the cluster), and ``close`` closes them in the reverse order."""
+    (storage, admin, L2, the remote clients, L1, the agent services, the query
+    endpoint, the server, the cluster), and ``close`` closes them in the
+    reverse order."""
 
     def __init__(self, config: NodeConfig) -> None:
         config.check()
@@ -76,6 +82,7 @@ class Node:
         """The RemoteService's own server (targets of a cluster only)."""
         self.workers = Workers()
         self._admin: AdminServer | None = None
+        self._query: QueryServer | None = None
         self._sender: RemoteSender | None = None
         self._lifecycle = Lifecycle()
         c = config.cluster
@@ -117,6 +124,23 @@ class Node:
         """The address the admin server is bound to."""
         return self._admin.host if self._admin else None
 
+    @property
+    def query_port(self) -> int | None:
+        """The port of the query endpoint (None when ``--query-port -1`` turns it off)."""
+        return self._query.port if self._query else None
+
+    @property
+    def query_host(self) -> str | None:
+        """The address the query endpoint is bound to."""
+        return self._query.host if self._query else None
+
+    @property
+    def query_url(self) -> str | None:
+        """Where the query endpoint answers, as clients reach it (``--advertised-host``)."""
+        if self._query is None:
+            return None
+        return f"{self._query.scheme}://{self.config.server.advertised_host}:{self._query.port}/graphql"
+
     def start(self) -> Node:
         """Builds and starts everything; on failure, closes what was started and
         releases the server's port."""
@@ -134,13 +158,14 @@ class Node:
             self._lifecycle.start(part)
         cfg = self.config
         log.info(
-            "node %s started: role=%s grpc=%s storage=%s cluster=%s%s",
+            "node %s started: role=%s grpc=%s storage=%s cluster=%s%s%s",
             self.name,
             cfg.cluster.role.value,
             self.address,
             cfg.storage.kind.value,
             cfg.cluster.kind.value,
             f" admin=http://{self._admin.host}:{self._admin.port}/metrics" if self._admin else "",
+            f" query={self._query.url}" if self._query else "",
         )
         return self
 
@@ -193,6 +218,8 @@ class Node:
         if role.takes_agents:
             inventory, metrics, records = chains
             yield from self._agent_services(cache, edge_reads, inventory, metrics, records)
+        if cfg.query.enabled:
+            yield self._query_server(storage)
         yield self.server
         if self.internal is not None:
             yield self.internal
@@ -204,6 +231,18 @@ class Node:
             yield OnClose(lambda: time.sleep(reroute_s))
         yield cluster  # only now: other nodes may route to us from here on
         yield OnClose(self.server.refuse)  # NOT_SERVING to health checks before anything else
+
+    def _query_server(self, storage: OpenStorage) -> QueryServer:
+        """SkyWalking's query protocol over what storage holds, on every role
+        (each reads the storage its cluster shares)."""
+        q = self.config.query
+        # What a query reads, it reads within the query's deadline.
+        context = QueryContext(storage.inventory_within(q.deadline_s), storage.metrics, storage.records)
+        execution = Execution(resolvers(), context, q.threads, q.max_waiting, q.deadline_s, q.max_depth)
+        tls = HttpsTls(q.tls_cert, q.tls_key) if q.tls_cert else None
+        auth = HttpAuth(q.username, q.password, q.token) if q.username or q.token else None
+        self._query = QueryServer(q.host, q.port, execution, self.instruments, q.max_body_bytes, tls, auth)
+        return self._query
 
     def _topics(self, storage: OpenStorage) -> Topics | None:
         if not self.config.topics.publish:

@@ -47,7 +47,7 @@ def node(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "skyoap.deploy.cli", "node", "--host", "127.0.0.1", "--port", "0",
-            "--admin-port", "0", "--embedded-path", str(tmp_path / "s.db"),
+            "--admin-port", "0", "--query-port", "0", "--embedded-path", str(tmp_path / "s.db"),
             "--memory-limit-mb", str(BUDGET_MB), "--max-concurrent-calls", str(CALLS),
             "--max-message-bytes", str(MESSAGE_MB << 20), "--call-deadline-s", "3",
         ],
@@ -55,7 +55,7 @@ def node(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
     )  # fmt: skip
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    match = re.fullmatch(r"skyoap node listening on (\S+) admin (\S+) internal -\n", line)
+    match = re.fullmatch(r"skyoap node listening on (\S+) admin (\S+) internal - query \S+\n", line)
     assert match, f"unexpected first line {line!r}"
     yield proc, match.group(1), match.group(2)
     proc.terminate()

@@ -56,6 +56,7 @@ def test_ten_thousand_raw_urls_leave_at_most_the_bound_of_endpoints_and_rules_gr
     config = NodeConfig().with_options(
         host="127.0.0.1",
         port=0,
+        query_port=0,
         embedded_path=str(tmp_path / "skyoap.db"),
         endpoint_groups=str(rules),
         max_endpoints_per_service=BOUND,

@@ -84,6 +84,8 @@ def start_node(tmp_path: Path, *args: str) -> NodeProcess:
             "0",
             "--admin-port",
             "0",
+            "--query-port",
+            "0",
             "--embedded-path",
             str(tmp_path / "s.db"),
             "--max-concurrent-calls",
@@ -96,7 +98,7 @@ def start_node(tmp_path: Path, *args: str) -> NodeProcess:
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    match = re.fullmatch(r"skyoap node listening on (\S+) admin (\S+) internal -\n", line)
+    match = re.fullmatch(r"skyoap node listening on (\S+) admin (\S+) internal - query \S+\n", line)
     assert match, f"unexpected first line {line!r}"
     return NodeProcess(proc, match.group(1), match.group(2))
 

@@ -28,6 +28,8 @@ def start_node(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
             "127.0.0.1",
             "--port",
             "0",
+            "--query-port",
+            "0",
             "--embedded-path",
             str(tmp_path / "s.db"),
             *args,
@@ -39,7 +41,7 @@ def start_node(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    match = re.fullmatch(r"skyoap node listening on (\S+) admin - internal -\n", line)
+    match = re.fullmatch(r"skyoap node listening on (\S+) admin - internal - query http://\S+\n", line)
     assert match, f"unexpected first line {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
     return proc, match.group(1)
 

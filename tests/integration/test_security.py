@@ -44,7 +44,7 @@ HEALTH = health_pb2.HealthCheckRequest()
 
 def embedded(tmp_path: Path, **options: object) -> NodeConfig:
     return NodeConfig().with_options(
-        host="127.0.0.1", port=0, embedded_path=str(tmp_path / "skyoap.db"), **options
+        host="127.0.0.1", port=0, query_port=0, embedded_path=str(tmp_path / "skyoap.db"), **options
     )
 
 
@@ -174,6 +174,7 @@ def cluster_config(es_server: ElasticsearchServer, redis_server: RedisServer) ->
         host="127.0.0.1",
         port=0,
         internal_port=0,
+        query_port=0,
         cluster=ClusterKind.REDIS,
         storage=StorageKind.ELASTICSEARCH,
         es_hosts=es_server.url,

@@ -59,7 +59,7 @@ class IdleStreams:
 
 def node_with(tmp_path: Path, **options: object) -> Node:
     config = NodeConfig().with_options(
-        host="127.0.0.1", port=0, embedded_path=str(tmp_path / "skyoap.db"), **options
+        host="127.0.0.1", port=0, query_port=0, embedded_path=str(tmp_path / "skyoap.db"), **options
     )
     return Node(config).start()
 

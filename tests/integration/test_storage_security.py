@@ -39,6 +39,7 @@ def config(secured_es: ElasticsearchServer, locked_redis: RedisServer) -> NodeCo
     return NodeConfig().with_options(
         host="127.0.0.1",
         port=0,
+        query_port=0,
         storage=StorageKind.ELASTICSEARCH,
         es_hosts=secured_es.url,
         es_username=secured_es.username,

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import socket
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,17 +16,22 @@ from skyoap.wiring.node import Node
 def test_a_closed_node_leaves_no_thread_behind(tmp_path: Path) -> None:
     before = {t.ident for t in threading.enumerate()}
     config = NodeConfig().with_options(
-        host="127.0.0.1", port=0, admin_port=0, embedded_path=str(tmp_path / "skyoap.db")
+        host="127.0.0.1", port=0, admin_port=0, query_port=0, embedded_path=str(tmp_path / "skyoap.db")
     )
     node = Node(config).start()
     try:
         ids = Agent(node.address, "orders", retry_interval_s=0.05).register(timeout_s=30)
         assert (ids.service_id, ids.instance_id) == (1, 1)
+        assert node.query_url is not None
+        asked = urllib.request.Request(node.query_url, data=b'{"query": "{ checkHealth { score } }"}')
+        with urllib.request.urlopen(asked, timeout=30) as answer:
+            assert json.load(answer) == {"data": {"checkHealth": {"score": 0}}}
         started = {t.name for t in threading.enumerate() if t.ident not in before}
         # Every drain pool, periodic task and server of a mixed node runs.
         pools = {"REGISTER_L1-0", "REGISTER_L2-0", "METRICS_L1-0", "METRICS_L2-0", "RECORD_PERSIST-0"}
         assert pools <= started
         assert {"metrics-persist", "remote-client-refresh", "remote-sender", "admin-http"} <= started
+        assert {"query-http", "query_0"} <= started
     finally:
         node.close(5)
     assert [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()] == []
@@ -36,7 +43,11 @@ def test_a_node_that_fails_to_start_says_why_and_releases_its_port(tmp_path: Pat
         taken.listen()
         admin_port = taken.getsockname()[1]
         config = NodeConfig().with_options(
-            host="127.0.0.1", port=0, admin_port=admin_port, embedded_path=str(tmp_path / "skyoap.db")
+            host="127.0.0.1",
+            port=0,
+            admin_port=admin_port,
+            query_port=0,
+            embedded_path=str(tmp_path / "skyoap.db"),
         )
         node = Node(config)
         with pytest.raises(OSError, match="in use"):
@@ -48,6 +59,30 @@ def test_a_node_that_fails_to_start_says_why_and_releases_its_port(tmp_path: Pat
     try:
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{grpc_port}: the address is in use"):
             Node(config.with_options(port=grpc_port, admin_port=-1)).start()
+    finally:
+        again.close(5)
+
+
+def test_a_taken_query_port_stops_the_node_saying_so_and_frees_its_other_ports(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        query_port = taken.getsockname()[1]
+        config = NodeConfig().with_options(
+            host="127.0.0.1",
+            port=0,
+            query_host="127.0.0.1",
+            query_port=query_port,
+            embedded_path=str(tmp_path / "skyoap.db"),
+        )
+        node = Node(config)
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{query_port} for queries: "):
+            node.start()
+        assert node.server is not None
+        grpc_port = node.server.port
+    again = Node(config.with_options(port=grpc_port)).start()  # both ports free again
+    try:
+        assert (again.port, again.query_port) == (grpc_port, query_port)
     finally:
         again.close(5)
 

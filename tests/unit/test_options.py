@@ -49,6 +49,7 @@ def test_every_option_is_documented_under_its_section(capsys: pytest.CaptureFixt
     sections = [f for f in dataclasses.fields(NodeConfig)]
     assert [f.metadata["section"] for f in sections] == [
         "server",
+        "query endpoint",
         "storage",
         "cluster",
         "buffers and workers",

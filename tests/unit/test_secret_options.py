@@ -16,10 +16,13 @@ def test_every_option_that_may_hold_a_credential_is_known_as_one() -> None:
         for f in dataclasses.fields(getattr(NodeConfig(), section.name))
     }
     assert {n for n in names if is_secret(n)} >= {
-        "auth_token", "es_password", "es_api_key", "redis_url", "es_hosts",
+        "auth_token", "es_password", "es_api_key", "redis_url", "es_hosts", "query_password", "query_token",
     }  # fmt: skip
     # Paths of keys are not themselves secret.
-    assert not any(is_secret(n) for n in ("tls_key", "cluster_key", "es_username", "spill_dir"))
+    assert not any(
+        is_secret(n)
+        for n in ("tls_key", "cluster_key", "es_username", "spill_dir", "query_tls_key", "query_username")
+    )
 
 
 def test_credentials_move_from_the_command_line_to_the_environment() -> None:

@@ -1,0 +1,107 @@
+"""The query endpoint's section of a node's configuration: where it listens,
+how many queries it runs at once and for how long, what one may be, and who
+may ask (TLS, HTTP basic auth, a bearer token)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skyoap.runtime.config import option
+
+OFF = -1
+"""``--query-port`` of a node that serves no queries."""
+
+
+@dataclass(frozen=True)
+class QueryConfig:
+    host: str = option(
+        "0.0.0.0", "address the query endpoint (GraphQL, POST /graphql) binds", name="query_host"
+    )
+    port: int = option(
+        12800,
+        "HTTP port of SkyWalking's query protocol, POST /graphql, where SkyWalking's UI, its CLI and "
+        "Grafana ask (-1: off, 0: a free one)",
+        name="query_port",
+    )
+    threads: int = option(
+        8, "threads that run queries (each reads storage while it runs)", name="query_threads"
+    )
+    max_waiting: int = option(
+        32,
+        "queries that may wait for a thread while every one is busy; past them a query is answered "
+        "503 at once",
+        name="query_max_waiting",
+    )
+    deadline_s: float = option(
+        10.0,
+        "how long a query may take once its request has come, waiting for a thread included; past "
+        "it the query is answered with an error saying so, and its reads of storage stop (a "
+        "request's body must come within as long: past it, 408)",
+        name="query_deadline_s",
+    )
+    max_body_bytes: int = option(
+        1024 * 1024,
+        "largest request body the query endpoint reads; a larger one is answered 413",
+        name="query_max_body_bytes",
+    )
+    max_depth: int = option(
+        15,
+        "most levels of fields a query may nest (the standard introspection query has 15); a deeper "
+        "one is refused before it runs",
+        name="query_max_depth",
+    )
+    tls_cert: str = option(
+        "",
+        "PEM certificate chain the query endpoint serves over HTTPS (read again when the file changes)",
+        name="query_tls_cert",
+    )
+    tls_key: str = option("", "PEM private key of --query-tls-cert", name="query_tls_key")
+    username: str = option(
+        "", "user of HTTP basic auth on the query endpoint, with --query-password", name="query_username"
+    )
+    password: str = option(
+        "",
+        "password of --query-username (give it as SKYOAP_QUERY_PASSWORD: a command line is readable "
+        "by every user of the machine)",
+        name="query_password",
+    )
+    token: str = option(
+        "",
+        "bearer token the query endpoint takes as 'Authorization: Bearer TOKEN', alone or besides "
+        "basic auth (give it as SKYOAP_QUERY_TOKEN)",
+        name="query_token",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != OFF
+
+    def check(self) -> None:
+        if self.port < OFF:
+            raise ValueError(f"--query-port must be -1 (off), 0 (a free port) or a port, not {self.port}")
+        for flag, value in (
+            ("--query-threads", self.threads),
+            ("--query-max-body-bytes", self.max_body_bytes),
+            ("--query-max-depth", self.max_depth),
+        ):
+            if value < 1:
+                raise ValueError(f"{flag} must be at least 1, not {value}")
+        if self.max_waiting < 0:
+            raise ValueError(f"--query-max-waiting must be 0 or more, not {self.max_waiting}")
+        if self.deadline_s <= 0:
+            raise ValueError(f"--query-deadline-s must be above 0, not {self.deadline_s:g}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("--query-tls-cert and --query-tls-key go together: give both or neither")
+        self._check_credentials()
+
+    def _check_credentials(self) -> None:
+        if bool(self.username) != bool(self.password):
+            raise ValueError("--query-username and --query-password go together: give both or neither")
+        if ":" in self.username:
+            raise ValueError(
+                "--query-username may not hold ':': basic auth ends the user name at the first one"
+            )
+        if self.token and not (self.token.isascii() and self.token.isprintable() and " " not in self.token):
+            raise ValueError(
+                "--query-token must be printable ASCII without spaces: it travels in an HTTP header"
+            )

@@ -1,0 +1,325 @@
+"""The query endpoint: SkyWalking's query protocol as its OAP serves it,
+``POST /graphql`` with a JSON body ``{query, variables, operationName}``,
+answered ``{data, errors}`` with status 200 even when ``errors`` is there
+(SkyWalking's UI shows their messages; on another status it shows only the
+status line).
+
+aiohttp's server, on one event loop of its own thread, reads requests and
+writes answers; queries run on the ``Execution``'s threads. What the
+protocol leaves to HTTP is answered with a status and a JSON body
+``{"errors": [{"message": ...}]}`` saying what was wrong: a method other than
+POST (405), credentials missing or wrong (401, with a challenge), a body
+past ``max_body_bytes`` (413, read no further) or not whole within the
+query deadline (408), a body that is not a JSON object with a ``query``
+string (400), every thread busy and the waiting room full (503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import socket
+import threading
+import time
+
+from aiohttp import hdrs, web
+from aiohttp.typedefs import LooseHeaders
+from multidict import CIMultiDict
+
+from skyoap.edge.tls import HttpsTls
+from skyoap.query.auth import HttpAuth
+from skyoap.query.execution import Busy, Execution, QueryRequest
+from skyoap.runtime.instruments import Instruments
+
+log = logging.getLogger(__name__)
+
+PATH = "/graphql"
+START_WAIT_S = 30.0
+CANCEL_WAIT_S = 1.0
+"""How long requests still under way after the grace of a close get once cancelled."""
+
+
+class Refused(enum.Enum):
+    """Why a request was answered without running a query."""
+
+    METHOD = "method"
+    """Not a POST (405)."""
+    AUTH = "auth"
+    """Credentials missing or wrong (401)."""
+    TOO_LARGE = "too_large"
+    """A body past ``--query-max-body-bytes`` (413)."""
+    TIMEOUT = "timeout"
+    """A body not whole within the query deadline (408)."""
+    BAD_REQUEST = "bad_request"
+    """Not a JSON object with a ``query`` string (400)."""
+    BUSY = "busy"
+    """Every thread running a query and as many waiting as may (503)."""
+    CLOSING = "closing"
+    """The node is stopping (503)."""
+
+
+class _Series:
+    """The endpoint's self-metrics."""
+
+    def __init__(self, instruments: Instruments, execution: Execution) -> None:
+        self.served = instruments.counter(
+            "skyoap_query_served_total", "queries answered, by outcome", ["outcome"]
+        )
+        self.seconds = instruments.histogram(
+            "skyoap_query_seconds", "one query, from its request's arrival to its answer"
+        )
+        self.refused = instruments.counter(
+            "skyoap_query_refused_total",
+            "requests to the query endpoint answered without running",
+            ["reason"],
+        )
+        instruments.gauge("skyoap_query_pending", "queries running or waiting for a thread").set_function(
+            lambda: execution.pending
+        )
+
+
+def _errors(message: str) -> bytes:
+    return json.dumps({"errors": [{"message": message}]}, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class QueryServer:
+    """Bound on construction (``port`` 0 picks a free one, read back from
+    ``port``); ``start`` serves, ``close`` stops taking connections, lets
+    the queries under way finish within its grace and cancels what is left.
+    Owns its ``Execution``: starts it and closes it."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        execution: Execution,
+        instruments: Instruments,
+        max_body_bytes: int,
+        tls: HttpsTls | None = None,
+        auth: HttpAuth | None = None,
+    ) -> None:
+        try:
+            self._sock = socket.create_server((host, port), backlog=128)
+        except OSError as e:
+            raise OSError(f"cannot listen on {host}:{port} for queries: {e.strerror}") from None
+        address = self._sock.getsockname()
+        self.host, self.port = str(address[0]), int(address[1])
+        self.scheme = "https" if tls is not None else "http"
+        self._execution = execution
+        self._series = _Series(instruments, execution)
+        self._max_body_bytes = max_body_bytes
+        self._tls = tls
+        self._auth = auth
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._closing = False
+        self._closed = False
+        self._grace_s = 0.0
+        self._in_flight = 0
+        self._idle: asyncio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}{PATH}"
+
+    def start(self) -> None:
+        """Serves from now on; on failure, releases the port and the threads."""
+        self._execution.start()
+        self._thread = threading.Thread(target=self._serve, name="query-http", daemon=True)
+        self._thread.start()
+        started = self._ready.wait(START_WAIT_S)
+        if started and self._failure is None:
+            return
+        self.close(0)
+        if self._failure is not None:
+            raise RuntimeError(f"the query endpoint did not start: {self._failure}") from self._failure
+        raise RuntimeError(f"the query endpoint did not start within {START_WAIT_S:g} s")
+
+    def _serve(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as e:
+            self._failure = e
+            log.exception("the query endpoint stopped")
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop, self._idle = asyncio.Event(), asyncio.Event()
+        self._idle.set()
+        runner = web.AppRunner(
+            self._app(), handle_signals=False, access_log=None, shutdown_timeout=CANCEL_WAIT_S
+        )
+        await runner.setup()
+        try:
+            site = web.SockSite(runner, self._sock, ssl_context=self._tls.context if self._tls else None)
+            await site.start()
+            self._ready.set()
+            await self._stop.wait()
+            await site.stop()  # no new connection from here on
+            await self._drain()
+        finally:
+            await runner.cleanup()  # closes the connections; what is under way is cancelled
+
+    async def _drain(self) -> None:
+        """Waits up to the grace of ``close`` for the queries under way to answer."""
+        assert self._idle is not None
+        if not self._in_flight:
+            return
+        try:
+            await asyncio.wait_for(self._idle.wait(), self._grace_s)
+        except TimeoutError:
+            log.warning("%d queries still under way when the query endpoint closed", self._in_flight)
+
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=self._max_body_bytes)
+        app.router.add_route("*", PATH, self._graphql)
+        app.router.add_route("*", "/{path:.*}", self._elsewhere)
+        return app
+
+    async def _elsewhere(self, request: web.Request) -> web.Response:
+        message = (
+            f"{request.path} is not served here: this port answers SkyWalking's query protocol at POST {PATH}"
+        )
+        return web.Response(status=404, body=_errors(message), content_type="application/json")
+
+    async def _graphql(self, request: web.Request) -> web.Response:
+        arrived = time.monotonic()
+        asked = await self._read(request)
+        if isinstance(asked, web.Response):
+            return asked
+        try:
+            future = self._execution.submit(asked)
+        except Busy as e:
+            return self._refuse(Refused.BUSY, 503, str(e), {hdrs.RETRY_AFTER: "1"})
+        except RuntimeError:
+            return self._refuse(Refused.CLOSING, 503, "the node is stopping; ask another node or try again")
+        assert self._idle is not None
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            waiting = asyncio.wrap_future(future)
+            done, _ = await asyncio.wait([waiting], timeout=self._execution.deadline_s)
+            answer = waiting.result() if done else self._execution.late
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+        self._series.served.labels(answer.outcome.value).inc()
+        self._series.seconds.observe(time.monotonic() - arrived)
+        return web.Response(body=answer.body, content_type="application/json")
+
+    async def _read(self, request: web.Request) -> web.Response | QueryRequest:
+        """The query a request asks for, or the answer to one that runs none."""
+        if request.method != hdrs.METH_POST:
+            message = (
+                f"{PATH} answers POST only, with a JSON body {{query, variables, operationName}} "
+                f"(SkyWalking's query protocol), not {request.method}"
+            )
+            return self._refuse(Refused.METHOD, 405, message, {hdrs.ALLOW: hdrs.METH_POST})
+        if self._closing:
+            return self._refuse(Refused.CLOSING, 503, "the node is stopping; ask another node or try again")
+        if self._auth is not None:
+            why = self._auth.refusal(request.headers.get(hdrs.AUTHORIZATION))
+            if why is not None:
+                challenges = CIMultiDict((hdrs.WWW_AUTHENTICATE, c) for c in self._auth.challenges)
+                return self._refuse(Refused.AUTH, 401, why, challenges)
+        try:
+            async with asyncio.timeout(self._execution.deadline_s):
+                body = await self._body(request)
+        except TimeoutError:
+            message = f"the request's body did not come whole within {self._execution.deadline_s:g} s"
+            return self._refuse(Refused.TIMEOUT, 408, message)
+        if body is None:
+            message = (
+                f"the request's body is larger than the {self._max_body_bytes} bytes this node reads "
+                "(--query-max-body-bytes); send a smaller query"
+            )
+            return self._refuse(Refused.TOO_LARGE, 413, message)
+        parsed = parse_request(body)
+        if isinstance(parsed, str):
+            return self._refuse(Refused.BAD_REQUEST, 400, parsed)
+        return parsed
+
+    async def _body(self, request: web.Request) -> bytes | None:
+        """The body, or None once it is longer than ``max_body_bytes`` (read no further)."""
+        if request.content_length is not None and request.content_length > self._max_body_bytes:
+            return None
+        body = bytearray()
+        async for chunk in request.content.iter_any():
+            body += chunk
+            if len(body) > self._max_body_bytes:
+                return None
+        return bytes(body)
+
+    def _refuse(
+        self, reason: Refused, status: int, message: str, headers: LooseHeaders | None = None
+    ) -> web.Response:
+        self._series.refused.labels(reason.value).inc()
+        return web.Response(
+            status=status, body=_errors(message), content_type="application/json", headers=headers
+        )
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stops taking connections, lets the queries under way answer within
+        ``timeout_s``, cancels what is left, then closes the execution;
+        idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing = True
+        self._grace_s = timeout_s
+        loop, stop, thread = self._loop, self._stop, self._thread
+        if loop is not None and stop is not None and thread is not None and thread.is_alive():
+            loop.call_soon_threadsafe(stop.set)
+            thread.join(timeout_s + 2 * CANCEL_WAIT_S + 1)
+            if thread.is_alive():
+                log.warning("the query endpoint's thread did not stop in time")
+        self._execution.close(timeout_s)
+        self._sock.close()
+
+
+BODY = '{"query": "...", "variables": {...}, "operationName": "..."}'
+"""What a request's body holds (``variables`` and ``operationName`` optional)."""
+
+
+def parse_request(body: bytes) -> QueryRequest | str:
+    """The query a body asks for, or what is wrong with the body."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        return f"the body is not JSON ({e}): send {BODY}"
+    if not isinstance(document, dict):
+        return f"the body is a JSON {_json_type(document)}, not an object: send {BODY}"
+    query = document.get("query")
+    if query is None:
+        return f'the body has no "query": send {BODY}'
+    if not isinstance(query, str):
+        return f'"query" must be a string holding the GraphQL query, not a JSON {_json_type(query)}'
+    variables = document.get("variables")
+    if variables is not None and not isinstance(variables, dict):
+        return (
+            f'"variables" must be a JSON object of the query\'s variables, not a JSON {_json_type(variables)}'
+        )
+    operation = document.get("operationName")
+    if operation is not None and not isinstance(operation, str):
+        return f'"operationName" must be a string, not a JSON {_json_type(operation)}'
+    return QueryRequest(query, variables, operation)
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else "null"
