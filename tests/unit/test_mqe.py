@@ -50,6 +50,7 @@ MINUTE = 202611211900
 
 SHOP = Entity(service_name="shop", normal=True)
 SHOP_1 = Entity(service_name="shop", normal=True, service_instance_name="shop-1")
+SHOP_TO_CART = Entity(service_name="shop", normal=True, dest_service_name="cart", dest_normal=True)
 EVERYONE = Entity()
 
 
@@ -572,11 +573,10 @@ def test_top_n_of_merges_top_lists() -> None:
 
 
 def test_relation_metrics_by_the_side_that_saw_the_calls() -> None:
-    relation = Entity(service_name="shop", normal=True, dest_service_name="cart", dest_normal=True)
-    assert run("service_relation_server_cpm", relation) == ExpressionResult(
+    assert run("service_relation_server_cpm", SHOP_TO_CART) == ExpressionResult(
         SERIES, (series("3", *[None] * 4),)
     )
-    assert run("service_relation_client_cpm", relation) == ExpressionResult(
+    assert run("service_relation_client_cpm", SHOP_TO_CART) == ExpressionResult(
         SERIES, (series("4", *[None] * 4),)
     )
     assert run("service_relation_client_cpm") == error(
@@ -700,6 +700,25 @@ DASHBOARDS: list[tuple[str, Entity, ExpressionResult]] = [
                 for p, v in zip(PERCENTILES, (P50, P50, P50, P95, P95), strict=True)
             ),
         ),
+    ),
+    (
+        "top_n(service_apdex,10,asc,attr0='GENERAL')/10000",
+        EVERYONE,
+        ranked(("shop", "0.713", owner("shop", True)), ("cart", "1", owner("cart", True))),
+    ),
+    ("avg(service_relation_server_resp_time)", SHOP_TO_CART, ExpressionResult(SINGLE, (single("100"),))),
+    ("avg(service_relation_client_cpm)", SHOP_TO_CART, ExpressionResult(SINGLE, (single("4"),))),
+    (
+        "relabels(service_relation_server_percentile,p='50,75,90,95,99',p='P50,P75,P90,P95,P99')",
+        SHOP_TO_CART,
+        ExpressionResult(
+            SERIES, tuple(series("100", *[None] * 4, labels=[("p", f"P{p}")]) for p in PERCENTILES)
+        ),
+    ),
+    (
+        "avg(endpoint_sla/100)",
+        Entity(service_name="shop", endpoint_name="GET:/songs"),
+        ExpressionResult(SINGLE, (single("100"),)),
     ),
     ("avg(service_instance_cpm)", SHOP_1, ExpressionResult(SINGLE, (single("10"),))),
     ("service_instance_sla/100", SHOP_1, ExpressionResult(SERIES, (series("100", None, "100", None, None),))),
