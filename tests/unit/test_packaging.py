@@ -36,16 +36,21 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
     tops = {name.split("/")[0] for name in wheel.namelist()}
     (info,) = tops - {"skyoap"}
     assert tops == {"skyoap", info} and info.endswith(".dist-info")
-    assert {"skyoap/proto/skywalking/tracing.proto", "skyoap/proto/register_pb2.pyi"} <= set(wheel.namelist())
-    # The query protocol's schema is read from these at run time.
-    assert {f"skyoap/query/sdl/{f.name}" for f in sdl_files()} <= set(wheel.namelist())
+    data_files = {
+        "skyoap/proto/skywalking/tracing.proto",
+        "skyoap/proto/register_pb2.pyi",
+        "skyoap/query/mqe/mqe.lark",
+        # The query protocol's schema is read from these at run time.
+        *(f"skyoap/query/sdl/{f.name}" for f in sdl_files()),
+    }
+    assert data_files <= set(wheel.namelist())
 
     metadata = email.message_from_bytes(wheel.read(f"{info}/METADATA"))
     requires = metadata.get_all("Requires-Dist") or []
     core = sorted(r.split("<")[0].split(">")[0] for r in requires if "extra ==" not in r)
     assert core == [
         "aiohttp", "cryptography", "elasticsearch[orjson]", "graphql-core", "grpcio",
-        "grpcio-health-checking", "grpcio-reflection", "prometheus-client", "protobuf", "redis",
+        "grpcio-health-checking", "grpcio-reflection", "lark", "prometheus-client", "protobuf", "redis",
     ]  # fmt: skip
     spark = sorted(r.split(";")[0].split("<")[0].split(">")[0] for r in requires if 'extra == "spark"' in r)
     assert spark == ["pandas", "pyarrow", "pyspark[sql]"]

@@ -1,0 +1,235 @@
+"""MQE's functions on evaluated operands, as SkyWalking defines them. Each
+takes and returns ``Evaluated`` values and raises ExpressionError with the
+message the result's error carries. ``text`` arguments are the operand as
+written, for those messages."""
+
+from __future__ import annotations
+
+import decimal
+import math
+from collections.abc import Callable, Sequence
+
+from skyoap.query.duration import Step
+from skyoap.query.mqe.arithmetic import SERIES, SINGLE, ExpressionError
+from skyoap.query.mqe.results import Evaluated, KeyValue, Point, Series
+from skyoap.query.mqe.syntax import Aggregation, Label, LabelsAggregation, MathFunction, Order, TrendFunction
+
+
+def _present(points: Sequence[Point]) -> list[Point]:
+    return [p for p in points if p.value is not None]
+
+
+def _value_of(value: float | None) -> Point:
+    """A value of no one time or entity (``avg``, ``sum``, ``count``)."""
+    return Point(None, value)
+
+
+def _select(point: Point | None) -> Point:
+    """A point ``max``, ``min`` or ``latest`` chose, with its id; no data if none."""
+    return point if point is not None else Point(None, None)
+
+
+def _java_order(point: Point) -> tuple[bool, float]:
+    """Java's order of doubles: NaN above every number."""
+    value = point.value if point.value is not None else 0.0
+    return (math.isnan(value), 0.0 if math.isnan(value) else value)
+
+
+def _mean(points: list[Point]) -> Point:
+    return _value_of(math.fsum(_numbers(points)) / len(points) if points else None)
+
+
+def _numbers(points: list[Point]) -> list[float]:
+    return [p.value for p in points if p.value is not None]
+
+
+_AGGREGATIONS: dict[Aggregation, Callable[[list[Point]], Point]] = {
+    Aggregation.AVG: _mean,
+    Aggregation.COUNT: lambda ps: _value_of(float(len(ps))),
+    Aggregation.SUM: lambda ps: _value_of(math.fsum(_numbers(ps))),
+    Aggregation.MAX: lambda ps: _select(max(ps, key=_java_order, default=None)),
+    Aggregation.MIN: lambda ps: _select(min(ps, key=_java_order, default=None)),
+    Aggregation.LATEST: lambda ps: _select(ps[-1] if ps else None),
+}
+
+
+def aggregate(result: Evaluated, func: Aggregation, text: str) -> Evaluated:
+    """Each series to one value, from its points with data: their mean, count
+    or sum (no id), or the point with the greatest or least value, or the
+    last (with its id). A series with no data gives no data (``count`` and
+    ``sum`` 0). Labels are kept."""
+    if func is Aggregation.LATEST and result.type is not SERIES:
+        raise ExpressionError(f"latest needs a time series: [{text}] gives {result.type.value}.")
+    aggregated = _AGGREGATIONS[func]
+    series = tuple(Series(s.labels, (aggregated(_present(s.points)),)) for s in result.series)
+    return Evaluated(SINGLE, series, result.labeled)
+
+
+def _each_value(result: Evaluated, apply: Callable[[float], float]) -> Evaluated:
+    def each(series: Series) -> Series:
+        return series.with_values([None if p.value is None else apply(p.value) for p in series.points])
+
+    return Evaluated(result.type, tuple(map(each, result.series)), result.labeled)
+
+
+def _finite(apply: Callable[[float], int]) -> Callable[[float], float]:
+    """``apply`` for finite values; infinity and NaN unchanged, as Java's ceil and floor leave them."""
+    return lambda v: float(apply(v)) if math.isfinite(v) else v
+
+
+_FUNCTIONS: dict[MathFunction, Callable[[float], float]] = {
+    MathFunction.ABS: abs,
+    MathFunction.CEIL: _finite(math.ceil),
+    MathFunction.FLOOR: _finite(math.floor),
+}
+
+
+def mathematical(result: Evaluated, func: MathFunction) -> Evaluated:
+    return _each_value(result, _FUNCTIONS[func])
+
+
+_MAX_PLACES = 400
+"""Past this many places rounding changes no double (the longest shortest
+decimal of one has about 340)."""
+
+
+def rounded(result: Evaluated, places: int) -> Evaluated:
+    """Each value rounded to ``places`` decimals, half away from zero, from
+    the shortest decimal that reads back as it (Java's ``BigDecimal.valueOf``)."""
+    exponent = decimal.Decimal(1).scaleb(-min(places, _MAX_PLACES))
+    context = decimal.Context(prec=_MAX_PLACES + 400)
+
+    def round_one(value: float) -> float:
+        if not math.isfinite(value):
+            return value
+        return float(decimal.Decimal(repr(value)).quantize(exponent, decimal.ROUND_HALF_UP, context))
+
+    return _each_value(result, round_one)
+
+
+def trend(result: Evaluated, func: TrendFunction, steps: int, step: Step) -> Evaluated:
+    """``result`` read from ``steps`` steps before the Duration's start, to the
+    change over ``steps`` steps at each point of the Duration (``increase``),
+    or that change per second (``rate``). No data at either end: no data."""
+    per = steps * step.width.total_seconds() if func is TrendFunction.RATE else 1.0
+    return Evaluated(result.type, tuple(_trend(s, steps, per) for s in result.series), result.labeled)
+
+
+def _trend(series: Series, steps: int, per: float) -> Series:
+    points = []
+    for now, then in zip(series.points[steps:], series.points, strict=False):
+        if now.value is None or then.value is None:
+            points.append(Point(now.id, None))
+        else:
+            points.append(Point(now.id, (now.value - then.value) / per, now.trace_id))
+    return Series(series.labels, tuple(points))
+
+
+def top_n_of(results: Sequence[Evaluated], limit: int, order: Order) -> Evaluated:
+    """The values of several top lists in one, ``limit`` long, in ``order``."""
+    kinds = {r.type for r in results}
+    if len(kinds) > 1:
+        names = " and ".join(sorted(k.value for k in kinds))
+        raise ExpressionError(f"top_n_of merges top lists of one type, not {names}.")
+    values = [p for r in results for s in r.series for p in s.points if p.value is not None]
+    ordered = sorted(values, key=_java_order, reverse=order is Order.DES)
+    return Evaluated(results[0].type, (Series((), tuple(ordered[:limit])),))
+
+
+def _labeled(result: Evaluated, text: str) -> None:
+    if not result.labeled:
+        raise ExpressionError(f"The result of expression [{text}] is not a labeled result.")
+
+
+def _split(label: Label) -> list[KeyValue]:
+    """A relabeling's values, as SkyWalking splits them: at commas, not trimmed."""
+    if not label.value.strip():
+        return []
+    values = label.value.split(",")
+    while values and not values[-1]:  # Java's split drops trailing empty strings
+        values.pop()
+    return [KeyValue(label.name, v) for v in values]
+
+
+def relabel(result: Evaluated, target: Label, replacement: Label, text: str) -> Evaluated:
+    """Renames the labels ``target`` lists to those ``replacement`` lists,
+    the n-th to the n-th."""
+    _labeled(result, text)
+    targets, replacements = _split(target), _split(replacement)
+    if not targets or not replacements:
+        return result
+    if len(targets) != len(replacements):
+        raise ExpressionError(
+            f"relabels: label [{target.name}] lists {len(targets)} values and [{replacement.name}] "
+            f"{len(replacements)}; the n-th value of one replaces the n-th of the other."
+        )
+    renamed = dict(zip(targets, replacements, strict=True))
+    series = tuple(Series(tuple(renamed.get(kv, kv) for kv in s.labels), s.points) for s in result.series)
+    return Evaluated(result.type, series, True)
+
+
+_LABEL_AGGREGATIONS: dict[LabelsAggregation, Callable[[list[float]], float]] = {
+    LabelsAggregation.AVG: lambda vs: math.fsum(vs) / len(vs),
+    LabelsAggregation.SUM: math.fsum,
+    LabelsAggregation.MAX: max,
+    LabelsAggregation.MIN: min,
+}
+
+
+def aggregate_labels(result: Evaluated, func: LabelsAggregation, by: Sequence[str], text: str) -> Evaluated:
+    """The series grouped by their values of the labels ``by`` (those the
+    first series has), each group to one series holding, at each point, the
+    ``func`` of its series' values there. No ``by``: all series in one, unlabeled."""
+    _labeled(result, text)
+    if not result.series:
+        return result
+    present = {kv.key for kv in result.series[0].labels}
+    names = [name for name in by if name in present]
+    groups: dict[tuple[KeyValue, ...], list[Series]] = {}
+    for s in result.series:
+        values = {kv.key: kv.value for kv in s.labels}
+        groups.setdefault(tuple(KeyValue(n, values.get(n, "")) for n in names), []).append(s)
+    combine = _LABEL_AGGREGATIONS[func]
+    combined = tuple(_combine_group(labels, group, combine) for labels, group in groups.items())
+    return Evaluated(result.type, combined, bool(names))
+
+
+def _combine_group(
+    labels: tuple[KeyValue, ...], group: list[Series], func: Callable[[list[float]], float]
+) -> Series:
+    first = group[0].points
+    if any(len(s.points) != len(first) for s in group):
+        raise ExpressionError("aggregate_labels: the labeled series have different numbers of points.")
+    points = []
+    for i, point in enumerate(first):
+        values = [v for s in group if (v := s.points[i].value) is not None]
+        points.append(Point(point.id, func(values) if values else None))
+    return Series(labels, tuple(points))
+
+
+def sort_values(
+    result: Evaluated, limit: int, order: Order, aggregation: Aggregation | None, text: str
+) -> Evaluated:
+    """The first ``limit`` series in ``order`` of their ``aggregation`` (avg
+    unless told); series with no data last. An unlabeled result is returned
+    as it is."""
+    if not result.labeled:
+        return result
+    keys = [s.points[0].value for s in aggregate(result, aggregation or Aggregation.AVG, text).series]
+    sign = -1.0 if order is Order.DES else 1.0
+    ranked = sorted(range(len(keys)), key=lambda i: (keys[i] is None, sign * (keys[i] or 0.0)))
+    return Evaluated(result.type, tuple(result.series[i] for i in ranked[:limit]), True)
+
+
+def sort_label_values(result: Evaluated, order: Order, names: Sequence[str]) -> Evaluated:
+    """The series in ``order`` of their values of the labels ``names``, the
+    first deciding first; a series without a label sorts as its empty value.
+    Values compare as strings (``100`` before ``50``), as SkyWalking's do."""
+    names = list(dict.fromkeys(names))
+
+    def key(series: Series) -> tuple[str, ...]:
+        values = {kv.key: kv.value for kv in series.labels}
+        return tuple(values.get(name, "") for name in names)
+
+    ordered = sorted(result.series, key=key, reverse=order is Order.DES)
+    return Evaluated(result.type, tuple(ordered), result.labeled)
