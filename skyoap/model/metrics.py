@@ -402,16 +402,25 @@ class ServiceRelationMetrics(CallMetrics):
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         CallMetrics.check(self, limits, now_ms)
-        points = [DetectPoint.SERVER.value, DetectPoint.CLIENT.value]
-        consistent(
-            self.detect_point in points, lambda: f"{self.describe()}: the detect point is not one of {points}"
-        )
+        _check_side(self, self.detect_point)
+
+
+SIDES = (DetectPoint.SERVER.value, DetectPoint.CLIENT.value)
+"""The sides a relation is measured from."""
+
+
+def _check_side(metric: Metrics, detect_point: str) -> None:
+    consistent(
+        detect_point in SIDES, lambda: f"{metric.describe()}: the detect point is not one of {list(SIDES)}"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceInstanceRelationMetrics(CallMetrics):
-    """Calls from one instance of ``source_service`` to one of ``dest_service``,
-    as the callee saw them (its entry span's reference to the caller)."""
+    """Calls from one instance of ``source_service`` to one of ``dest_service``
+    as one side saw them (``detect_point``): the callee's entry span (its
+    reference names the caller), or the caller's exit span (the callee is the
+    address called, as an instance of its own)."""
 
     STREAM_ID = 25
     MODEL = "service_instance_relation_metrics"
@@ -420,9 +429,18 @@ class ServiceInstanceRelationMetrics(CallMetrics):
     source_instance: str
     dest_service: str
     dest_instance: str
+    detect_point: str = DetectPoint.SERVER.value
+    """Rows stored before instance relations had a client side are the server's."""
 
     def entity(self) -> str:
-        return SEP.join((self.source_service, self.source_instance, self.dest_service, self.dest_instance))
+        names = SEP.join((self.source_service, self.source_instance, self.dest_service, self.dest_instance))
+        # The server's side keeps the entity it had before the client's was
+        # measured: rows an earlier release stored go on merging under their keys.
+        return names if self.detect_point == DetectPoint.SERVER.value else f"{names}{SEP}{self.detect_point}"
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        CallMetrics.check(self, limits, now_ms)
+        _check_side(self, self.detect_point)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

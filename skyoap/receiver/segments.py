@@ -1,8 +1,8 @@
 """Trace segments as the receiver reads them, and what it derives from each:
 the segment record, and one call per entry span for its service, instance,
 endpoint and the relations to its caller (service, instance and endpoint),
-one per exit span for the relation to the peer it called (SkyWalking's
-multi-scope span analysis)."""
+one per exit span for the relations to the peer it called (service and
+instance; SkyWalking's multi-scope span analysis)."""
 
 from __future__ import annotations
 
@@ -216,10 +216,18 @@ class Calls:
         ``caller``: the relations the callee sees (server side)."""
         self.count(ServiceRelationMetrics, (caller.service, service, SERVER), call)
         if caller.instance:
-            names = (caller.service, caller.instance, service, instance)
+            names = (caller.service, caller.instance, service, instance, SERVER)
             self.count(ServiceInstanceRelationMetrics, names, call)
         if caller.endpoint and endpoint:
             self.count(EndpointRelationMetrics, (caller.service, caller.endpoint, service, endpoint), call)
+
+    def called(self, service: str, instance: str, peer: str, call: Call) -> None:
+        """``instance`` of ``service`` made ``call`` to the address ``peer``:
+        the relations the caller sees (client side), to the address as a
+        service and an instance of its own (what SkyWalking draws as a
+        conjectured node)."""
+        self.count(ServiceRelationMetrics, (service, peer, CLIENT), call)
+        self.count(ServiceInstanceRelationMetrics, (service, instance, peer, peer, CLIENT), call)
 
     def metrics(self) -> list[CallMetrics]:
         return [
@@ -245,8 +253,8 @@ class Calls:
 def measure(segments: list[Segment], apdex: ApdexThresholds = DEFAULT_APDEX) -> list[CallMetrics]:
     """The calls the spans of ``segments`` count for: each entry span one for
     its service, instance and endpoint and one for each caller its references
-    name (a ``User`` call if it has none), each exit span one for the relation
-    to the peer it called. An entry whose references name no service (its
+    name (a ``User`` call if it has none), each exit span one for the
+    relations to the peer it called. An entry whose references name no service (its
     caller is not known yet) counts no relation."""
     calls = Calls(apdex)
     for segment in segments:
@@ -270,7 +278,7 @@ def measure(segments: list[Segment], apdex: ApdexThresholds = DEFAULT_APDEX) -> 
                 for caller in callers:
                     calls.served(caller, service, instance, span.operation, call)
             elif span.kind == SpanKind.EXIT and span.peer:
-                calls.count(ServiceRelationMetrics, (service, span.peer, CLIENT), Call.of(span))
+                calls.called(service, instance, span.peer, Call.of(span))
     return calls.metrics()
 
 
@@ -279,6 +287,12 @@ ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
     ServiceInstanceMetrics: ("service", "instance"),
     EndpointMetrics: ("service", "endpoint"),
     ServiceRelationMetrics: ("source", "dest", "detect_point"),
-    ServiceInstanceRelationMetrics: ("source_service", "source_instance", "dest_service", "dest_instance"),
+    ServiceInstanceRelationMetrics: (
+        "source_service",
+        "source_instance",
+        "dest_service",
+        "dest_instance",
+        "detect_point",
+    ),
     EndpointRelationMetrics: ("source_service", "source_endpoint", "dest_service", "dest_endpoint"),
 }

@@ -22,7 +22,7 @@ BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700
           1000, 1500, 2000, 3000, 5000, 7000, 10_000, 15_000, 20_000, 30_000, 60_000]  # fmt: skip
 LATENCIES = [0, 1, 2, 4, 5, 9, 10, 29, 30, 49, 50, 99, 100, 250, 999, 1000, 5000, 70_000]
 ENTITY_FIELDS = (
-    *("service", "instance", "endpoint", "source", "dest", "detect_point"),
+    *("service", "instance", "endpoint", "source", "dest"),
     *(
         "source_service",
         "source_instance",
@@ -31,6 +31,7 @@ ENTITY_FIELDS = (
         "dest_instance",
         "dest_endpoint",
     ),
+    "detect_point",
 )
 
 
@@ -198,13 +199,18 @@ def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], 
         # The callee's side of gateway -> orders, from its reference to the caller.
         callee = (start, orders_latency, orders_error)
         expected.call(
-            "ServiceInstanceRelationMetrics", ("gateway", gw_instance, "orders", "orders-1"), *callee
+            "ServiceInstanceRelationMetrics",
+            ("gateway", gw_instance, "orders", "orders-1", "server"),
+            *callee,
         )
         expected.call("EndpointRelationMetrics", ("gateway", path, "orders", "POST:/order"), *callee)
-        expected.call(
-            "ServiceRelationMetrics", ("gateway", "orders:8080", "client"), start, call_latency, orders_error
-        )
-        expected.call("ServiceRelationMetrics", ("orders", "mysql:3306", "client"), start, db_latency, False)
+        # The callers' side: to the address called, as a service and an instance of its own.
+        for source, instance, peer, side in (
+            ("gateway", gw_instance, "orders:8080", (start, call_latency, orders_error)),
+            ("orders", "orders-1", "mysql:3306", (start, db_latency, False)),
+        ):
+            expected.call("ServiceRelationMetrics", (source, peer, "client"), *side)
+            expected.call("ServiceInstanceRelationMetrics", (source, instance, peer, peer, "client"), *side)
     return segments, expected
 
 

@@ -92,6 +92,7 @@ def test_a_program_instrumented_with_opentelemetry_reports_unchanged(
         "service_relation_metrics: shop orders server": (6, 2),
         f"service_relation_metrics: shop 127.0.0.1:{port} client": (6, 2),
         "service_instance_relation_metrics: shop shop-1 orders orders-1": (6, 2),
+        f"service_instance_relation_metrics: shop shop-1 127.0.0.1:{port} 127.0.0.1:{port} client": (6, 2),
         "endpoint_relation_metrics: shop GET /checkout orders GET /orders/{id}": (6, 2),
     }
     eventually(lambda: calls(storage) == want)
@@ -130,14 +131,17 @@ def test_a_program_instrumented_with_opentelemetry_reports_unchanged(
     rows = [line.split()[:4] for line in out.getvalue().splitlines()[2:]]
     assert ["shop", "orders", "server", "6"] in rows
     assert ["User", "shop", "server", "6"] in rows
-    for what, want_row in (
-        ("instance-relations", ["shop", "shop-1", "orders", "orders-1", "6", "0.4", "2"]),
-        ("endpoint-relations", ["shop", "GET /checkout", "orders", "GET /orders/{id}", "6", "0.4", "2"]),
-    ):
+    address = f"127.0.0.1:{port}"
+    for what, want_rows in (
+        ("instance-relations", [["shop", "shop-1", address, address, "client", "6", "0.4", "2"],
+                                ["shop", "shop-1", "orders", "orders-1", "server", "6", "0.4", "2"]]),
+        ("endpoint-relations", [["shop", "GET /checkout", "orders", "GET /orders/{id}", "6", "0.4", "2"]]),
+    ):  # fmt: skip
         out = io.StringIO()
         print_query(storage, what, "shop", 15, 10, out)
         # Columns are apart by two spaces at least; names hold single ones.
-        assert [re.split(r"\s{2,}", line)[:7] for line in out.getvalue().splitlines()[3:]] == [want_row]
+        lines = out.getvalue().splitlines()[3:]
+        assert [re.split(r"\s{2,}", line)[: len(want_rows[0])] for line in lines] == want_rows
     # The client's side names the address it called, the server's the service.
     assert dependencies(spark, storage_options(node_config.storage), minutes=60) == [
         Dependency("User", "shop", 6, 0, 0.0),
