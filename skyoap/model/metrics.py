@@ -420,7 +420,7 @@ class ServiceInstanceRelationMetrics(CallMetrics):
     """Calls from one instance of ``source_service`` to one of ``dest_service``
     as one side saw them (``detect_point``): the callee's entry span (its
     reference names the caller), or the caller's exit span (the callee is the
-    address called, as an instance of its own)."""
+    instance an alias of the address called names, else the address itself)."""
 
     STREAM_ID = 25
     MODEL = "service_instance_relation_metrics"
@@ -546,6 +546,46 @@ def _finite(text: str) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkAddressAlias(Metrics):
+    """An address callers reach a service at, and the service and instance it
+    stands for (SkyWalking's network address alias): an entry span's
+    reference names the address its caller used (``networkAddressUsedAtPeer``).
+    A row per address and bucket, like every metric's, holds the latest
+    sighting of its bucket; so the newest row of an address is its alias."""
+
+    STREAM_ID = 27
+    MODEL = "network_address_alias"
+
+    address: str
+    service: str
+    instance: str
+    last_seen: int = 0
+    """Milliseconds since the epoch of the latest span that named it."""
+
+    def entity(self) -> str:
+        return self.address
+
+    def combine(self, other: Self) -> Self:
+        """The later sighting (of two at the same time, the one of the greater
+        names, so that every node keeps the same)."""
+        return other if other.recency() >= self.recency() else self
+
+    def recency(self) -> tuple[int, str, str]:
+        """What orders two sightings of an address: the later one is the alias."""
+        return self.last_seen, self.service, self.instance
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        Metrics.check(self, limits, now_ms)
+        start = limits.minute(lambda: f"the time bucket of {self.describe()}", self.time_bucket)
+        consistent(
+            start <= self.last_seen < start + 60_000,
+            lambda: (
+                f"{self.describe()} was last seen at {self.last_seen} ms since the epoch, not in its minute"
+            ),
+        )
+
+
 CALL_METRICS: tuple[type[CallMetrics], ...] = (
     ServiceMetrics,
     ServiceInstanceMetrics,
@@ -554,4 +594,4 @@ CALL_METRICS: tuple[type[CallMetrics], ...] = (
     ServiceInstanceRelationMetrics,
     EndpointRelationMetrics,
 )
-METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics)
+METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics, NetworkAddressAlias)

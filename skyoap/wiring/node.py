@@ -28,6 +28,7 @@ from skyoap.model.metrics import METRICS_TYPES
 from skyoap.model.records import RECORD_TYPES
 from skyoap.model.stream import StreamTypes
 from skyoap.model.topics import Retention, Topic
+from skyoap.receiver.aliases import AliasCache
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
 from skyoap.receiver.otlp import add_otlp_services
@@ -303,7 +304,7 @@ class Node:
     ) -> Iterator[Component]:
         """A receiver's services on the agents' server: registration, SkyWalking's v3, OTLP."""
         cfg = self.config
-        assert self.server is not None
+        assert self.server is not None and self.storage is not None
         limits = Limits(
             cfg.limits.max_name_length,
             cfg.limits.max_batch_items,
@@ -316,7 +317,14 @@ class Node:
         sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
         names = NamesByService(registrar)
         intake = Intake(names, sinks, cfg.limits.items(), cardinality, self.instruments)
-        segments = add_skywalking_services(self.server, intake, self._apdex)
+        aliases = AliasCache(
+            self.storage.metrics,
+            cfg.limits.max_network_addresses,
+            cfg.analysis.alias_refresh_s,
+            self.instruments,
+        )
+        segments = add_skywalking_services(self.server, intake, aliases, self._apdex)
+        yield aliases  # read from storage before the first call: aliases survive restarts
         yield names
         yield add_otlp_services(self.server, segments, intake, cfg.analysis.otlp_caller_wait_s)
 

@@ -127,7 +127,9 @@ def entity_of(row: CallMetrics) -> tuple[str, ...]:
 
 def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], Expected]:
     """``count`` traces through gateway -> orders -> mysql over this minute and
-    the one before, each two segments of 5 spans in all; and what they must give."""
+    the one before, each two segments of 5 spans in all (the gateway's, then
+    the one of orders); and what they must give when both segments of a trace
+    come in one call."""
     rng = random.Random(seed)
     now = int(time.time() * 1000)
     this_minute = now - now % 60_000
@@ -204,13 +206,17 @@ def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], 
             *callee,
         )
         expected.call("EndpointRelationMetrics", ("gateway", path, "orders", "POST:/order"), *callee)
-        # The callers' side: to the address called, as a service and an instance of its own.
-        for source, instance, peer, side in (
-            ("gateway", gw_instance, "orders:8080", (start, call_latency, orders_error)),
-            ("orders", "orders-1", "mysql:3306", (start, db_latency, False)),
+        # The callers' side. Orders' reference names orders:8080 as the address
+        # gateway used, an alias of orders (learned before the exits of the
+        # call that carries both segments are measured); nobody reports from
+        # mysql:3306, which stays an address, a service and an instance of its own.
+        for source, instance, dest, dest_instance, side in (
+            ("gateway", gw_instance, "orders", "orders-1", (start, call_latency, orders_error)),
+            ("orders", "orders-1", "mysql:3306", "mysql:3306", (start, db_latency, False)),
         ):
-            expected.call("ServiceRelationMetrics", (source, peer, "client"), *side)
-            expected.call("ServiceInstanceRelationMetrics", (source, instance, peer, peer, "client"), *side)
+            expected.call("ServiceRelationMetrics", (source, dest, "client"), *side)
+            names = (source, instance, dest, dest_instance, "client")
+            expected.call("ServiceInstanceRelationMetrics", names, *side)
     return segments, expected
 
 
