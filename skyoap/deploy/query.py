@@ -9,7 +9,6 @@ from typing import TextIO
 
 from skyoap.deploy.tables import table, utc_ms
 from skyoap.model.metrics import (
-    SEP,
     CallMetrics,
     Downsampling,
     EndpointMetrics,
@@ -22,6 +21,7 @@ from skyoap.model.metrics import (
     minute_bucket,
 )
 from skyoap.model.records import SegmentRecord
+from skyoap.model.stream import ColumnType
 from skyoap.runtime import clock
 from skyoap.storage.select import OpenStorage
 
@@ -34,7 +34,8 @@ ENTITIES: dict[str, tuple[type[CallMetrics], list[str], str]] = {
     "endpoints": (EndpointMetrics, ["service", "endpoint"], "service"),
     "relations": (ServiceRelationMetrics, ["source", "dest", "seen by"], "source"),
     "instance-relations": (ServiceInstanceRelationMetrics,
-                           ["source", "source instance", "dest", "dest instance"], "source_service"),
+                           ["source", "source instance", "dest", "dest instance", "seen by"],
+                           "source_service"),
     "endpoint-relations": (EndpointRelationMetrics,
                            ["source", "source endpoint", "dest", "dest endpoint"], "source_service"),
 }  # fmt: skip
@@ -62,6 +63,12 @@ def _figures(m: CallMetrics, minutes: int, latest: int) -> list[object]:
         m.percentile(99),
         f"{str(latest)[:8]} {str(latest)[8:10]}:{str(latest)[10:]}",
     ]
+
+
+def _names(m: CallMetrics) -> list[str]:
+    """The names of ``m``'s entity: its model's string columns (the entity's
+    key leaves the server's side of an instance relation unsaid)."""
+    return [getattr(m, c.name) for c in m.columns() if c.type is ColumnType.STRING]
 
 
 def _over_window(
@@ -118,7 +125,7 @@ def print_query(
     # Services show their apdex too, by each one's threshold.
     apdex = ["apdex"] if model is ServiceMetrics else []
     rows = [
-        [*m.entity().split(SEP), *_figures(m, minutes, latest)]
+        [*_names(m), *_figures(m, minutes, latest)]
         + ([f"{m.apdex / 10_000:.2f}"] if isinstance(m, ServiceMetrics) else [])
         for m, latest in found[:limit]
     ]

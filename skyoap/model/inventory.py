@@ -11,6 +11,10 @@ from typing import ClassVar, Self
 from skyoap.model.checks import TelemetryLimits, consistent
 from skyoap.model.stream import StreamData
 
+OTHER = "(other)"
+"""The catch-all entity names past a cardinality bound are folded into
+(``receiver/cardinality.py``): a name that stands for many."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Inventory(StreamData):

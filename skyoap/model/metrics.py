@@ -402,16 +402,25 @@ class ServiceRelationMetrics(CallMetrics):
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         CallMetrics.check(self, limits, now_ms)
-        points = [DetectPoint.SERVER.value, DetectPoint.CLIENT.value]
-        consistent(
-            self.detect_point in points, lambda: f"{self.describe()}: the detect point is not one of {points}"
-        )
+        _check_side(self, self.detect_point)
+
+
+SIDES = (DetectPoint.SERVER.value, DetectPoint.CLIENT.value)
+"""The sides a relation is measured from."""
+
+
+def _check_side(metric: Metrics, detect_point: str) -> None:
+    consistent(
+        detect_point in SIDES, lambda: f"{metric.describe()}: the detect point is not one of {list(SIDES)}"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceInstanceRelationMetrics(CallMetrics):
-    """Calls from one instance of ``source_service`` to one of ``dest_service``,
-    as the callee saw them (its entry span's reference to the caller)."""
+    """Calls from one instance of ``source_service`` to one of ``dest_service``
+    as one side saw them (``detect_point``): the callee's entry span (its
+    reference names the caller), or the caller's exit span (the callee is the
+    instance an alias of the address called names, else the address itself)."""
 
     STREAM_ID = 25
     MODEL = "service_instance_relation_metrics"
@@ -420,9 +429,18 @@ class ServiceInstanceRelationMetrics(CallMetrics):
     source_instance: str
     dest_service: str
     dest_instance: str
+    detect_point: str = DetectPoint.SERVER.value
+    """Rows stored before instance relations had a client side are the server's."""
 
     def entity(self) -> str:
-        return SEP.join((self.source_service, self.source_instance, self.dest_service, self.dest_instance))
+        names = SEP.join((self.source_service, self.source_instance, self.dest_service, self.dest_instance))
+        # The server's side keeps the entity it had before the client's was
+        # measured: rows an earlier release stored go on merging under their keys.
+        return names if self.detect_point == DetectPoint.SERVER.value else f"{names}{SEP}{self.detect_point}"
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        CallMetrics.check(self, limits, now_ms)
+        _check_side(self, self.detect_point)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -528,6 +546,46 @@ def _finite(text: str) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkAddressAlias(Metrics):
+    """An address callers reach a service at, and the service and instance it
+    stands for (SkyWalking's network address alias): an entry span's
+    reference names the address its caller used (``networkAddressUsedAtPeer``).
+    A row per address and bucket, like every metric's, holds the latest
+    sighting of its bucket; so the newest row of an address is its alias."""
+
+    STREAM_ID = 27
+    MODEL = "network_address_alias"
+
+    address: str
+    service: str
+    instance: str
+    last_seen: int = 0
+    """Milliseconds since the epoch of the latest span that named it."""
+
+    def entity(self) -> str:
+        return self.address
+
+    def combine(self, other: Self) -> Self:
+        """The later sighting (of two at the same time, the one of the greater
+        names, so that every node keeps the same)."""
+        return other if other.recency() >= self.recency() else self
+
+    def recency(self) -> tuple[int, str, str]:
+        """What orders two sightings of an address: the later one is the alias."""
+        return self.last_seen, self.service, self.instance
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        Metrics.check(self, limits, now_ms)
+        start = limits.minute(lambda: f"the time bucket of {self.describe()}", self.time_bucket)
+        consistent(
+            start <= self.last_seen < start + 60_000,
+            lambda: (
+                f"{self.describe()} was last seen at {self.last_seen} ms since the epoch, not in its minute"
+            ),
+        )
+
+
 CALL_METRICS: tuple[type[CallMetrics], ...] = (
     ServiceMetrics,
     ServiceInstanceMetrics,
@@ -536,4 +594,4 @@ CALL_METRICS: tuple[type[CallMetrics], ...] = (
     ServiceInstanceRelationMetrics,
     EndpointRelationMetrics,
 )
-METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics)
+METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics, NetworkAddressAlias)

@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from skyoap.model.inventory import Inventory, ServiceInventory
+from skyoap.model.inventory import OTHER, Inventory, ServiceInventory
 from skyoap.receiver.segments import Segment, SpanKind, SpanRef
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.ratelimit import RateLimitedLog
@@ -43,8 +43,6 @@ from skyoap.storage.api import StorageError
 
 log = logging.getLogger(__name__)
 
-OTHER = "(other)"
-"""The catch-all entity names past a bound are folded into."""
 RESEED_AFTER_S = 30.0
 """A service whose names storage could not list is asked again after this long."""
 MAX_HELD_NAMES = 500_000

@@ -1,24 +1,28 @@
 """Trace segments as the receiver reads them, and what it derives from each:
 the segment record, and one call per entry span for its service, instance,
 endpoint and the relations to its caller (service, instance and endpoint),
-one per exit span for the relation to the peer it called (SkyWalking's
+one per exit span for the relations to the peer it called (service and
+instance), and the network address aliases entry spans show (SkyWalking's
 multi-scope span analysis)."""
 
 from __future__ import annotations
 
 import base64
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
-from skyoap.model.inventory import DetectPoint
+from skyoap.model.inventory import OTHER, DetectPoint
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     ApdexThresholds,
     CallMetrics,
     EndpointMetrics,
     EndpointRelationMetrics,
+    Metrics,
+    NetworkAddressAlias,
     ServiceInstanceMetrics,
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
@@ -216,10 +220,21 @@ class Calls:
         ``caller``: the relations the callee sees (server side)."""
         self.count(ServiceRelationMetrics, (caller.service, service, SERVER), call)
         if caller.instance:
-            names = (caller.service, caller.instance, service, instance)
+            names = (caller.service, caller.instance, service, instance, SERVER)
             self.count(ServiceInstanceRelationMetrics, names, call)
         if caller.endpoint and endpoint:
             self.count(EndpointRelationMetrics, (caller.service, caller.endpoint, service, endpoint), call)
+
+    def called(
+        self, service: str, instance: str, peer: str, alias: NetworkAddressAlias | None, call: Call
+    ) -> None:
+        """``instance`` of ``service`` made ``call`` to the address ``peer``:
+        the relations the caller sees (client side), to the service and
+        instance ``alias`` names, else to the address as a service and an
+        instance of its own (what SkyWalking draws as a conjectured node)."""
+        dest, dest_instance = (alias.service, alias.instance) if alias is not None else (peer, peer)
+        self.count(ServiceRelationMetrics, (service, dest, CLIENT), call)
+        self.count(ServiceInstanceRelationMetrics, (service, instance, dest, dest_instance, CLIENT), call)
 
     def metrics(self) -> list[CallMetrics]:
         return [
@@ -242,12 +257,73 @@ class Calls:
         ]
 
 
-def measure(segments: list[Segment], apdex: ApdexThresholds = DEFAULT_APDEX) -> list[CallMetrics]:
-    """The calls the spans of ``segments`` count for: each entry span one for
+class Aliases(Protocol):
+    """Where exit spans find what the address they called stands for: the
+    network address aliases entry spans showed (``receiver/aliases.py``)."""
+
+    def learn(self, aliases: Iterable[NetworkAddressAlias]) -> None: ...
+
+    def get(self, address: str) -> NetworkAddressAlias | None: ...
+
+
+class CallAliases:
+    """The aliases of one call's segments alone (``measure`` without a node's cache)."""
+
+    def __init__(self) -> None:
+        self._by_address: dict[str, NetworkAddressAlias] = {}
+
+    def learn(self, aliases: Iterable[NetworkAddressAlias]) -> None:
+        for alias in aliases:
+            held = self._by_address.get(alias.address)
+            self._by_address[alias.address] = alias if held is None else held.combine(alias)
+
+    def get(self, address: str) -> NetworkAddressAlias | None:
+        return self._by_address.get(address)
+
+
+def sightings(segments: Sequence[Segment]) -> list[NetworkAddressAlias]:
+    """The aliases the entry spans of ``segments`` show, the latest of each
+    address and minute: a cross-process reference that names the address its
+    caller used (``networkAddressUsedAtPeer``) makes that address an alias of
+    the span's service and instance. An address the guards folded into
+    ``OTHER`` stands for many, and is no alias."""
+    seen: dict[tuple[str, int], NetworkAddressAlias] = {}
+    for segment in segments:
+        for span in segment.spans:
+            if span.kind != SpanKind.ENTRY or span.skip_analysis:
+                continue
+            for ref in span.refs:
+                if ref.ref_type != CROSS_PROCESS or not ref.address or ref.address == OTHER:
+                    continue
+                key = (ref.address, minute_bucket(span.start_time))
+                held = seen.get(key)
+                if held is None or held.recency() < (span.start_time, segment.service, segment.instance):
+                    seen[key] = NetworkAddressAlias(
+                        time_bucket=key[1],
+                        address=ref.address,
+                        service=segment.service,
+                        instance=segment.instance,
+                        last_seen=span.start_time,
+                    )
+    return list(seen.values())
+
+
+def measure(
+    segments: list[Segment], apdex: ApdexThresholds = DEFAULT_APDEX, aliases: Aliases | None = None
+) -> list[Metrics]:
+    """What the spans of ``segments`` count for: each entry span one call for
     its service, instance and endpoint and one for each caller its references
-    name (a ``User`` call if it has none), each exit span one for the relation
-    to the peer it called. An entry whose references name no service (its
-    caller is not known yet) counts no relation."""
+    name (a ``User`` call if it has none), each exit span one for the
+    relations to the peer it called, measured through ``aliases`` (those of
+    the segments alone without it); and the aliases the entry spans show
+    (``sightings``). Those are learned before any exit span is measured, so
+    that a caller's and a callee's segments taken together count one
+    relation from the first call. An entry whose references name no service
+    (its caller is not known yet) counts no relation."""
+    known = CallAliases() if aliases is None else aliases
+    seen = sightings(segments)
+    if seen:
+        known.learn(seen)
     calls = Calls(apdex)
     for segment in segments:
         service, instance = segment.service, segment.instance
@@ -255,23 +331,28 @@ def measure(segments: list[Segment], apdex: ApdexThresholds = DEFAULT_APDEX) -> 
             if span.skip_analysis:
                 continue
             if span.kind == SpanKind.ENTRY:
-                call = Call.of(span)
-                calls.service(service, call)
-                calls.count(ServiceInstanceMetrics, (service, instance), call)
-                if span.operation:
-                    calls.count(EndpointMetrics, (service, span.operation), call)
-                callers = {
-                    Caller(r.parent_service, r.parent_instance, r.parent_endpoint)
-                    for r in span.refs
-                    if r.ref_type == CROSS_PROCESS and r.parent_service
-                }
-                if not any(r.ref_type == CROSS_PROCESS for r in span.refs):
-                    callers = {Caller(USER, "", "")}
-                for caller in callers:
-                    calls.served(caller, service, instance, span.operation, call)
+                _entry(calls, service, instance, span)
             elif span.kind == SpanKind.EXIT and span.peer:
-                calls.count(ServiceRelationMetrics, (service, span.peer, CLIENT), Call.of(span))
-    return calls.metrics()
+                calls.called(service, instance, span.peer, known.get(span.peer), Call.of(span))
+    return [*calls.metrics(), *seen]
+
+
+def _entry(calls: Calls, service: str, instance: str, span: Span) -> None:
+    """The calls an entry span of ``instance`` of ``service`` counts."""
+    call = Call.of(span)
+    calls.service(service, call)
+    calls.count(ServiceInstanceMetrics, (service, instance), call)
+    if span.operation:
+        calls.count(EndpointMetrics, (service, span.operation), call)
+    callers = {
+        Caller(r.parent_service, r.parent_instance, r.parent_endpoint)
+        for r in span.refs
+        if r.ref_type == CROSS_PROCESS and r.parent_service
+    }
+    if not any(r.ref_type == CROSS_PROCESS for r in span.refs):
+        callers = {Caller(USER, "", "")}
+    for caller in callers:
+        calls.served(caller, service, instance, span.operation, call)
 
 
 ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
@@ -279,6 +360,12 @@ ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
     ServiceInstanceMetrics: ("service", "instance"),
     EndpointMetrics: ("service", "endpoint"),
     ServiceRelationMetrics: ("source", "dest", "detect_point"),
-    ServiceInstanceRelationMetrics: ("source_service", "source_instance", "dest_service", "dest_instance"),
+    ServiceInstanceRelationMetrics: (
+        "source_service",
+        "source_instance",
+        "dest_service",
+        "dest_instance",
+        "detect_point",
+    ),
     EndpointRelationMetrics: ("source_service", "source_endpoint", "dest_service", "dest_endpoint"),
 }

@@ -41,6 +41,7 @@ from skyoap.receiver.checks import Refusals, Tally
 from skyoap.receiver.registration import Registrar
 from skyoap.receiver.segments import (
     DEFAULT_APDEX,
+    Aliases,
     Segment,
     Span,
     SpanKind,
@@ -358,12 +359,15 @@ class TraceSegmentReportService(TelemetryService):
     """Takes segments: registers the names in them (the service and instance,
     the endpoints entry spans serve, the peers exit spans call), stores each as
     a record, and measures its spans' calls (each service's apdex by its
-    threshold in ``apdex``)."""
+    threshold in ``apdex``, exit spans through the node's ``aliases``)."""
 
     KIND = "segments"
 
-    def __init__(self, intake: Intake, apdex: ApdexThresholds = DEFAULT_APDEX) -> None:
+    def __init__(
+        self, intake: Intake, aliases: Aliases | None = None, apdex: ApdexThresholds = DEFAULT_APDEX
+    ) -> None:
         super().__init__(intake)
+        self._aliases = aliases
         self._apdex = apdex
 
     def take(
@@ -391,7 +395,7 @@ class TraceSegmentReportService(TelemetryService):
             self._sinks.hold(_SEGMENT_COST.of(segment.data))
         taken = [s for _, s in outcome if s is not None]
         if taken:
-            self._sinks.take([record_of(s) for s in taken], measure(taken, self._apdex))
+            self._sinks.take([record_of(s) for s in taken], measure(taken, self._apdex, self._aliases))
             tally.taken += len(taken)
             self._register_names(taken)
         return outcome
@@ -601,12 +605,12 @@ class MeterReportService(TelemetryService):
 
 
 def add_skywalking_services(
-    server: GrpcServer, intake: Intake, apdex: ApdexThresholds
+    server: GrpcServer, intake: Intake, aliases: Aliases, apdex: ApdexThresholds
 ) -> TraceSegmentReportService:
     """Serves SkyWalking's v3 agent services on ``server``, taking what agents
-    report into ``intake``; returns the segments' service, which takes OTLP's
-    spans too."""
-    segments = TraceSegmentReportService(intake, apdex)
+    report into ``intake`` (exit spans measured through ``aliases``); returns
+    the segments' service, which takes OTLP's spans too."""
+    segments = TraceSegmentReportService(intake, aliases, apdex)
     management = ManagementService(intake.names, intake.limits, intake.cardinality)
     configuration = ConfigurationDiscoveryService()
     # (file, service, servicer, whether it carries names and commands only)

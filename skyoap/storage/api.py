@@ -219,6 +219,11 @@ class MetricsDAO(Protocol):
         """The distinct values of the string ``columns`` in the rows from
         ``first_bucket`` on: the entities measured since."""
 
+    def latest(self, model: type[M], level: Downsampling, first_bucket: int, by: str) -> list[M]:
+        """The newest row of each value of the string column ``by`` among the
+        rows from ``first_bucket`` on (SkyWalking's ``loadLastUpdate``: what
+        changed since), all of them, in no order."""
+
     def expire(self, model: type[Metrics], level: Downsampling, keep_from: datetime.date) -> int:
         """Removes the rows of the days before ``keep_from``; returns how many
         were removed. A storage may keep some longer (Elasticsearch drops

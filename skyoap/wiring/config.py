@@ -377,6 +377,13 @@ class AnalysisConfig:
         "whose names its relations need; past it no relation is counted for it",
     )
 
+    alias_refresh_s: float = option(
+        10.0,
+        "how often a node that takes agent traffic reads from storage the network address aliases "
+        "other nodes learned (an entry span names the address its caller used; exit spans to it "
+        "are then measured as calls to its service); what it learns itself it uses at once",
+    )
+
     def apdex(self) -> ApdexThresholds:
         """The thresholds of ``--apdex-thresholds``; ValueError for a file that cannot be read as one."""
         if not self.apdex_thresholds:
@@ -391,6 +398,8 @@ class AnalysisConfig:
     def check(self) -> None:
         if self.otlp_caller_wait_s <= 0:
             raise ValueError(f"--otlp-caller-wait-s must be above 0, not {self.otlp_caller_wait_s:g}")
+        if self.alias_refresh_s <= 0:
+            raise ValueError(f"--alias-refresh-s must be above 0, not {self.alias_refresh_s:g}")
 
 
 @dataclass(frozen=True)

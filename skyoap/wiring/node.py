@@ -33,6 +33,7 @@ from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
+from skyoap.receiver.aliases import AliasCache
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
 from skyoap.receiver.otlp import add_otlp_services
@@ -342,7 +343,7 @@ class Node:
     ) -> Iterator[Component]:
         """A receiver's services on the agents' server: registration, SkyWalking's v3, OTLP."""
         cfg = self.config
-        assert self.server is not None
+        assert self.server is not None and self.storage is not None
         limits = Limits(
             cfg.limits.max_name_length,
             cfg.limits.max_batch_items,
@@ -355,7 +356,14 @@ class Node:
         sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
         names = NamesByService(registrar)
         intake = Intake(names, sinks, cfg.limits.items(), cardinality, self.instruments)
-        segments = add_skywalking_services(self.server, intake, self._apdex)
+        aliases = AliasCache(
+            self.storage.metrics,
+            cfg.limits.max_network_addresses,
+            cfg.analysis.alias_refresh_s,
+            self.instruments,
+        )
+        segments = add_skywalking_services(self.server, intake, aliases, self._apdex)
+        yield aliases  # read from storage before the first call: aliases survive restarts
         yield names
         yield add_otlp_services(self.server, segments, intake, cfg.analysis.otlp_caller_wait_s)
 

@@ -22,7 +22,7 @@ BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700
           1000, 1500, 2000, 3000, 5000, 7000, 10_000, 15_000, 20_000, 30_000, 60_000]  # fmt: skip
 LATENCIES = [0, 1, 2, 4, 5, 9, 10, 29, 30, 49, 50, 99, 100, 250, 999, 1000, 5000, 70_000]
 ENTITY_FIELDS = (
-    *("service", "instance", "endpoint", "source", "dest", "detect_point"),
+    *("service", "instance", "endpoint", "source", "dest"),
     *(
         "source_service",
         "source_instance",
@@ -31,6 +31,7 @@ ENTITY_FIELDS = (
         "dest_instance",
         "dest_endpoint",
     ),
+    "detect_point",
 )
 
 
@@ -126,7 +127,9 @@ def entity_of(row: CallMetrics) -> tuple[str, ...]:
 
 def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], Expected]:
     """``count`` traces through gateway -> orders -> mysql over this minute and
-    the one before, each two segments of 5 spans in all; and what they must give."""
+    the one before, each two segments of 5 spans in all (the gateway's, then
+    the one of orders); and what they must give when both segments of a trace
+    come in one call."""
     rng = random.Random(seed)
     now = int(time.time() * 1000)
     this_minute = now - now % 60_000
@@ -198,13 +201,22 @@ def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], 
         # The callee's side of gateway -> orders, from its reference to the caller.
         callee = (start, orders_latency, orders_error)
         expected.call(
-            "ServiceInstanceRelationMetrics", ("gateway", gw_instance, "orders", "orders-1"), *callee
+            "ServiceInstanceRelationMetrics",
+            ("gateway", gw_instance, "orders", "orders-1", "server"),
+            *callee,
         )
         expected.call("EndpointRelationMetrics", ("gateway", path, "orders", "POST:/order"), *callee)
-        expected.call(
-            "ServiceRelationMetrics", ("gateway", "orders:8080", "client"), start, call_latency, orders_error
-        )
-        expected.call("ServiceRelationMetrics", ("orders", "mysql:3306", "client"), start, db_latency, False)
+        # The callers' side. Orders' reference names orders:8080 as the address
+        # gateway used, an alias of orders (learned before the exits of the
+        # call that carries both segments are measured); nobody reports from
+        # mysql:3306, which stays an address, a service and an instance of its own.
+        for source, instance, dest, dest_instance, side in (
+            ("gateway", gw_instance, "orders", "orders-1", (start, call_latency, orders_error)),
+            ("orders", "orders-1", "mysql:3306", "mysql:3306", (start, db_latency, False)),
+        ):
+            expected.call("ServiceRelationMetrics", (source, dest, "client"), *side)
+            names = (source, instance, dest, dest_instance, "client")
+            expected.call("ServiceInstanceRelationMetrics", names, *side)
     return segments, expected
 
 

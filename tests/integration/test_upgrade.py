@@ -1,21 +1,29 @@
 """Storage written by an earlier release: metrics rows stored before the
-figures took SkyWalking's names (and services their apdex counts) stay
-readable, and the same tables and indices take the new columns."""
+figures took SkyWalking's names (and services their apdex counts), and
+instance relations stored before they had a client side, stay readable, and
+the same tables and indices take the new columns."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 
-from skyoap.model.metrics import Downsampling, ServiceMetrics
+from skyoap.model.metrics import (
+    LATENCY_BUCKETS_MS,
+    Downsampling,
+    ServiceInstanceRelationMetrics,
+    ServiceMetrics,
+    latency_bucket,
+)
 from skyoap.model.stream import ColumnType
-from skyoap.storage.api import MetricsWrite
+from skyoap.storage.api import MetricsWrite, PutOutcome
 from skyoap.storage.config import StorageKind
 from skyoap.storage.elasticsearch.client import ElasticsearchClient, mapping_of
 from skyoap.storage.elasticsearch.metrics import index_name
 from skyoap.storage.embedded.metrics import table
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig
+from tests.integration.helpers import eventually
 
 NEW = {"cpm", "resp_time", "sla", "apdex", "apdex_satisfied", "apdex_tolerating"}
 SQL = {ColumnType.INT: "INTEGER", ColumnType.FLOAT: "REAL", ColumnType.BOOL: "INTEGER"}
@@ -69,5 +77,71 @@ def test_a_metrics_table_or_index_of_an_earlier_release_takes_the_new_columns(
         assert not storage.metrics.put(ServiceMetrics, level, [MetricsWrite(None, later, {})]).failed
         found = storage.metrics.get_many(ServiceMetrics, level, [later.key()])
         assert found[later.key()].item == later
+    finally:
+        storage.close()
+
+
+def relation(calls: int, latency_ms: int, detect_point: str = "server") -> ServiceInstanceRelationMetrics:
+    """Calls of shop-1 to orders-1 in one minute, each of ``latency_ms``."""
+    histogram = [0] * len(LATENCY_BUCKETS_MS)
+    histogram[latency_bucket(latency_ms)] = calls
+    return ServiceInstanceRelationMetrics(
+        time_bucket=202611231000, source_service="shop", source_instance="shop-1", dest_service="orders",
+        dest_instance="orders-1", detect_point=detect_point, calls=calls, latency_sum_ms=calls * latency_ms,
+        histogram=tuple(histogram),
+    )  # fmt: skip
+
+
+def test_an_instance_relation_of_an_earlier_release_is_the_servers_and_goes_on_merging(
+    node_config: NodeConfig,
+) -> None:
+    level, model = Downsampling.MINUTE, ServiceInstanceRelationMetrics
+    old = relation(2, 10)
+    old_row = {k: v for k, v in old.to_row().items() if k != "detect_point"}
+    old_key = "\x1f".join(["202611231000", "shop", "shop-1", "orders", "orders-1"])  # no side then
+    config = node_config.storage
+    if config.kind is StorageKind.EMBEDDED:
+        name = table(model, level)
+        columns = [c for c in model.stored_columns() if c.name != "detect_point"]
+        with sqlite3.connect(config.embedded_path) as db:
+            db.execute(
+                f"CREATE TABLE {name} (key TEXT PRIMARY KEY, version INTEGER NOT NULL, applied_rounds TEXT "
+                "NOT NULL DEFAULT '{}', "
+                + ", ".join(f"{c.name} {SQL.get(c.type, 'TEXT')}" for c in columns)
+                + ")"
+            )
+            values = [json.dumps(v) if isinstance(v, tuple) else v for v in old_row.values()]
+            marks = ", ".join("?" * len(old_row))
+            db.execute(
+                f"INSERT INTO {name} (key, version, {', '.join(old_row)}) VALUES (?, 1, {marks})",
+                [old_key, *values],
+            )
+    else:
+        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix)
+        properties = {k: v for k, v in mapping_of(model)["properties"].items() if k != "detect_point"}
+        index = f"{client.index(index_name(model, level))}-20261123"
+        client.es.indices.create(index=index, mappings={"dynamic": "strict", "properties": properties})
+        client.es.index(index=index, id=old_key, document=old_row, refresh=True)
+        client.close()
+
+    storage = open_storage(config)
+    try:
+        storage.metrics.install([model])
+        assert storage.metrics.query(model, level, old.time_bucket, old.time_bucket) == [old]
+        # The server's side of the same minute merges into that row; the client's is a row of its own.
+        server, client_side = relation(1, 10), relation(1, 12, "client")
+        found = storage.metrics.get_many(model, level, [server.key(), client_side.key()])
+        assert list(found) == [old_key]
+        writes = [MetricsWrite(found[old_key], old.combine(server), {}), MetricsWrite(None, client_side, {})]
+        assert storage.metrics.put(model, level, writes) == PutOutcome()
+        eventually(
+            lambda: (
+                {
+                    (r.detect_point, r.calls, r.latency_sum_ms)
+                    for r in storage.metrics.query(model, level, old.time_bucket, old.time_bucket)
+                }
+                == {("server", 3, 30), ("client", 1, 12)}
+            )
+        )
     finally:
         storage.close()

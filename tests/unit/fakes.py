@@ -193,6 +193,14 @@ class MemoryMetricsDAO:
     def distinct(self, *args: Any, **kwargs: Any) -> set[tuple[str, ...]]:
         raise NotImplementedError
 
+    def latest(self, model: type[M], level: Downsampling, first_bucket: int, by: str) -> list[M]:
+        newest: dict[str, M] = {}
+        for row in self.values(model, level).values():
+            held = newest.get(getattr(row, by))
+            if row.time_bucket >= first_bucket and (held is None or row.time_bucket > held.time_bucket):
+                newest[getattr(row, by)] = row
+        return list(newest.values())
+
     def expire(self, *args: Any, **kwargs: Any) -> int:
         raise NotImplementedError
 

@@ -10,13 +10,16 @@ from dataclasses import replace
 import pytest
 
 from skyoap.aggregator.metrics import MetricsPersistentWorker
+from skyoap.model.checks import Refused
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
+    SEP,
     ApdexThresholds,
     Downsampling,
     EndpointMetrics,
     MeterMetrics,
     Metrics,
+    ServiceInstanceRelationMetrics,
     ServiceMetrics,
     latency_bucket,
     minute_bucket,
@@ -27,6 +30,7 @@ from skyoap.runtime.buffer import BufferSpec, BufferStrategy
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
 from tests.unit.fakes import MemoryMetricsDAO
+from tests.unit.test_meter_checks import LIMITS
 
 
 def one_call(latency_ms: int) -> tuple[int, ...]:
@@ -293,3 +297,23 @@ def test_past_its_memory_bound_l2_drops_the_oldest_deltas_and_counts_them() -> N
     worker.persist()
     assert stored_calls(dao, MINUTE) == {(202611211906, "shop"): (1, 20), (202611211907, "shop"): (1, 30)}
     assert stored_calls(dao, HOUR) == {(2026112119, "shop"): (3, 60)}
+
+
+def test_an_instance_relation_keeps_the_servers_key_and_adds_the_clients() -> None:
+    def relation(detect_point: str) -> ServiceInstanceRelationMetrics:
+        return ServiceInstanceRelationMetrics(
+            time_bucket=202611211905, source_service="shop", source_instance="shop-1", dest_service="orders",
+            dest_instance="orders-1", detect_point=detect_point, histogram=(0,) * len(LATENCY_BUCKETS_MS),
+        )  # fmt: skip
+
+    server, client = relation("server"), relation("client")
+    # A row stored before instance relations had sides has no detect point: the server's.
+    old = {"time_bucket": 202611211905, "source_service": "shop", "source_instance": "shop-1",
+           "dest_service": "orders", "dest_instance": "orders-1", "histogram": server.histogram}  # fmt: skip
+    assert ServiceInstanceRelationMetrics.from_row(old) == server
+    assert server.entity() == SEP.join(["shop", "shop-1", "orders", "orders-1"])
+    assert client.entity() == SEP.join(["shop", "shop-1", "orders", "orders-1", "client"])
+    server.check(LIMITS, 1_795_287_900_000)
+    client.check(LIMITS, 1_795_287_900_000)
+    with pytest.raises(Refused, match="detect point"):
+        relation("proxy").check(LIMITS, 1_795_287_900_000)

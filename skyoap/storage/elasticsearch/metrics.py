@@ -54,6 +54,8 @@ PERIODS = {Downsampling.MINUTE: Period.DAY, Downsampling.HOUR: Period.DAY, Downs
 days (ninety day indices per model would cost Elasticsearch ninety shards)."""
 
 _SEARCH_PERIODS: dict[str, Any] = {"ignore_unavailable": True, "allow_no_indices": True}
+LATEST_PAGE = 1000
+"""Entities one page of ``latest`` answers, each with its newest row."""
 
 
 def index_name(model: type[Metrics], level: Downsampling) -> str:
@@ -210,6 +212,35 @@ class ElasticsearchMetricsDAO:
                 )
             entities = answer.get("aggregations", {}).get("entities", {})
             found.update(tuple(b["key"][c] for c in columns) for b in entities.get("buckets", []))
+            after = entities.get("after_key")
+            if not entities.get("buckets") or after is None:
+                return found
+
+    def latest(self, model: type[M], level: Downsampling, first_bucket: int, by: str) -> list[M]:
+        """A composite aggregation by ``by``, paged, each bucket's newest row its top hit."""
+        base = self._base(model, level)
+        (column,) = check_columns(model, [by])
+        newest = {"top_hits": {"size": 1, "sort": [{"time_bucket": "desc"}]}}
+        found: list[M] = []
+        after: dict[str, Any] | None = None
+        while True:
+            composite: dict[str, Any] = {
+                "size": LATEST_PAGE,
+                "sources": [{column: {"terms": {"field": column}}}],
+            }
+            if after is not None:
+                composite["after"] = after
+            with translated_errors(f"reading the newest rows of {base} by {column}"):
+                answer = self._es.search(
+                    index=f"{base}-*",
+                    size=0,
+                    query={"range": {"time_bucket": {"gte": first_bucket}}},
+                    aggs={"by": {"composite": composite, "aggs": {"newest": newest}}},
+                    **_SEARCH_PERIODS,
+                )
+            entities = answer.get("aggregations", {}).get("by", {})
+            for bucket in entities.get("buckets", []):
+                found.extend(model.from_row(h["_source"]) for h in bucket["newest"]["hits"]["hits"])
             after = entities.get("after_key")
             if not entities.get("buckets") or after is None:
                 return found

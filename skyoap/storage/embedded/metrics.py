@@ -132,6 +132,13 @@ class EmbeddedMetricsDAO:
         sql = f"SELECT DISTINCT {names} FROM {table(model, level)} WHERE time_bucket >= ?"
         return {tuple(row) for row in self._db.fetch(sql, [first_bucket])}
 
+    def latest(self, model: type[M], level: Downsampling, first_bucket: int, by: str) -> list[M]:
+        (column,) = check_columns(model, [by])
+        name = table(model, level)
+        newest = f"SELECT {column}, MAX(time_bucket) FROM {name} WHERE time_bucket >= ? GROUP BY {column}"
+        where = f"time_bucket >= ? AND ({column}, time_bucket) IN ({newest})"
+        return [item for item, _ in self._db.rows(model, name, where, [first_bucket, first_bucket])]
+
     def expire(self, model: type[Metrics], level: Downsampling, keep_from: datetime.date) -> int:
         first_kept = level.of_minute(int(f"{keep_from:%Y%m%d}0000"))
         with self._db.transaction() as db:
