@@ -50,6 +50,8 @@ from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.lifecycle import Component, Lifecycle, OnClose
+from skyoap.runtime.malloc import TRIM_INTERVAL_S, report_allocator, trim_allocator
+from skyoap.runtime.periodic import Periodic
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.runtime.retry import STORAGE_WRITES
 from skyoap.runtime.spill import SpillDir
@@ -77,6 +79,7 @@ class Node:
         self.config = config
         self.instruments = Instruments()
         self.budget = MemoryBudget(config.limits.memory_limit_mb * 1024 * 1024, self.instruments)
+        report_allocator(self.instruments)
         self.storage: OpenStorage | None = None
         self.server: GrpcServer | None = None
         self.internal: GrpcServer | None = None
@@ -176,6 +179,7 @@ class Node:
         runs in the reverse order: what opens the node to traffic starts last
         and closes first, storage starts first and closes last."""
         cfg, role = self.config, self.config.cluster.role
+        yield Periodic("allocator-trim", TRIM_INTERVAL_S, trim_allocator, "trimming the allocator's arenas")
         self.storage = storage = open_storage(cfg.storage)
         yield OnClose(storage.close)
         STORAGE_WRITES.call(lambda: self._install(storage))  # a busy server is asked again
