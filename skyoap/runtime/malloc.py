@@ -72,10 +72,14 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
+@functools.cache
 def _glibc(function: str) -> Any | None:
+    """``function`` of the C library, looked up once; None where it has none."""
     found = getattr(_libc(), function, None)
     if found is None:
         log.debug("no %s in the C library; the allocator is left as it is", function)
+    elif function == "mallinfo2":
+        found.restype = _MallInfo2
     return found
 
 
@@ -103,7 +107,6 @@ def allocator_bytes() -> dict[AllocatorState, int] | None:
     mallinfo2 = _glibc("mallinfo2")
     if mallinfo2 is None:
         return None
-    mallinfo2.restype = _MallInfo2
     info = mallinfo2()
     return {
         AllocatorState.IN_USE: info.uordblks,
