@@ -10,7 +10,9 @@ from __future__ import annotations
 import datetime
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from skyoap.model.metrics import Downsampling
 
@@ -125,6 +127,11 @@ class Duration:
     end: str
     step: Step
     cold_stage: bool = False
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> Duration:
+        """From the protocol's ``Duration`` input, as a resolver receives it."""
+        return cls(given["start"], given["end"], Step(given["step"]), bool(given.get("coldStage")))
 
     def __post_init__(self) -> None:
         start = self.start_time  # read first, so that a bad start is the error when both are

@@ -107,3 +107,9 @@ def test_an_end_before_the_start() -> None:
 def test_extended_back_starts_earlier_and_keeps_the_rest() -> None:
     duration = Duration("2026-11-21 0001", "2026-11-21 0002", Step.MINUTE, cold_stage=True)
     assert duration.extended_back(2) == Duration("2026-11-20 2359", "2026-11-21 0002", Step.MINUTE, True)
+
+
+def test_a_duration_is_read_from_the_protocols_input() -> None:
+    given = {"start": "2026-11-21 1900", "end": "2026-11-21 1904", "step": "MINUTE"}
+    assert Duration.of(given) == Duration("2026-11-21 1900", "2026-11-21 1904", Step.MINUTE)
+    assert Duration.of({**given, "coldStage": True}).cold_stage is True
