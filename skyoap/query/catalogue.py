@@ -3,9 +3,8 @@ whether it is one value or labeled, and which of skyoap's rows and derived
 values it reads.
 
 The names are those of SkyWalking's ``core.oal`` that its dashboards draw. A
-few of them skyoap does not measure (message-queue consumption, an instance
-relation seen from the caller, sampled slow statements): they are listed
-without a model, so that a dashboard asking for them draws no data, as
+few of them skyoap does not measure (message-queue consumption, sampled
+slow statements): they are listed without a model, so that a dashboard asking for them draws no data, as
 SkyWalking's does when nothing was measured, rather than an error. An agent's
 meters are not listed: their names are whatever agents report, and the
 reader finds them (``MetricReader.meter``).
@@ -164,12 +163,14 @@ _DEFS = [
     *_calls("endpoint", EndpointMetrics, Scope.ENDPOINT, attributes=_LAYER),
     *_calls("service_relation_client", ServiceRelationMetrics, Scope.SERVICE_RELATION, "call_sla", _CLIENT),
     *_calls("service_relation_server", ServiceRelationMetrics, Scope.SERVICE_RELATION, "call_sla", _SERVER),
-    # skyoap counts an instance relation where the callee sees it, not where the caller does.
     *_calls(
         "service_instance_relation_server", ServiceInstanceRelationMetrics, Scope.SERVICE_INSTANCE_RELATION,
-        "call_sla",
+        "call_sla", _SERVER,
     ),
-    *_calls("service_instance_relation_client", None, Scope.SERVICE_INSTANCE_RELATION, "call_sla"),
+    *_calls(
+        "service_instance_relation_client", ServiceInstanceRelationMetrics, Scope.SERVICE_INSTANCE_RELATION,
+        "call_sla", _CLIENT,
+    ),
     *_calls("endpoint_relation", EndpointRelationMetrics, Scope.ENDPOINT_RELATION),
     _unmeasured("service_mq_consume_count", Scope.SERVICE),
     _unmeasured("service_mq_consume_latency", Scope.SERVICE),

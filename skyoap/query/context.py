@@ -8,6 +8,17 @@ from skyoap.storage.api import InventoryDAO, MetricsDAO, RecordDAO
 
 
 @dataclass(frozen=True)
+class TimesToLive:
+    """How many days each kind of data is kept (the node's ``--*-ttl-days``)."""
+
+    records_days: int
+    minute_metrics_days: int
+    hour_metrics_days: int
+    day_metrics_days: int
+    inactive_instance_days: int
+
+
+@dataclass(frozen=True)
 class QueryContext:
     """The node's storage as queries read it. Each query runs under its
     deadline (``runtime/deadline.py``): ``inventory`` reads with one try of at
@@ -16,3 +27,4 @@ class QueryContext:
     inventory: InventoryDAO
     metrics: MetricsDAO
     records: RecordDAO
+    ttl: TimesToLive

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import identity
+from skyoap.query import identity, metadata, metrics
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -21,4 +21,23 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .mutation("version", identity.version)
         .query("getTimeInfo", identity.time_info)
         .query("checkHealth", identity.health)
+        .query("listLayers", metadata.list_layers)
+        .query("listServices", metadata.list_services)
+        .query("getAllServices", metadata.all_services)
+        .query("searchServices", metadata.search_services)
+        .query("findService", metadata.find_service)
+        .query("searchService", metadata.search_service)
+        .query("getService", metadata.get_service)
+        .query("listInstances", metadata.list_instances)
+        .query("getServiceInstances", metadata.list_instances)
+        .query("listInstancesByName", metadata.list_instances_by_name)
+        .query("getInstance", metadata.get_instance)
+        .query("findEndpoint", metadata.find_endpoint)
+        .query("findEndpointByName", metadata.find_endpoint_by_name)
+        .query("searchEndpoint", metadata.search_endpoint)
+        .query("getEndpointInfo", metadata.endpoint_info)
+        .query("getMetricsTTL", metadata.metrics_ttl)
+        .query("getRecordsTTL", metadata.records_ttl)
+        .query("execExpression", metrics.exec_expression)
+        .query("readMetricsValues", metrics.read_metrics_values)
     )

@@ -29,7 +29,7 @@ from skyoap.model.records import RECORD_TYPES
 from skyoap.model.stream import StreamTypes
 from skyoap.model.topics import Retention, Topic
 from skyoap.query.auth import HttpAuth
-from skyoap.query.context import QueryContext
+from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
@@ -242,7 +242,15 @@ class Node:
         (each reads the storage its cluster shares)."""
         q = self.config.query
         # What a query reads, it reads within the query's deadline.
-        context = QueryContext(storage.inventory_within(q.deadline_s), storage.metrics, storage.records)
+        ttl = self.config.ttl
+        kept = TimesToLive(
+            ttl.records_days,
+            ttl.minute_metrics_days,
+            ttl.hour_metrics_days,
+            ttl.day_metrics_days,
+            ttl.inactive_instance_days,
+        )
+        context = QueryContext(storage.inventory_within(q.deadline_s), storage.metrics, storage.records, kept)
         execution = Execution(resolvers(), context, q.threads, q.max_waiting, q.deadline_s, q.max_depth)
         tls = HttpsTls(q.tls_cert, q.tls_key) if q.tls_cert else None
         auth = HttpAuth(q.username, q.password, q.token) if q.username or q.token else None

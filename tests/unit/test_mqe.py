@@ -589,15 +589,6 @@ def test_metrics_skyoap_does_not_measure_have_no_data() -> None:
     assert execute("service_mq_consume_count", SHOP, FIVE_MINUTES, reader) == ExpressionResult(
         SERIES, (series(None, None, None, None, None),)
     )
-    relation = Entity(
-        service_name="shop",
-        service_instance_name="shop-1",
-        dest_service_name="cart",
-        dest_service_instance_name="c",
-    )
-    assert execute("service_instance_relation_client_percentile", relation, FIVE_MINUTES, reader) == (
-        ExpressionResult(SERIES, ())
-    )
     assert execute("top_n(top_n_service_database_statement, 20, des)", SHOP, FIVE_MINUTES, reader) == (
         ExpressionResult(ExpressionResultType.RECORD_LIST, (MQEValues(Metadata(), ()),))
     )

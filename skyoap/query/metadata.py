@@ -1,0 +1,244 @@
+"""Metadata: the services, instances and endpoints agents registered, as
+SkyWalking's metadata queries (v2, and the v1 ones its CLI still sends)
+answer them.
+
+Every service that runs an agent is in the GENERAL layer: skyoap keeps no
+other layer. A peer nobody reports from (a database at ``mysql:3306``) is
+no service here; it is a node of the topology (``topology.py``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
+from skyoap.query import ids
+from skyoap.query.context import QueryContext
+from skyoap.query.duration import Duration
+
+GENERAL = "GENERAL"
+"""SkyWalking's layer of services an agent reports from."""
+
+GROUP_SEPARATOR = "::"
+"""``group::short`` names a service of a group, as in SkyWalking."""
+
+MAX_SERVICES = 10_000
+"""The most services a listing reads; past it, a listing says so."""
+
+MAX_INSTANCES = 100_000
+"""The most instances a listing reads."""
+
+MAX_ENDPOINTS = 1_000
+"""The most endpoints ``findEndpoint`` answers (its ``limit`` is capped to it)."""
+
+LANGUAGES = frozenset({"JAVA", "DOTNET", "NODEJS", "PYTHON", "RUBY", "GO", "LUA", "PHP"})
+"""The protocol's ``Language`` values besides UNKNOWN."""
+
+
+class UnknownId(ValueError):
+    """An id that is not one SkyWalking's scheme builds."""
+
+
+def _decode(part: str, what: str, whole: str) -> str:
+    try:
+        return base64.b64decode(part.encode("ascii"), validate=True).decode()
+    except (binascii.Error, UnicodeError, ValueError):
+        raise UnknownId(
+            f"{what} {whole!r} is not an id skyoap gave: {part!r} is not base64 of a name"
+        ) from None
+
+
+def service_name_of(service_id: str) -> tuple[str, bool]:
+    """The name and normal flag an id of SkyWalking's scheme (``base64(name).1``) holds."""
+    encoded, dot, flag = service_id.rpartition(".")
+    if not dot or flag not in ("0", "1"):
+        raise UnknownId(f"service id {service_id!r} is not base64 of a name followed by '.1' or '.0'")
+    return _decode(encoded, "service id", service_id), flag == "1"
+
+
+def split_id(entity_id: str, what: str) -> tuple[str, str]:
+    """The service name and the entity's name an instance or endpoint id
+    (``service id_base64(name)``) holds."""
+    service_part, underscore, name_part = entity_id.partition("_")
+    if not underscore:
+        raise UnknownId(f"{what} id {entity_id!r} is not a service id, '_' and base64 of a name")
+    service, _ = service_name_of(service_part)
+    return service, _decode(name_part, f"{what} id", entity_id)
+
+
+def _service(service: ServiceInventory) -> dict[str, Any]:
+    group, separator, short = service.name.partition(GROUP_SEPARATOR)
+    return {
+        "id": ids.service_id(service.name, True),
+        "name": service.name,
+        "group": group if separator else "",
+        "shortName": short if separator else service.name,
+        "layers": [GENERAL],
+        "normal": True,
+    }
+
+
+def _services(context: QueryContext) -> list[ServiceInventory]:
+    services = context.inventory.list(ServiceInventory, MAX_SERVICES + 1)
+    if len(services) > MAX_SERVICES:
+        raise ValueError(f"more than {MAX_SERVICES} services are registered: search by name instead")
+    return sorted(services, key=lambda s: s.name)
+
+
+def _stored_service(context: QueryContext, name: str) -> ServiceInventory | None:
+    found = context.inventory.get_many(ServiceInventory, [name]).get(name)
+    return found.item if found else None
+
+
+def list_layers(context: QueryContext) -> list[str]:
+    return [GENERAL] if _services(context) else []
+
+
+def list_services(context: QueryContext, layer: str | None = None) -> list[dict[str, Any]]:
+    if layer not in (None, GENERAL):
+        return []
+    return [_service(s) for s in _services(context)]
+
+
+def all_services(
+    context: QueryContext, duration: Mapping[str, Any], group: str | None = None
+) -> list[dict[str, Any]]:
+    """v1's ``getAllServices``: every service (of ``group``, when given)."""
+    Duration.of(duration)  # checked as SkyWalking checks it, though every service is listed
+    services = [_service(s) for s in _services(context)]
+    return [s for s in services if group is None or s["group"] == group]
+
+
+def search_services(context: QueryContext, duration: Mapping[str, Any], keyword: str) -> list[dict[str, Any]]:
+    return [s for s in all_services(context, duration) if keyword in s["name"]]
+
+
+def find_service(context: QueryContext, serviceName: str) -> dict[str, Any] | None:
+    service = _stored_service(context, serviceName)
+    return _service(service) if service else None
+
+
+def search_service(context: QueryContext, serviceCode: str) -> dict[str, Any] | None:
+    return find_service(context, serviceName=serviceCode)
+
+
+def get_service(context: QueryContext, serviceId: str) -> dict[str, Any] | None:
+    name, _ = service_name_of(serviceId)
+    return find_service(context, serviceName=name)
+
+
+def _instance(service: str, instance: ServiceInstanceInventory) -> dict[str, Any]:
+    properties = instance.properties
+    language = properties.get("language", "").upper()
+    return {
+        "id": ids.instance_id(service, True, instance.name),
+        "name": instance.name,
+        "attributes": [{"name": k, "value": v} for k, v in sorted(properties.items())],
+        "language": language if language in LANGUAGES else "UNKNOWN",
+        "instanceUUID": instance.instance_uuid,
+    }
+
+
+def _instances_of(context: QueryContext, service_name: str) -> list[ServiceInstanceInventory]:
+    service = _stored_service(context, service_name)
+    if service is None:
+        return []
+    instances = context.inventory.list(ServiceInstanceInventory, MAX_INSTANCES + 1)
+    if len(instances) > MAX_INSTANCES:
+        raise ValueError(f"more than {MAX_INSTANCES} instances are registered: skyoap lists no more")
+    return sorted((i for i in instances if i.service_id == service.sequence), key=lambda i: i.name)
+
+
+def list_instances(
+    context: QueryContext, duration: Mapping[str, Any], serviceId: str
+) -> list[dict[str, Any]]:
+    """The instances of a service alive within the Duration (a heartbeat since its start)."""
+    since_ms = int(Duration.of(duration).start_time.timestamp() * 1000)
+    name, _ = service_name_of(serviceId)
+    alive = [i for i in _instances_of(context, name) if i.heartbeat_time >= since_ms]
+    return [_instance(name, i) for i in alive]
+
+
+def list_instances_by_name(
+    context: QueryContext, duration: Mapping[str, Any], service: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    return list_instances(context, duration, ids.service_id(service["serviceName"], True))
+
+
+def get_instance(context: QueryContext, instanceId: str) -> dict[str, Any] | None:
+    service_name, name = split_id(instanceId, "instance")
+    found = [i for i in _instances_of(context, service_name) if i.name == name]
+    return _instance(service_name, found[0]) if found else None
+
+
+def find_endpoint(
+    context: QueryContext,
+    serviceId: str,
+    limit: int,
+    keyword: str | None = None,
+    duration: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The service's endpoints whose names hold ``keyword``, by name, at most
+    ``limit`` (capped to ``MAX_ENDPOINTS``). Every registered endpoint is
+    listed whatever the Duration: skyoap removes those unused for
+    ``--unused-endpoint-ttl-days``."""
+    if duration is not None:
+        Duration.of(duration)
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+    name, _ = service_name_of(serviceId)
+    service = _stored_service(context, name)
+    if service is None:
+        return []
+    names = context.inventory.names_of_service(EndpointInventory, service.sequence, 10 * MAX_ENDPOINTS)
+    matching = sorted({n for n in names if not keyword or keyword in n})[: min(limit, MAX_ENDPOINTS)]
+    return [{"id": ids.endpoint_id(name, True, n), "name": n} for n in matching]
+
+
+def find_endpoint_by_name(
+    context: QueryContext,
+    service: Mapping[str, Any],
+    limit: int,
+    keyword: str | None = None,
+    duration: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    service_id = ids.service_id(service["serviceName"], True)
+    return find_endpoint(context, service_id, limit, keyword, duration)
+
+
+def search_endpoint(context: QueryContext, keyword: str, serviceId: str, limit: int) -> list[dict[str, Any]]:
+    return find_endpoint(context, serviceId, limit, keyword)
+
+
+def endpoint_info(context: QueryContext, endpointId: str) -> dict[str, Any] | None:
+    """The endpoint an id names, if its service registered it."""
+    service_name, name = split_id(endpointId, "endpoint")
+    service = _stored_service(context, service_name)
+    if service is None:
+        return None
+    keys = [f"{service.sequence}_{point}_{name}" for point in (1, 0, 2)]
+    if not context.inventory.get_many(EndpointInventory, keys):
+        return None
+    service_id = ids.service_id(service_name, True)
+    return {"id": endpointId, "name": name, "serviceId": service_id, "serviceName": service_name}
+
+
+def metrics_ttl(context: QueryContext) -> dict[str, int]:
+    ttl = context.ttl
+    cold = {"coldMinute": -1, "coldHour": -1, "coldDay": -1}
+    return {
+        "metadata": ttl.inactive_instance_days,
+        "minute": ttl.minute_metrics_days,
+        "hour": ttl.hour_metrics_days,
+        "day": ttl.day_metrics_days,
+        **cold,
+    }
+
+
+def records_ttl(context: QueryContext) -> dict[str, int]:
+    days = context.ttl.records_days
+    kinds = ("normal", "trace", "zipkinTrace", "log", "browserErrorLog")
+    cold = "coldNormal", "coldTrace", "coldZipkinTrace", "coldLog", "coldBrowserErrorLog"
+    return {**dict.fromkeys(kinds, days), **dict.fromkeys(cold, -1)}

@@ -1,0 +1,247 @@
+"""Metrics as SkyWalking's metrics queries answer them: ``execExpression``
+(MQE, evaluated by ``mqe/``) and the v2 ``readMetricsValues``, over the
+rows storage holds (``StoredMetrics``, the MetricReader of a node).
+
+A read takes the rows of one metric's entity in the Duration's buckets at
+its step's downsampling: one storage query per metric an expression names.
+A read past ``MAX_ROWS`` rows fails with a message saying so, rather than
+holding the query's thread for what a client cannot draw anyway."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from skyoap.model.metrics import Downsampling, MeterMetrics, Metrics
+from skyoap.query import ids
+from skyoap.query.catalogue import (
+    CATALOGUE,
+    ENTITY_COLUMNS,
+    PERCENTILE_LABEL,
+    Attribute,
+    MetricDef,
+    MetricsType,
+    meter,
+)
+from skyoap.query.context import QueryContext
+from skyoap.query.duration import Duration
+from skyoap.query.entity import Entity, Scope
+from skyoap.query.metadata import GENERAL
+from skyoap.query.mqe.evaluator import execute
+from skyoap.query.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
+from skyoap.query.mqe.results import ExpressionResult, KeyValue
+from skyoap.query.mqe.syntax import Order
+from skyoap.storage.api import MetricsDAO
+
+MAX_ROWS = 100_000
+"""The most rows one read of a metric may take (a top list over a day of
+minutes of 70 services is about that)."""
+
+_LAYERS = {Attribute.LAYER: GENERAL}
+"""What each attribute holds for every entity skyoap measures."""
+
+
+class TooManyRows(ValueError):
+    pass
+
+
+class StoredMetrics:
+    """The MetricReader over a node's metrics storage."""
+
+    def __init__(self, metrics: MetricsDAO) -> None:
+        self._metrics = metrics
+
+    def _rows(self, metric: MetricDef, duration: Duration, where: Mapping[str, str]) -> list[Metrics]:
+        assert metric.model is not None, f"{metric.name} is not measured"
+        level = duration.step.downsampling()
+        rows = self._metrics.query(
+            metric.model, level, duration.start_bucket, duration.end_bucket, where, MAX_ROWS + 1
+        )
+        if len(rows) > MAX_ROWS:
+            raise TooManyRows(
+                f"{metric.name} has more than {MAX_ROWS} rows in the Duration: "
+                "shorten it or take a longer step"
+            )
+        return rows
+
+    def values(
+        self, metric: MetricDef, entity: Entity, duration: Duration, selector: LabelSelector
+    ) -> Sequence[LabeledValues]:
+        buckets = [p.bucket for p in duration.points()]
+        rows = self._rows(metric, duration, metric.rows_of(entity))
+        if metric.type is MetricsType.REGULAR_VALUE:
+            return [_series(rows, buckets, metric.column, ())]
+        if metric.label_columns:  # percentiles: a series of each rank, when there is data
+            return [
+                _series(rows, buckets, column, (KeyValue(PERCENTILE_LABEL, rank),))
+                for rank, column in metric.label_columns.items()
+                if rows
+            ]
+        by_labels: dict[str, list[Metrics]] = {}
+        for row in rows:
+            assert isinstance(row, MeterMetrics)
+            by_labels.setdefault(row.labels, []).append(row)
+        return [_series(group, buckets, metric.column, labels_of(text)) for text, group in by_labels.items()]
+
+    def top(self, metric: MetricDef, duration: Duration, condition: TopNCondition) -> Sequence[Ranked]:
+        assert metric.model is not None
+        if not all((_LAYERS[a.attribute] == a.value) == a.equal for a in condition.attributes):
+            return []
+        columns = [column for column, _ in ENTITY_COLUMNS[metric.model]]
+        where = dict(metric.where)
+        if condition.parent_service is not None:
+            where[columns[0]] = condition.parent_service
+        by_entity: dict[tuple[str, ...], list[float]] = {}
+        for row in self._rows(metric, duration, where):
+            names = tuple(getattr(row, c) for c in columns)
+            by_entity.setdefault(names, []).append(float(_value(row, metric.column)))
+        means = sorted(((sum(vs) / len(vs), names) for names, vs in by_entity.items()), reverse=True)
+        if condition.order is Order.ASC:
+            means.reverse()
+        return [_ranked(metric.scope, mean, names) for mean, names in means[: condition.limit]]
+
+    def meter(self, name: str) -> MetricDef | None:
+        labels = self._metrics.distinct(MeterMetrics, Downsampling.DAY, 0, ("name", "labels"))
+        found = [text for stored, text in labels if stored == name]
+        return meter(name, labeled=any(found)) if found else None
+
+
+def labels_of(text: str) -> tuple[KeyValue, ...]:
+    """A meter's stored labels (``k=v,k=v``) as key-values."""
+    return tuple(KeyValue(*pair.split("=", 1)) for pair in text.split(",") if pair)
+
+
+def _value(row: Metrics, column: str) -> Any:
+    derived = row.derived()
+    return derived[column] if column in derived else getattr(row, column)
+
+
+def _series(
+    rows: Sequence[Metrics], buckets: list[int], column: str, labels: tuple[KeyValue, ...]
+) -> LabeledValues:
+    at = {r.time_bucket: float(_value(r, column)) for r in rows}
+    return LabeledValues(labels, tuple(at.get(b) for b in buckets))
+
+
+def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:
+    if scope is Scope.SERVICE_INSTANCE:
+        return Ranked(value=mean, service=names[0], normal=True, instance=names[1])
+    if scope is Scope.ENDPOINT:
+        return Ranked(value=mean, service=names[0], normal=True, endpoint=names[1])
+    return Ranked(value=mean, service=names[0], normal=True)
+
+
+def entity_of(given: Mapping[str, Any]) -> Entity:
+    """The protocol's ``Entity`` input, as a resolver receives it."""
+    return Entity(
+        service_name=given.get("serviceName"),
+        normal=given.get("normal"),
+        service_instance_name=given.get("serviceInstanceName"),
+        endpoint_name=given.get("endpointName"),
+        process_name=given.get("processName"),
+        dest_service_name=given.get("destServiceName"),
+        dest_normal=given.get("destNormal"),
+        dest_service_instance_name=given.get("destServiceInstanceName"),
+        dest_endpoint_name=given.get("destEndpointName"),
+        dest_process_name=given.get("destProcessName"),
+    )
+
+
+def exec_expression(
+    context: QueryContext,
+    expression: str,
+    entity: Mapping[str, Any],
+    duration: Mapping[str, Any],
+    debug: bool | None = None,
+    dumpDBRsp: bool | None = None,
+) -> dict[str, Any]:
+    """``execExpression``: the expression's result, or its ``error``. A
+    Duration that cannot be read is the expression's error too, as SkyWalking
+    answers it. ``debug`` traces are not kept: ``debuggingTrace`` is null."""
+    try:
+        result = execute(expression, entity_of(entity), Duration.of(duration), StoredMetrics(context.metrics))
+    except (ValueError, KeyError) as e:
+        result = ExpressionResult.failed(str(e))
+    return _answer(result)
+
+
+def _answer(result: ExpressionResult) -> dict[str, Any]:
+    def owner(o: Any) -> dict[str, Any] | None:
+        if o is None:
+            return None
+        return {
+            "scope": o.scope.value,
+            "serviceID": o.service_id,
+            "serviceName": o.service_name,
+            "normal": o.normal,
+            "serviceInstanceID": o.service_instance_id,
+            "serviceInstanceName": o.service_instance_name,
+            "endpointID": o.endpoint_id,
+            "endpointName": o.endpoint_name,
+        }
+
+    return {
+        "type": result.type.value,
+        "error": result.error,
+        "results": [
+            {
+                "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in values.metric.labels]},
+                "values": [
+                    {"id": v.id, "value": v.value, "traceID": v.trace_id, "owner": owner(v.owner)}
+                    for v in values.values
+                ],
+            }
+            for values in result.results
+        ],
+    }
+
+
+def _entity_id(scope: Scope, entity: Entity) -> str:
+    """SkyWalking's id of the entity a metric of ``scope`` is of."""
+    service = ids.service_id(entity.service_name or "", entity.normal is not False)
+    if scope is Scope.SERVICE:
+        return service
+    if scope is Scope.SERVICE_INSTANCE:
+        return ids.instance_id(
+            entity.service_name or "", entity.normal is not False, entity.service_instance_name or ""
+        )
+    if scope is Scope.ENDPOINT:
+        return ids.endpoint_id(
+            entity.service_name or "", entity.normal is not False, entity.endpoint_name or ""
+        )
+    dest = ids.service_id(entity.dest_service_name or "", entity.dest_normal is not False)
+    return f"{service}-{dest}"
+
+
+def read_metrics_values(
+    context: QueryContext, condition: Mapping[str, Any], duration: Mapping[str, Any]
+) -> dict[str, Any]:
+    """v2's ``readMetricsValues``: a metric of one value per bucket, as
+    integers (SkyWalking's ``Long``), 0 and ``isEmptyValue`` where no row is."""
+    name = condition["name"]
+    definition = CATALOGUE.get(name)
+    if definition is None or definition.type is not MetricsType.REGULAR_VALUE:
+        raise ValueError(f"readMetricsValues reads a metric of one value per bucket; {name!r} is not one")
+    entity = entity_of(condition["entity"])
+    missing = entity.missing(definition.scope)
+    if missing:
+        raise ValueError(
+            f"{name} is of scope {definition.scope.value}: the entity needs {', '.join(missing)}"
+        )
+    span = Duration.of(duration)
+    points = span.points()
+    if definition.measured:
+        (series,) = StoredMetrics(context.metrics).values(definition, entity, span, LabelSelector({}))
+        values = series.values
+    else:
+        values = (None,) * len(points)
+    entity_id = _entity_id(definition.scope, entity)
+    return {
+        "label": None,
+        "values": {
+            "values": [
+                {"id": f"{p.bucket}_{entity_id}", "value": int(v or 0), "isEmptyValue": v is None}
+                for p, v in zip(points, values, strict=True)
+            ]
+        },
+    }

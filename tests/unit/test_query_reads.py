@@ -1,0 +1,285 @@
+"""Metadata and metrics queries over a real embedded storage: what SkyWalking's
+UI and CLI ask for a service list, an instance list, endpoints, a metric's
+series and average, a top list, and what a bad id or a read too large gets."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import graphql
+import pytest
+
+from skyoap.model.inventory import (
+    INVENTORY_TYPES,
+    EndpointInventory,
+    ServiceInstanceInventory,
+    ServiceInventory,
+)
+from skyoap.model.metrics import (
+    LATENCY_BUCKETS_MS,
+    METRICS_TYPES,
+    Downsampling,
+    EndpointMetrics,
+    MeterMetrics,
+    ServiceMetrics,
+)
+from skyoap.model.records import RECORD_TYPES
+from skyoap.query import metrics as query_metrics
+from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.resolvers import resolvers
+from skyoap.storage.api import MetricsWrite
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import OpenStorage, open_storage
+
+MINUTE = 202611241000
+"""10:00 UTC; the rows below are of 10:00 to 10:04."""
+NOW_MS = 1_795_514_400_000  # 2026-11-24 10:00 UTC
+DURATION = {"start": "2026-11-24 1000", "end": "2026-11-24 1004", "step": "MINUTE"}
+SHOP = base64.b64encode(b"shop").decode() + ".1"
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def calls(n: int, errors: int = 0, latency_ms: int = 10) -> dict[str, Any]:
+    """``n`` calls of ``latency_ms`` each, ``errors`` of them failed."""
+    bucket = next(i for i, bound in enumerate(LATENCY_BUCKETS_MS) if bound >= latency_ms)
+    histogram = tuple(n if i == bucket else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+    return {"calls": n, "errors": errors, "latency_sum_ms": n * latency_ms, "histogram": histogram}
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[OpenStorage]:
+    opened = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "s.db")))
+    inv = opened.inventory
+    inv.install(INVENTORY_TYPES)
+    opened.metrics.install(METRICS_TYPES)
+    opened.records.install(RECORD_TYPES)
+    inv.insert(
+        ServiceInventory,
+        [ServiceInventory(name="shop", sequence=1), ServiceInventory(name="pay::checkout", sequence=2)],
+    )
+    inv.insert(
+        ServiceInstanceInventory,
+        [
+            ServiceInstanceInventory(
+                name="shop-1", sequence=1, service_id=1, instance_uuid="shop-1", heartbeat_time=NOW_MS,
+                properties={"language": "python", "hostname": "h1"},
+            ),
+            # Last seen a day before the Duration.
+            ServiceInstanceInventory(
+                name="shop-2", sequence=2, service_id=1, instance_uuid="shop-2",
+                heartbeat_time=NOW_MS - 86_400_000,
+            ),
+            ServiceInstanceInventory(
+                name="pay-1", sequence=3, service_id=2, instance_uuid="pay-1", heartbeat_time=NOW_MS
+            ),
+        ],
+    )  # fmt: skip
+    inv.insert(
+        EndpointInventory,
+        [
+            EndpointInventory(name="/orders", sequence=1, service_id=1, detect_point=1),
+            EndpointInventory(name="/pay", sequence=2, service_id=1, detect_point=1),
+            EndpointInventory(name="/refund", sequence=3, service_id=2, detect_point=1),
+        ],
+    )
+    minute = Downsampling.MINUTE
+    rows: list[Any] = [
+        ServiceMetrics(time_bucket=MINUTE, service="shop", **calls(10, errors=1, latency_ms=20)),
+        ServiceMetrics(time_bucket=MINUTE + 2, service="shop", **calls(30, latency_ms=100)),
+        ServiceMetrics(time_bucket=MINUTE, service="pay::checkout", **calls(5)),
+    ]
+    opened.metrics.put(ServiceMetrics, minute, [MetricsWrite(None, r, {"w": 1}) for r in rows])
+    endpoints = [
+        EndpointMetrics(time_bucket=MINUTE, service="shop", endpoint="/orders", **calls(8)),
+        EndpointMetrics(time_bucket=MINUTE, service="shop", endpoint="/pay", **calls(2)),
+        EndpointMetrics(time_bucket=MINUTE + 1, service="shop", endpoint="/pay", **calls(6)),
+    ]
+    opened.metrics.put(EndpointMetrics, minute, [MetricsWrite(None, r, {"w": 1}) for r in endpoints])
+    meters = [
+        MeterMetrics(
+            time_bucket=MINUTE + m, service="shop", instance="shop-1", name="pool", labels=f"kind={kind}",
+            samples=2, value_sum=total, last_value=total / 2, last_time=NOW_MS + m * 60_000,
+        )
+        for m, kind, total in ((0, "core", 8.0), (1, "core", 12.0), (0, "max", 40.0))
+    ]  # fmt: skip
+    opened.metrics.put(MeterMetrics, minute, [MetricsWrite(None, r, {"w": 1}) for r in meters])
+    # Meters are found by name in the day rows, which every meter reported has.
+    days = [meters[0].downsampled(Downsampling.DAY), meters[2].downsampled(Downsampling.DAY)]
+    opened.metrics.put(MeterMetrics, Downsampling.DAY, [MetricsWrite(None, r, {"w": 1}) for r in days])
+    yield opened
+    opened.close()
+
+
+def ask(storage: OpenStorage, query: str, **variables: Any) -> Any:
+    ttl = TimesToLive(3, 1, 7, 90, 7)
+    context = QueryContext(storage.inventory, storage.metrics, storage.records, ttl)
+    binder = resolvers()
+    result = graphql.graphql_sync(
+        binder.schema, query, variable_values=variables, context_value=context, field_resolver=binder.resolve
+    )
+    return result.data, [e.message for e in result.errors or []]
+
+
+def test_services_are_listed_with_their_ids_groups_and_layer(storage: OpenStorage) -> None:
+    data, errors = ask(
+        storage, '{ listLayers listServices(layer: "GENERAL") { id name group shortName layers normal } }'
+    )
+    assert errors == []
+    assert data == {
+        "listLayers": ["GENERAL"],
+        "listServices": [
+            {"id": b64("pay::checkout") + ".1", "name": "pay::checkout", "group": "pay",
+             "shortName": "checkout", "layers": ["GENERAL"], "normal": True},
+            {"id": SHOP, "name": "shop", "group": "", "shortName": "shop", "layers": ["GENERAL"],
+             "normal": True},
+        ],
+    }  # fmt: skip
+    data, _ = ask(storage, '{ listServices(layer: "MESH") { name } findService(serviceName: "shop") { id } }')
+    assert data == {"listServices": [], "findService": {"id": SHOP}}
+    data, _ = ask(storage, "query($d: Duration!) { getAllServices(duration: $d) { name } }", d=DURATION)
+    assert data == {"getAllServices": [{"name": "pay::checkout"}, {"name": "shop"}]}
+
+
+def test_instances_alive_in_the_duration_are_listed_with_their_attributes(storage: OpenStorage) -> None:
+    query = """query($d: Duration!, $id: ID!) {
+        listInstances(duration: $d, serviceId: $id) {
+            id name language instanceUUID attributes { name value }
+        }
+    }"""
+    data, errors = ask(storage, query, d=DURATION, id=SHOP)
+    assert errors == []
+    assert data == {
+        "listInstances": [
+            {"id": f"{SHOP}_{b64('shop-1')}", "name": "shop-1", "language": "PYTHON",
+             "instanceUUID": "shop-1",
+             "attributes": [{"name": "hostname", "value": "h1"}, {"name": "language", "value": "python"}]},
+        ]
+    }  # fmt: skip
+    data, _ = ask(storage, f'{{ getInstance(instanceId: "{SHOP}_{b64("shop-2")}") {{ name language }} }}')
+    assert data == {"getInstance": {"name": "shop-2", "language": "UNKNOWN"}}
+
+
+def test_endpoints_are_found_by_keyword_and_by_id(storage: OpenStorage) -> None:
+    data, errors = ask(
+        storage, f'{{ findEndpoint(serviceId: "{SHOP}", keyword: "pa", limit: 10) {{ id name }} }}'
+    )
+    assert errors == []
+    assert data == {"findEndpoint": [{"id": f"{SHOP}_{b64('/pay')}", "name": "/pay"}]}
+    data, _ = ask(storage, f'{{ findEndpoint(serviceId: "{SHOP}", limit: 1) {{ name }} }}')
+    assert data == {"findEndpoint": [{"name": "/orders"}]}
+    data, _ = ask(
+        storage, f'{{ getEndpointInfo(endpointId: "{SHOP}_{b64("/pay")}") {{ name serviceId serviceName }} }}'
+    )
+    assert data == {"getEndpointInfo": {"name": "/pay", "serviceId": SHOP, "serviceName": "shop"}}
+
+
+def test_a_bad_id_says_what_is_wrong(storage: OpenStorage) -> None:
+    data, errors = ask(storage, '{ getService(serviceId: "shop") { name } }')
+    assert data == {"getService": None}
+    assert errors == ["service id 'shop' is not base64 of a name followed by '.1' or '.0'"]
+    _, errors = ask(storage, '{ getInstance(instanceId: "c2hvcA==.1_%%%") { name } }')
+    assert errors == ["instance id 'c2hvcA==.1_%%%' is not an id skyoap gave: '%%%' is not base64 of a name"]
+
+
+def test_times_to_live_are_the_nodes(storage: OpenStorage) -> None:
+    data, _ = ask(
+        storage, "{ getMetricsTTL { metadata minute hour day coldDay } getRecordsTTL { trace log coldLog } }"
+    )
+    assert data == {
+        "getMetricsTTL": {"metadata": 7, "minute": 1, "hour": 7, "day": 90, "coldDay": -1},
+        "getRecordsTTL": {"trace": 3, "log": 3, "coldLog": -1},
+    }
+
+
+EXPRESSION = """query($e: String!, $entity: Entity!, $d: Duration!) {
+    execExpression(expression: $e, entity: $entity, duration: $d) {
+        type error results {
+            metric { labels { key value } } values { id value owner { serviceName endpointName } }
+        }
+    }
+}"""
+
+
+def expression(storage: OpenStorage, text: str, **entity: Any) -> dict[str, Any]:
+    data, errors = ask(storage, EXPRESSION, e=text, entity=entity, d=DURATION)
+    assert errors == []
+    result: dict[str, Any] = data["execExpression"]
+    return result
+
+
+def ms(minute: int) -> str:
+    return str(NOW_MS + minute * 60_000)
+
+
+def test_a_metric_is_a_series_with_null_where_nothing_was_measured(storage: OpenStorage) -> None:
+    result = expression(storage, "service_cpm", serviceName="shop", normal=True)
+    assert result["type"] == "TIME_SERIES_VALUES" and result["error"] is None
+    (series,) = result["results"]
+    assert [(v["id"], v["value"]) for v in series["values"]] == [
+        (ms(0), "10"), (ms(1), None), (ms(2), "30"), (ms(3), None), (ms(4), None),
+    ]  # fmt: skip
+    result = expression(storage, "avg(service_sla) / 100", serviceName="shop", normal=True)
+    assert result["type"] == "SINGLE_VALUE"
+    # 90.00 % and 100.00 %, averaged over the minutes measured
+    assert result["results"][0]["values"] == [{"id": None, "value": "95", "owner": None}]
+
+
+def test_percentiles_and_meters_come_one_series_per_label(storage: OpenStorage) -> None:
+    result = expression(storage, "service_percentile{p='50,99'}", serviceName="shop")
+    assert [(r["metric"]["labels"], [v["value"] for v in r["values"]]) for r in result["results"]] == [
+        ([{"key": "p", "value": "50"}], ["20", None, "100", None, None]),
+        ([{"key": "p", "value": "99"}], ["20", None, "100", None, None]),
+    ]
+    result = expression(
+        storage, "latest(pool{kind='core'})", serviceName="shop", serviceInstanceName="shop-1"
+    )
+    assert [(r["metric"]["labels"], r["values"][0]["value"]) for r in result["results"]] == [
+        ([{"key": "kind", "value": "core"}], "6")
+    ]
+
+
+def test_top_n_ranks_the_endpoints_of_a_service(storage: OpenStorage) -> None:
+    result = expression(storage, "top_n(endpoint_cpm, 2, des)", serviceName="shop", normal=True)
+    assert result["type"] == "SORTED_LIST"
+    assert [(v["value"], v["owner"]["endpointName"]) for v in result["results"][0]["values"]] == [
+        ("8", "/orders"),
+        ("4", "/pay"),
+    ]
+
+
+def test_what_cannot_be_evaluated_answers_an_error(storage: OpenStorage) -> None:
+    result = expression(storage, "no_such_metric", serviceName="shop")
+    assert result == {"type": "UNKNOWN", "error": "Metric: [no_such_metric] does not exist.", "results": []}
+    result = expression(storage, "service_cpm +", serviceName="shop")
+    assert result["type"] == "UNKNOWN" and result["error"]
+
+
+def test_a_read_past_the_row_bound_is_refused(storage: OpenStorage, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(query_metrics, "MAX_ROWS", 2)
+    result = expression(storage, "top_n(endpoint_cpm, 2, des)", serviceName="shop")
+    assert result["error"] == (
+        "endpoint_cpm has more than 2 rows in the Duration: shorten it or take a longer step"
+    )
+
+
+def test_read_metrics_values_fills_every_bucket(storage: OpenStorage) -> None:
+    query = """query($c: MetricsCondition!, $d: Duration!) {
+        readMetricsValues(condition: $c, duration: $d) { label values { values { id value isEmptyValue } } }
+    }"""
+    condition = {"name": "service_cpm", "entity": {"serviceName": "shop", "normal": True}}
+    data, errors = ask(storage, query, c=condition, d=DURATION)
+    assert errors == []
+    values = data["readMetricsValues"]["values"]["values"]
+    assert [(v["id"], v["value"], v["isEmptyValue"]) for v in values] == [
+        (f"{MINUTE}_{SHOP}", 10, False),
+        (f"{MINUTE + 1}_{SHOP}", 0, True),
+        (f"{MINUTE + 2}_{SHOP}", 30, False),
+        (f"{MINUTE + 3}_{SHOP}", 0, True),
+        (f"{MINUTE + 4}_{SHOP}", 0, True),
+    ]
