@@ -6,8 +6,9 @@ The names are those of SkyWalking's ``core.oal`` that its dashboards draw. A
 few of them skyoap does not measure (message-queue consumption, sampled
 slow statements): they are listed without a model, so that a dashboard asking for them draws no data, as
 SkyWalking's does when nothing was measured, rather than an error. An agent's
-meters are not listed: their names are whatever agents report, and the
-reader finds them (``MetricReader.meter``).
+meters are not listed (but for the Python agent's that skyoap's dashboards
+draw): their names are whatever agents report, and the reader finds them
+(``MetricReader.meter``).
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def meter(name: str, labeled: bool, stored_name: str | None = None) -> MetricDef
     )
 
 
+PYTHON_METERS = ("process_cpu_utilization", "process_mem_utilization", "thread_active_count")
+
 _PERCENTILE_COLUMNS = {str(p): f"p{p}" for p in PERCENTILES}
 
 
@@ -176,6 +179,9 @@ _DEFS = [
     _unmeasured("service_mq_consume_latency", Scope.SERVICE),
     _unmeasured("endpoint_mq_consume_latency", Scope.ENDPOINT),
     _unmeasured("top_n_service_database_statement", Scope.SERVICE, MetricsType.SAMPLED_RECORD),
+    # What SkyWalking's Python agent reports of its process, which skyoap's
+    # dashboards draw: listed, so that an instance without them draws no data.
+    *(meter(f"instance_pvm_{name}", labeled=False) for name in PYTHON_METERS),
 ]  # fmt: skip
 
 CATALOGUE: Mapping[str, MetricDef] = {d.name: d for d in _DEFS}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import identity, metadata, metrics
+from skyoap.query import dashboards, identity, metadata, metrics
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -40,4 +40,10 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("getRecordsTTL", metadata.records_ttl)
         .query("execExpression", metrics.exec_expression)
         .query("readMetricsValues", metrics.read_metrics_values)
+        .query("getMenuItems", dashboards.menu_items)
+        .query("getAllTemplates", dashboards.all_templates)
+        .query("getTemplate", dashboards.template)
+        .mutation("addTemplate", dashboards.unchanged)
+        .mutation("changeTemplate", dashboards.unchanged)
+        .mutation("disableTemplate", dashboards.unchanged)
     )

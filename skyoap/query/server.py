@@ -12,6 +12,9 @@ POST (405), credentials missing or wrong (401, with a challenge), a body
 past ``max_body_bytes`` (413, read no further) or not whole within the
 query deadline (408), a body that is not a JSON object with a ``query``
 string (400), every thread busy and the waiting room full (503).
+
+``GET /status/...`` answers the pages SkyWalking's UI reads beside GraphQL
+(``status.py``), under the same credentials.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Mapping
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import LooseHeaders
@@ -31,6 +35,7 @@ from multidict import CIMultiDict
 from skyoap.edge.tls import HttpsTls
 from skyoap.query.auth import HttpAuth
 from skyoap.query.execution import Busy, Execution, QueryRequest
+from skyoap.query.status import StatusPage
 from skyoap.runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
@@ -99,6 +104,7 @@ class QueryServer:
         max_body_bytes: int,
         tls: HttpsTls | None = None,
         auth: HttpAuth | None = None,
+        status: Mapping[str, StatusPage] | None = None,
     ) -> None:
         try:
             self._sock = socket.create_server((host, port), backlog=128)
@@ -112,6 +118,7 @@ class QueryServer:
         self._max_body_bytes = max_body_bytes
         self._tls = tls
         self._auth = auth
+        self._status = dict(status or {})
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failure: BaseException | None = None
@@ -180,6 +187,7 @@ class QueryServer:
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=self._max_body_bytes)
         app.router.add_route("*", PATH, self._graphql)
+        app.router.add_get("/status/{page:.*}", self._status_page, allow_head=False)
         app.router.add_route("*", "/{path:.*}", self._elsewhere)
         return app
 
@@ -188,6 +196,34 @@ class QueryServer:
             f"{request.path} is not served here: this port answers SkyWalking's query protocol at POST {PATH}"
         )
         return web.Response(status=404, body=_errors(message), content_type="application/json")
+
+    async def _status_page(self, request: web.Request) -> web.Response:
+        page = self._status.get(request.path)
+        if page is None:
+            return await self._elsewhere(request)
+        refused = self._unwelcome(request)
+        if refused is not None:
+            return refused
+        as_json = "application/json" in request.headers.get(hdrs.ACCEPT, "")
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._execution.deadline_s):
+                answer = await loop.run_in_executor(None, page, as_json)
+        except TimeoutError:
+            message = f"{request.path} was not answered within {self._execution.deadline_s:g} s"
+            return self._refuse(Refused.TIMEOUT, 503, message)
+        return web.Response(body=answer.body, content_type=answer.content_type)
+
+    def _unwelcome(self, request: web.Request) -> web.Response | None:
+        """The answer to a request this node will not serve now (stopping, credentials)."""
+        if self._closing:
+            return self._refuse(Refused.CLOSING, 503, "the node is stopping; ask another node or try again")
+        if self._auth is not None:
+            why = self._auth.refusal(request.headers.get(hdrs.AUTHORIZATION))
+            if why is not None:
+                challenges = CIMultiDict((hdrs.WWW_AUTHENTICATE, c) for c in self._auth.challenges)
+                return self._refuse(Refused.AUTH, 401, why, challenges)
+        return None
 
     async def _graphql(self, request: web.Request) -> web.Response:
         arrived = time.monotonic()
@@ -223,13 +259,9 @@ class QueryServer:
                 f"(SkyWalking's query protocol), not {request.method}"
             )
             return self._refuse(Refused.METHOD, 405, message, {hdrs.ALLOW: hdrs.METH_POST})
-        if self._closing:
-            return self._refuse(Refused.CLOSING, 503, "the node is stopping; ask another node or try again")
-        if self._auth is not None:
-            why = self._auth.refusal(request.headers.get(hdrs.AUTHORIZATION))
-            if why is not None:
-                challenges = CIMultiDict((hdrs.WWW_AUTHENTICATE, c) for c in self._auth.challenges)
-                return self._refuse(Refused.AUTH, 401, why, challenges)
+        refused = self._unwelcome(request)
+        if refused is not None:
+            return refused
         try:
             async with asyncio.timeout(self._execution.deadline_s):
                 body = await self._body(request)

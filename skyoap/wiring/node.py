@@ -33,6 +33,7 @@ from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
+from skyoap.query.status import cluster_page, ttl_page
 from skyoap.receiver.aliases import AliasCache
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
@@ -41,7 +42,15 @@ from skyoap.receiver.registration import Limits, Registrar
 from skyoap.receiver.services import add_agent_services
 from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, add_skywalking_services
 from skyoap.remote.client import RemoteClient, SelfRemoteClient
-from skyoap.remote.cluster import Member, RedisCluster, RemoteNode, Role, StandaloneCluster, new_incarnation
+from skyoap.remote.cluster import (
+    ClusterNodesQuery,
+    Member,
+    RedisCluster,
+    RemoteNode,
+    Role,
+    StandaloneCluster,
+    new_incarnation,
+)
 from skyoap.remote.grpc_client import GrpcRemoteClient
 from skyoap.remote.manager import RemoteClientManager
 from skyoap.remote.sender import RemoteSender
@@ -224,7 +233,7 @@ class Node:
             inventory, metrics, records = chains
             yield from self._agent_services(cache, edge_reads, inventory, metrics, records)
         if cfg.query.enabled:
-            yield self._query_server(storage)
+            yield self._query_server(storage, cluster)
         yield self.server
         if self.internal is not None:
             yield self.internal
@@ -237,12 +246,10 @@ class Node:
         yield cluster  # only now: other nodes may route to us from here on
         yield OnClose(self.server.refuse)  # NOT_SERVING to health checks before anything else
 
-    def _query_server(self, storage: OpenStorage) -> QueryServer:
+    def _query_server(self, storage: OpenStorage, cluster: ClusterNodesQuery) -> QueryServer:
         """SkyWalking's query protocol over what storage holds, on every role
         (each reads the storage its cluster shares)."""
-        q = self.config.query
-        # What a query reads, it reads within the query's deadline.
-        ttl = self.config.ttl
+        q, ttl = self.config.query, self.config.ttl
         kept = TimesToLive(
             ttl.records_days,
             ttl.minute_metrics_days,
@@ -250,11 +257,20 @@ class Node:
             ttl.day_metrics_days,
             ttl.inactive_instance_days,
         )
+        # What a query reads, it reads within the query's deadline.
         context = QueryContext(storage.inventory_within(q.deadline_s), storage.metrics, storage.records, kept)
         execution = Execution(resolvers(), context, q.threads, q.max_waiting, q.deadline_s, q.max_depth)
         tls = HttpsTls(q.tls_cert, q.tls_key) if q.tls_cert else None
         auth = HttpAuth(q.username, q.password, q.token) if q.username or q.token else None
-        self._query = QueryServer(q.host, q.port, execution, self.instruments, q.max_body_bytes, tls, auth)
+        status = {
+            "/status/config/ttl": ttl_page(kept),
+            "/status/cluster/nodes": cluster_page(
+                lambda: [(n.address, n.is_self) for n in cluster.remote_nodes()]
+            ),
+        }
+        self._query = QueryServer(
+            q.host, q.port, execution, self.instruments, q.max_body_bytes, tls, auth, status
+        )
         return self._query
 
     def _topics(self, storage: OpenStorage) -> Topics | None:

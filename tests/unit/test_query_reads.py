@@ -5,6 +5,7 @@ series and average, a top list, and what a bad id or a read too large gets."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from skyoap.model.metrics import (
 )
 from skyoap.model.records import RECORD_TYPES
 from skyoap.query import metrics as query_metrics
+from skyoap.query import status
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.api import MetricsWrite
@@ -283,3 +285,82 @@ def test_read_metrics_values_fills_every_bucket(storage: OpenStorage) -> None:
         (f"{MINUTE + 3}_{SHOP}", 0, True),
         (f"{MINUTE + 4}_{SHOP}", 0, True),
     ]
+
+
+def expressions_of(widgets: list[dict[str, Any]]) -> Iterator[str]:
+    for w in widgets:
+        yield from w.get("expressions", [])
+        yield from w.get("subExpressions", [])
+        for key in ("nodeExpressions", "linkServerExpressions", "linkClientExpressions"):
+            yield from w.get(key, [])
+        for tab in w.get("children", []):
+            yield from expressions_of(tab["children"])
+
+
+def test_every_expression_of_every_dashboard_evaluates(storage: OpenStorage) -> None:
+    data, errors = ask(storage, "{ getAllTemplates { id configuration } }")
+    assert errors == []
+    templates = {t["id"]: json.loads(t["configuration"]) for t in data["getAllTemplates"]}
+    assert {(c["layer"], c["entity"], c["name"], c["isRoot"]) for c in templates.values()} == {
+        ("GENERAL", "All", "General-Root", True),
+        ("GENERAL", "Service", "General-Service", False),
+        ("GENERAL", "ServiceInstance", "General-Instance", False),
+        ("GENERAL", "Endpoint", "General-Endpoint", False),
+        ("GENERAL", "ServiceRelation", "General-Service-Relation", False),
+        ("GENERAL", "ServiceInstanceRelation", "General-Instance-Relation", False),
+        ("GENERAL", "EndpointRelation", "General-Endpoint-Relation", False),
+    }
+    entity = {
+        "serviceName": "shop", "normal": True, "serviceInstanceName": "shop-1", "endpointName": "/orders",
+        "destServiceName": "pay::checkout", "destNormal": True, "destServiceInstanceName": "pay-1",
+        "destEndpointName": "/refund",
+    }  # fmt: skip
+    found = {e for c in templates.values() for e in expressions_of(c["children"])}
+    assert len(found) > 40
+    failed = {e: r["error"] for e in sorted(found) if (r := expression(storage, e, **entity))["error"]}
+    assert failed == {}
+    shop = expression(storage, "avg(service_cpm)", **entity)
+    assert shop["results"][0]["values"][0]["value"] == "20"
+
+
+def test_the_menu_shows_the_general_layer_once_it_has_services(storage: OpenStorage, tmp_path: Path) -> None:
+    query = "{ getMenuItems { title layer activate subItems { title layer activate } } }"
+    data, _ = ask(storage, query)
+    assert data == {
+        "getMenuItems": [
+            {"title": "General Service", "layer": "", "activate": True,
+             "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True}]},
+        ]
+    }  # fmt: skip
+    empty = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "e.db")))
+    try:
+        empty.inventory.install(INVENTORY_TYPES)
+        data, _ = ask(empty, query)
+    finally:
+        empty.close()
+    assert data["getMenuItems"][0]["activate"] is False
+    data, _ = ask(storage, 'mutation { disableTemplate(id: "General-Root") { id status message } }')
+    assert data["disableTemplate"] == {
+        "id": "General-Root",
+        "status": False,
+        "message": "skyoap's dashboards are part of its release and cannot be changed through the query port",
+    }
+
+
+def test_status_pages_give_the_times_to_live_and_the_nodes() -> None:
+    ttl = status.ttl_page(TimesToLive(3, 1, 7, 90, 7))
+    assert ttl(False) == status.Page(
+        "text/plain",
+        b"metrics.minute=1\nmetrics.hour=7\nmetrics.day=90\nrecords.default=3\nrecords.superDataset=3\n",
+    )
+    assert json.loads(ttl(True).body) == {
+        "metrics": {"minute": 1, "hour": 7, "day": 90, "coldMinute": -1, "coldHour": -1, "coldDay": -1},
+        "records": {"default": 3, "superDataset": 3, "coldValue": -1, "coldSuperDataset": -1},
+    }
+    nodes = status.cluster_page(lambda: [("10.0.0.1:11800", True), ("10.0.0.2:11800", False)])
+    assert json.loads(nodes(True).body) == {
+        "nodes": [
+            {"host": "10.0.0.1", "port": 11800, "self": True},
+            {"host": "10.0.0.2", "port": 11800, "self": False},
+        ]
+    }

@@ -1,0 +1,270 @@
+"""What SkyWalking's UI draws, served as it asks for it: the menu
+(``getMenuItems``) and the dashboards (``getAllTemplates``), in its JSON
+format: a dashboard is ``{layer, entity, name, id, isRoot, children}``, its
+children widgets on a 24-column grid (``x, y, w, h``) whose ``expressions``
+are MQE, and tabs holding widgets in turn. The UI keys a dashboard by
+``layer_entity_name`` and opens the one of an entity's scope.
+
+skyoap's dashboards are of the GENERAL layer, drawing the metrics skyoap
+measures (``catalogue.py``) and the meters SkyWalking's Python agent
+reports under their own names. Templates cannot be changed here: the
+mutations answer ``status: false`` (skyoap keeps no UI settings)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from skyoap.query.context import QueryContext
+from skyoap.query.metadata import GENERAL, list_services
+
+Widget = dict[str, Any]
+
+PERCENTILES = "relabels({metric}{{p='50,75,90,95,99'}},p='50,75,90,95,99',percentile='P50,P75,P90,P95,P99')"
+
+
+def _widget(kind: str, title: str, expressions: Sequence[str], **graph: Any) -> Widget:
+    return {
+        "type": "Widget",
+        "widget": {"title": title},
+        "graph": {"type": kind, **graph},
+        "expressions": list(expressions),
+    }
+
+
+def _line(title: str, *expressions: str, unit: str = "") -> Widget:
+    widget = _widget("Line", title, expressions, showXAxis=True, showYAxis=True, smooth=False)
+    if unit:
+        widget["metricConfig"] = [{"unit": unit} for _ in expressions]
+    return widget
+
+
+def _card(title: str, expression: str, unit: str = "") -> Widget:
+    widget = _widget("Card", title, [expression], fontSize=14, textAlign="center", showUnit=bool(unit))
+    if unit:
+        widget["metricConfig"] = [{"unit": unit}]
+    return widget
+
+
+def _top(title: str, expression: str) -> Widget:
+    return _widget("TopList", title, [expression], color="purple")
+
+
+def _listing(kind: str, dashboard: str, prefix: str) -> Widget:
+    """A ServiceList, InstanceList or EndpointList with each row's load,
+    success rate and response time (``prefix``: ``service``, …)."""
+    widget = _widget(
+        kind,
+        "",
+        [f"avg({prefix}_cpm)", f"avg({prefix}_sla)/100", f"avg({prefix}_resp_time)"],
+        dashboardName=dashboard,
+        fontSize=12,
+        showXAxis=False,
+        showYAxis=False,
+    )
+    widget["subExpressions"] = [f"{prefix}_cpm", f"{prefix}_sla/100", f"{prefix}_resp_time"]
+    labels = (("Load", "calls / min"), ("Success Rate", "%"), ("Latency", "ms"))
+    widget["metricConfig"] = [{"label": label, "unit": unit} for label, unit in labels]
+    return widget
+
+
+def _topology(**links: Any) -> Widget:
+    return {
+        "type": "Topology",
+        "widget": {"title": "Topology"},
+        "graph": {"showDepth": True},
+        "linkDashboard": "General-Service-Relation",
+        "nodeDashboard": [
+            {"scope": "Service", "dashboard": "General-Service"},
+            {"scope": "ServiceInstance", "dashboard": "General-Instance"},
+            {"scope": "Endpoint", "dashboard": "General-Endpoint"},
+        ],
+        **links,
+    }
+
+
+def _service_topology() -> Widget:
+    return _topology(
+        nodeExpressions=["avg(service_cpm)", "avg(service_sla)/100", "avg(service_resp_time)"],
+        linkServerExpressions=["avg(service_relation_server_cpm)", "avg(service_relation_server_resp_time)"],
+        linkClientExpressions=["avg(service_relation_client_cpm)", "avg(service_relation_client_resp_time)"],
+    )
+
+
+def _whole(kind: str) -> Widget:
+    """A widget of the whole page's width: a trace or log browser, a topology."""
+    return {"type": kind, "widget": {"title": kind}, "graph": {}}
+
+
+def _laid_out(widgets: Sequence[Widget], columns: int = 3, height: int = 12) -> list[Widget]:
+    """``widgets`` placed left to right, ``columns`` to a row (one alone takes the row)."""
+    width = 24 // columns if len(widgets) > 1 else 24
+    placed = []
+    for n, w in enumerate(widgets):
+        row, column = divmod(n, columns if len(widgets) > 1 else 1)
+        placed.append({"x": column * width, "y": row * height, "w": width, "h": height, "i": str(n), **w})
+    return placed
+
+
+def _tabs(*tabs: tuple[str, Sequence[Widget]], columns: int = 3) -> list[Widget]:
+    tab = {
+        "type": "Tab",
+        "widget": {"title": ""},
+        "graph": {},
+        "activedTabIndex": 0,
+        "children": [{"name": name, "children": _laid_out(ws, columns)} for name, ws in tabs],
+    }
+    return [{"x": 0, "y": 0, "w": 24, "h": 60, "i": "0", **tab}]
+
+
+def _calls(prefix: str, sla: str = "sla") -> list[Widget]:
+    """Load, success rate, latency and its percentiles of what ``prefix`` counts."""
+    return [
+        _line("Load", f"{prefix}_cpm", unit="calls / min"),
+        _line("Success Rate", f"{prefix}_{sla}/100", unit="%"),
+        _line("Avg Response Time", f"{prefix}_resp_time", unit="ms"),
+        _line("Response Time Percentile", PERCENTILES.format(metric=f"{prefix}_percentile"), unit="ms"),
+    ]
+
+
+def _dashboard(name: str, entity: str, children: list[Widget], root: bool = False) -> dict[str, Any]:
+    configuration = {"layer": GENERAL, "entity": entity, "name": name, "id": name, "isRoot": root,
+                     "children": children}  # fmt: skip
+    return {"id": name, "configuration": configuration}
+
+
+@cache
+def dashboards() -> tuple[dict[str, Any], ...]:
+    """Every dashboard, its ``configuration`` as a JSON value (not yet text)."""
+    service_tops = [
+        _top("Slowest Services (ms)", f"top_n(service_resp_time,10,des,attr0='{GENERAL}')"),
+        _top("Busiest Services (calls / min)", f"top_n(service_cpm,10,des,attr0='{GENERAL}')"),
+        _top("Least Successful Services (%)", f"top_n(service_sla,10,asc,attr0='{GENERAL}')/100"),
+        _top("Slowest Endpoints (ms)", f"top_n(endpoint_resp_time,10,des,attr0='{GENERAL}')"),
+        _top("Busiest Endpoints (calls / min)", f"top_n(endpoint_cpm,10,des,attr0='{GENERAL}')"),
+        _top("Least Successful Endpoints (%)", f"top_n(endpoint_sla,10,asc,attr0='{GENERAL}')/100"),
+    ]
+    overview = [
+        _card("Apdex", "avg(service_apdex)/10000"),
+        _card("Success Rate", "avg(service_sla)/100", "%"),
+        _card("Load", "avg(service_cpm)", "calls / min"),
+        *_calls("service"),
+        _line("Apdex", "service_apdex/10000"),
+        _top("Busiest Instances (calls / min)", "top_n(service_instance_cpm,10,des)"),
+        _top("Slowest Endpoints (ms)", "top_n(endpoint_resp_time,10,des)"),
+    ]
+    python = [
+        _line("Process CPU (%)", "instance_pvm_process_cpu_utilization"),
+        _line("Process Memory (%)", "instance_pvm_process_mem_utilization"),
+        _line("Active Threads", "instance_pvm_thread_active_count"),
+    ]
+    endpoint_dependencies = _topology(
+        nodeExpressions=["avg(endpoint_cpm)", "avg(endpoint_sla)/100", "avg(endpoint_resp_time)"],
+        linkServerExpressions=["avg(endpoint_relation_cpm)", "avg(endpoint_relation_resp_time)"],
+    )
+    instance_topology = _topology(
+        nodeExpressions=["avg(service_instance_cpm)", "avg(service_instance_sla)/100"],
+        linkServerExpressions=["avg(service_instance_relation_server_cpm)"],
+        linkClientExpressions=["avg(service_instance_relation_client_cpm)"],
+    )
+    return (
+        _dashboard(
+            "General-Root",
+            "All",
+            _tabs(
+                ("Services", [_listing("ServiceList", "General-Service", "service")]),
+                ("Topology", [_service_topology()]),
+                ("Top Lists", service_tops),
+            ),
+            root=True,
+        ),
+        _dashboard(
+            "General-Service",
+            "Service",
+            _tabs(
+                ("Overview", overview),
+                ("Instances", [_listing("InstanceList", "General-Instance", "service_instance")]),
+                ("Endpoints", [_listing("EndpointList", "General-Endpoint", "endpoint")]),
+                ("Topology", [_service_topology()]),
+                ("Traces", [_whole("Trace")]),
+                ("Logs", [_whole("Log")]),
+            ),
+        ),
+        _dashboard(
+            "General-Instance", "ServiceInstance", _tabs(("Overview", [*_calls("service_instance"), *python]))
+        ),
+        _dashboard(
+            "General-Endpoint",
+            "Endpoint",
+            _tabs(
+                ("Overview", _calls("endpoint")),
+                ("Dependencies", [endpoint_dependencies]),
+                ("Traces", [_whole("Trace")]),
+            ),
+        ),
+        _dashboard(
+            "General-Service-Relation",
+            "ServiceRelation",
+            _tabs(
+                ("Server Side", _calls("service_relation_server", "call_sla")),
+                ("Client Side", _calls("service_relation_client", "call_sla")),
+                ("Instances", [instance_topology]),
+                columns=2,
+            ),
+        ),
+        _dashboard(
+            "General-Instance-Relation",
+            "ServiceInstanceRelation",
+            _tabs(
+                ("Server Side", _calls("service_instance_relation_server", "call_sla")),
+                ("Client Side", _calls("service_instance_relation_client", "call_sla")),
+                columns=2,
+            ),
+        ),
+        _dashboard(
+            "General-Endpoint-Relation",
+            "EndpointRelation",
+            _tabs(("Overview", _calls("endpoint_relation")), columns=2),
+        ),
+    )
+
+
+def all_templates(context: QueryContext) -> list[dict[str, str]]:
+    return [{"id": d["id"], "configuration": json.dumps(d["configuration"])} for d in dashboards()]
+
+
+def template(context: QueryContext, id: str) -> dict[str, str] | None:
+    return next((t for t in all_templates(context) if t["id"] == id), None)
+
+
+def menu_items(context: QueryContext) -> list[dict[str, Any]]:
+    """SkyWalking's menu of the layers skyoap has: a leaf is active when its
+    layer has services, a group when one of its leaves is."""
+    active = bool(list_services(context, GENERAL))
+    services: dict[str, Any] = {
+        "title": "Services",
+        "icon": None,
+        "layer": GENERAL,
+        "activate": active,
+        "subItems": [],
+        "description": "Services that report through SkyWalking's or OpenTelemetry's agents.",
+        "documentLink": None,
+        "i18nKey": "general_service_services",
+    }
+    group = {**services, "title": "General Service", "icon": "general_service", "layer": ""}
+    return [{**group, "subItems": [services], "i18nKey": "general_service"}]
+
+
+def unchanged(
+    context: QueryContext,
+    setting: dict[str, Any] | None = None,
+    id: str | None = None,
+) -> dict[str, Any]:
+    """``addTemplate``, ``changeTemplate`` and ``disableTemplate``: nothing changes."""
+    return {
+        "id": id or (setting or {}).get("id") or "",
+        "status": False,
+        "message": "skyoap's dashboards are part of its release and cannot be changed through the query port",
+    }
