@@ -78,7 +78,7 @@ def test_a_resolver_gets_the_context_and_the_arguments_the_client_gave() -> None
 def test_the_node_answers_its_identity() -> None:
     binder = resolvers()
     assert {"version", "getTimeInfo", "checkHealth"} <= binder.bound("Query")
-    assert binder.bound("Mutation") == {"version"}
+    assert "version" in binder.bound("Mutation")
     outcome, answer = run("{ version checkHealth { score details } getTimeInfo { timezone } }", binder)
     assert outcome is Outcome.ANSWERED
     assert answer == {
