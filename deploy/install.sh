@@ -42,10 +42,14 @@ needs java "Java 17+, for Elasticsearch and Spark"
 needs mvn "Maven, which fetches Elasticsearch"
 
 # SkyWalking's own Python agent, in a virtualenv of its own, for the tests that
-# check that agents built for SkyWalking report to skyoap unchanged.
+# check that agents built for SkyWalking report to skyoap unchanged; with the
+# Redis client its Redis plugin instruments (the query tests' services call Redis).
 if [ ! -x .venv-agent/bin/python ]; then
   python3 -m venv .venv-agent
-  .venv-agent/bin/pip install -q apache-skywalking==1.2.0
+fi
+if [ ! -f .venv-agent/.installed-2 ]; then
+  .venv-agent/bin/pip install -q apache-skywalking==1.2.0 redis==4.5.1
+  touch .venv-agent/.installed-2
 fi
 
 # OpenTelemetry's Python SDK and OTLP exporter, for the tests that check that

@@ -24,11 +24,12 @@ GENERAL = "GENERAL"
 GROUP_SEPARATOR = "::"
 """``group::short`` names a service of a group, as in SkyWalking."""
 
-MAX_SERVICES = 10_000
-"""The most services a listing reads; past it, a listing says so."""
+MAX_SERVICES = 9_999
+"""The most services a listing reads; past it, a listing says so. One more
+is asked for, and Elasticsearch answers at most 10,000 hits a search."""
 
-MAX_INSTANCES = 100_000
-"""The most instances a listing reads."""
+MAX_INSTANCES = 9_999
+"""The most instances (of every service) a listing reads, as ``MAX_SERVICES``."""
 
 MAX_ENDPOINTS = 1_000
 """The most endpoints ``findEndpoint`` answers (its ``limit`` is capped to it)."""

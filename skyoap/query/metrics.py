@@ -33,9 +33,12 @@ from skyoap.query.mqe.results import ExpressionResult, KeyValue
 from skyoap.query.mqe.syntax import Order
 from skyoap.storage.api import MetricsDAO
 
-MAX_ROWS = 100_000
-"""The most rows one read of a metric may take (a top list over a day of
-minutes of 70 services is about that)."""
+MAX_ROWS = 9_999
+"""The most rows one read of a metric may take: one more is asked for, to
+tell a read past it, and Elasticsearch answers at most 10,000 hits a search
+(its ``index.max_result_window``). An entity's series is at most 501 rows
+(``duration.MAX_STEPS``); a top list over 30 minutes ranks some 300
+entities within it."""
 
 _LAYERS = {Attribute.LAYER: GENERAL}
 """What each attribute holds for every entity skyoap measures."""

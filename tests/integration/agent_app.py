@@ -1,0 +1,70 @@
+"""A service instrumented by SkyWalking's own Python agent, run by the query
+tests in the agent's virtualenv (``.venv-agent``): it imports nothing of
+skyoap. The agent is configured by its environment (``SW_AGENT_NAME``, …).
+
+``shop`` serves ``GET /buy``, which reserves at ``stock`` (``$STOCK_URL``),
+and ``GET /buy-fail``, which logs a warning and fails with 500 at once.
+``stock`` serves ``GET /reserve``, which counts the reservation in Redis
+(``$REDIS_HOST:$REDIS_PORT``), a peer nobody reports from.
+
+Prints the port it serves on. Each line on stdin lets one ``/buy`` answer,
+once ``stock`` has answered it: so the caller decides when shop's segment
+ends, after ``stock``'s. At the end of stdin it waits for the agent to
+report, then exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+import urllib.request
+
+from skywalking import agent
+
+agent.start()
+
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402 (after the agent)
+
+import redis  # noqa: E402
+
+releases: queue.Queue[str] = queue.Queue()
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        status = 200
+        if self.path == "/buy":
+            urllib.request.urlopen(os.environ["STOCK_URL"] + "/reserve").read()
+            releases.get()
+        elif self.path == "/buy-fail":
+            logging.getLogger("shop").warning("buying failed")
+            status = 500
+        elif self.path == "/reserve":
+            store = redis.Redis(host=os.environ["REDIS_HOST"], port=int(os.environ["REDIS_PORT"]))
+            store.incr("reserved")
+        else:
+            status = 404
+        self.send_response(status)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def main() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(server.server_address[1], flush=True)
+    for line in sys.stdin:
+        releases.put(line)
+    time.sleep(3)  # the agent reports every second
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""What SkyWalking's UI and CLI read of a known workload that SkyWalking's own
+Python agent reported, on both storages, asked over HTTP with the queries
+they send.
+
+The workload (``agent_app.py``): ``shop`` takes four ``GET /buy``, each
+reserving at ``stock``, which counts in Redis (a peer nobody reports
+from), and one ``GET /buy-fail``, which fails. So shop served 5 calls, one
+failed; stock served 4; shop called stock 4 times and stock called Redis 4
+times."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skyoap.deploy.servers import RedisServer
+from skyoap.runtime import clock
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
+from tests.integration.helpers import eventually
+from tests.integration.test_query_endpoint import ask
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT_PYTHON = ROOT / ".venv-agent" / "bin" / "python"
+APP = Path(__file__).with_name("agent_app.py")
+
+
+def b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+SHOP, STOCK = b64("shop") + ".1", b64("stock") + ".1"
+
+
+@dataclass
+class Workload:
+    node: Node
+    redis: str
+    """``host:port`` of the Redis stock calls."""
+    stock_port: int
+    minutes: dict[str, Any]
+    """A MINUTE Duration holding every call."""
+    day: dict[str, Any]
+    """The DAY Duration of the calls."""
+
+    def ask(self, query: str, **variables: Any) -> Any:
+        assert self.node.query_url is not None
+        reply = ask(self.node.query_url, query, variables)
+        assert reply.status == 200, reply.body
+        assert "errors" not in reply.body, reply.body["errors"]
+        return reply.body["data"]
+
+    def expression(self, expression: str, duration: dict[str, Any], **entity: Any) -> dict[str, Any]:
+        query = """query($e: String!, $entity: Entity!, $d: Duration!) {
+            result: execExpression(expression: $e, entity: $entity, duration: $d) {
+                type error
+                results { metric { labels { key value } } values { id value owner { serviceName } } }
+            }
+        }"""
+        result: dict[str, Any] = self.ask(query, e=expression, entity=entity, d=duration)["result"]
+        assert result["error"] is None, result["error"]
+        return result
+
+    def single(self, expression: str, duration: dict[str, Any], **entity: Any) -> str | None:
+        """The value of an expression of one value."""
+        result = self.expression(expression, duration, **entity)
+        assert result["type"] == "SINGLE_VALUE", result
+        value: str | None = result["results"][0]["values"][0]["value"]
+        return value
+
+
+def start_app(name: str, node: Node, **env: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [str(AGENT_PYTHON), str(APP)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "SW_AGENT_NAME": name,
+            "SW_AGENT_INSTANCE_NAME": f"{name}-1",
+            "SW_AGENT_COLLECTOR_BACKEND_SERVICES": node.address,
+            "SW_AGENT_METER_REPORTER_PERIOD": "1",
+            **env,
+        },
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.strip().isdigit():
+        proc.kill()
+        raise AssertionError(f"{name} did not start: {line!r} {proc.communicate()[1][-4000:]}")
+    return proc, int(line)
+
+
+def get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def minute_text(ms: int, shift: int) -> str:
+    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC) + datetime.timedelta(minutes=shift)
+    return t.strftime("%Y-%m-%d %H%M")
+
+
+def away_from_midnight() -> None:
+    """Waits, if need be, until the workload cannot straddle two UTC days."""
+    now = datetime.datetime.now(datetime.UTC)
+    left = (
+        datetime.datetime.combine(now.date(), datetime.time(), datetime.UTC) + datetime.timedelta(days=1)
+    ) - now
+    if left < datetime.timedelta(minutes=2):
+        time.sleep(left.total_seconds() + 1)
+
+
+@pytest.fixture
+def workload(
+    node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], redis_server: RedisServer
+) -> Iterator[Workload]:
+    assert AGENT_PYTHON.exists(), (
+        "run deploy/install.sh: it installs SkyWalking's Python agent in .venv-agent"
+    )
+    node = start_node(
+        node_config.with_options(
+            metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2, alias_refresh_s=0.5
+        )
+    )
+    host, _, port = redis_server.url.removeprefix("redis://").partition("/")[0].rpartition(":")
+    away_from_midnight()
+    started = clock.now_ms()
+    stock, stock_port = start_app("stock", node, REDIS_HOST=host, REDIS_PORT=port)
+    shop, shop_port = start_app("shop", node, STOCK_URL=f"http://127.0.0.1:{stock_port}")
+    assert shop.stdin is not None
+    try:
+        buy = f"http://127.0.0.1:{shop_port}/buy"
+        for _ in range(4):
+            answered: list[int] = []
+            call = threading.Thread(target=lambda done=answered: done.append(get(buy)))
+            call.start()
+            # stock's entry span names the address shop called: once the node
+            # has learned it, shop's side of the call counts for stock.
+            eventually(lambda: node.instruments.value("skyoap_aliases") >= 1, timeout_s=60)
+            shop.stdin.write("go\n")
+            shop.stdin.flush()
+            call.join(60)
+            assert answered == [200]
+        assert get(f"http://127.0.0.1:{shop_port}/buy-fail") == 500
+        ended = clock.now_ms()
+    finally:
+        for proc in (shop, stock):
+            assert proc.stdin is not None
+            proc.stdin.close()
+        for proc in (shop, stock):
+            assert proc.stderr is not None
+            errors = proc.stderr.read()
+            assert proc.wait(60) == 0, errors[-4000:]
+    day = datetime.datetime.fromtimestamp(started / 1000, datetime.UTC).strftime("%Y-%m-%d")
+    yield Workload(
+        node,
+        f"{host}:{port}",
+        stock_port,
+        {"start": minute_text(started, -1), "end": minute_text(ended, 1), "step": "MINUTE"},
+        {"start": day, "end": day, "step": "DAY"},
+    )
+
+
+def test_the_ui_and_cli_read_what_the_python_agent_reported(workload: Workload) -> None:
+    # Every call is measured: the sums of calls per minute are the calls.
+    w = workload
+    eventually(
+        lambda: w.single("sum(service_cpm)", w.minutes, serviceName="shop", normal=True) == "5", timeout_s=60
+    )
+    eventually(
+        lambda: w.single("sum(service_cpm)", w.minutes, serviceName="stock", normal=True) == "4", timeout_s=60
+    )
+    metadata(w)
+    metrics(w)
+    ui_start(w)
+
+
+def metadata(w: Workload) -> None:
+
+    services = w.ask("""query { layers: listLayers services: listServices(layer: "GENERAL") {
+        id value: name label: name group layers normal shortName
+    } }""")
+    assert services == {
+        "layers": ["GENERAL"],
+        "services": [
+            {"id": SHOP, "value": "shop", "label": "shop", "group": "", "layers": ["GENERAL"],
+             "normal": True, "shortName": "shop"},
+            {"id": STOCK, "value": "stock", "label": "stock", "group": "", "layers": ["GENERAL"],
+             "normal": True, "shortName": "stock"},
+        ],
+    }  # fmt: skip
+    instances = w.ask(
+        """query($serviceId: ID!, $duration: Duration!) {
+            pods: listInstances(duration: $duration, serviceId: $serviceId) {
+                id value: name language instanceUUID
+            }
+        }""",
+        serviceId=SHOP,
+        duration=w.minutes,
+    )
+    assert instances == {
+        "pods": [
+            {
+                "id": f"{SHOP}_{b64('shop-1')}",
+                "value": "shop-1",
+                "language": "PYTHON",
+                "instanceUUID": "shop-1",
+            }
+        ]
+    }
+    endpoints = w.ask(
+        """query($serviceId: ID!, $keyword: String!, $duration: Duration, $limit: Int!) {
+            pods: findEndpoint(serviceId: $serviceId, keyword: $keyword, limit: $limit, duration: $duration) {
+                id value: name
+            }
+        }""",
+        serviceId=SHOP,
+        keyword="",
+        limit=20,
+        duration=w.minutes,
+    )
+    assert endpoints == {
+        "pods": [
+            {"id": f"{SHOP}_{b64('/buy')}", "value": "/buy"},
+            {"id": f"{SHOP}_{b64('/buy-fail')}", "value": "/buy-fail"},
+        ]
+    }
+
+
+def metrics(w: Workload) -> None:
+    """As the service dashboard reads them."""
+    shop = {"serviceName": "shop", "normal": True}
+    assert w.single("avg(service_sla)/100", w.day, **shop) == "80"
+    assert w.single("avg(service_sla)/100", w.day, serviceName="stock", normal=True) == "100"
+    series = w.expression("service_cpm", w.minutes, **shop)
+    assert series["type"] == "TIME_SERIES_VALUES"
+    assert sum(float(v["value"] or 0) for v in series["results"][0]["values"]) == 5
+    top = w.expression("top_n(service_sla,10,asc,attr0='GENERAL')", w.day)  # the root dashboard's: no entity
+    assert [(v["owner"]["serviceName"], v["value"]) for v in top["results"][0]["values"]] == [
+        ("shop", "8000"),
+        ("stock", "10000"),
+    ]
+    endpoints_top = w.expression("top_n(endpoint_sla,10,asc)/100", w.day, **shop)
+    assert [v["value"] for v in endpoints_top["results"][0]["values"]] == ["0", "100"]
+    # Both sides of shop's calls to stock, and stock's to Redis as only stock saw them.
+    relation = {**shop, "destServiceName": "stock", "destNormal": True}
+    assert w.single("sum(service_relation_client_cpm)", w.minutes, **relation) == "4"
+    assert w.single("sum(service_relation_server_cpm)", w.minutes, **relation) == "4"
+    to_redis = {"serviceName": "stock", "normal": True, "destServiceName": w.redis, "destNormal": False}
+    eventually(lambda: w.single("sum(service_relation_client_cpm)", w.minutes, **to_redis) == "4")
+
+    # What SkyWalking's CLI reads for `swctl metrics linear`.
+    values = w.ask(
+        """query($condition: MetricsCondition!, $duration: Duration!) {
+            readMetricsValues(condition: $condition, duration: $duration) {
+                values { values { value isEmptyValue } }
+            }
+        }""",
+        condition={"name": "service_cpm", "entity": {"serviceName": "stock", "normal": True}},
+        duration=w.minutes,
+    )["readMetricsValues"]["values"]["values"]
+    assert sum(v["value"] for v in values) == 4
+    assert {v["isEmptyValue"] for v in values} == {True, False}
+
+
+def ui_start(w: Workload) -> None:
+    """The menu, dashboards and status pages SkyWalking's UI reads at start-up."""
+    start = w.ask("""query {
+        menu: getMenuItems { title layer activate subItems { title layer activate } }
+        ttl: getMetricsTTL { minute hour day coldMinute }
+        templates: getAllTemplates { id configuration }
+        support: hasQueryTracesV2Support
+    }""")
+    assert start["menu"] == [
+        {"title": "General Service", "layer": "", "activate": True,
+         "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True}]},
+    ]  # fmt: skip
+    assert start["ttl"] == {"minute": 1, "hour": 7, "day": 90, "coldMinute": -1}
+    assert start["support"] is False
+    root = [json.loads(t["configuration"]) for t in start["templates"] if t["id"] == "General-Root"]
+    assert [(r["layer"], r["entity"], r["isRoot"]) for r in root] == [("GENERAL", "All", True)]
+    assert w.node.query_url is not None
+    base = w.node.query_url.removesuffix("/graphql")
+    with urllib.request.urlopen(f"{base}/status/config/ttl") as page:
+        assert page.read().decode().splitlines() == [
+            "metrics.minute=1", "metrics.hour=7", "metrics.day=90",
+            "records.default=3", "records.superDataset=3",
+        ]  # fmt: skip
+    with urllib.request.urlopen(f"{base}/status/cluster/nodes") as page:
+        host, _, port = w.node.address.rpartition(":")
+        assert json.loads(page.read()) == {"nodes": [{"host": host, "port": int(port), "self": True}]}
