@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import identity
+from skyoap.query import identity, topology
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -21,4 +21,10 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .mutation("version", identity.version)
         .query("getTimeInfo", identity.time_info)
         .query("checkHealth", identity.health)
+        .query("getGlobalTopology", topology.global_topology)
+        .query("getServicesTopology", topology.services_topology)
+        .query("getServiceTopology", topology.service_topology)
+        .query("getServiceInstanceTopology", topology.instance_topology)
+        .query("getEndpointDependencies", topology.endpoint_dependencies)
+        .query("getEndpointTopology", topology.endpoint_topology)
     )
