@@ -36,9 +36,10 @@ from skyoap.query.context import QueryContext
 from skyoap.query.duration import Duration
 
 MAX_ROWS = 10_000
-"""The most relation rows (one per relation and time bucket) one topology
-reads; past it the query is refused with what to ask instead. It is also the
-most one Elasticsearch search returns."""
+"""A topology is built from fewer relation rows (one per relation and time
+bucket) than this, all its reads together; at this many the query is refused
+with what to ask instead. No read asks for more: it is also the most one
+Elasticsearch search returns."""
 
 FEW_SERVICES = 8
 """Up to this many services, ``getServicesTopology`` reads the relations of
@@ -156,12 +157,12 @@ class Rows:
         """The rows of ``model`` in the window whose columns equal ``where``'s values."""
         left = MAX_ROWS - self.read
         w = self.window
-        rows = self.context.metrics.query(model, w.level, w.first, w.last, where, limit=left + 1)
-        if len(rows) > left:
+        rows = self.context.metrics.query(model, w.level, w.first, w.last, where, limit=left)
+        if len(rows) >= left:
             raise TopologyError(
-                f"the {self.what} from {w.text} has more than {MAX_ROWS} relation rows (one per relation "
-                f"and {w.level.value}), more than this node reads for one topology; ask for a shorter "
-                "Duration, or a step of HOUR or DAY"
+                f"the {self.what} from {w.text} has {MAX_ROWS} relation rows or more (one per relation and "
+                f"{w.level.value}), and this node builds a topology from fewer; ask for a shorter Duration, "
+                "or a step of HOUR or DAY"
             )
         self.read += len(rows)
         return rows

@@ -40,6 +40,7 @@ class QueriedMetricsDAO(MemoryMetricsDAO):
     def __init__(self) -> None:
         super().__init__()
         self.reads = 0
+        self.limits: list[int] = []
 
     def query(
         self,
@@ -51,6 +52,7 @@ class QueriedMetricsDAO(MemoryMetricsDAO):
         limit: int = 10_000,
     ) -> list[M]:
         self.reads += 1
+        self.limits.append(limit)
         wanted = check_where(model, where)
         rows = [
             row
@@ -377,15 +379,15 @@ def test_a_duration_that_cannot_be_read_is_answered_with_why(metrics: QueriedMet
 def test_a_topology_of_more_rows_than_one_reads_is_refused_with_what_to_ask(
     metrics: QueriedMetricsDAO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(topology, "MAX_ROWS", 5)
+    monkeypatch.setattr(topology, "MAX_ROWS", 6)
     assert ask(metrics, SERVICE, id=B)[0] is Outcome.ANSWERED  # 2 + 1 rows in, none out
     assert error(ask(metrics, GLOBAL)) == (
-        "the global topology from 2026-11-21 1900 to 2026-11-21 1907 by MINUTE has more than 5 relation "
-        "rows (one per relation and minute), more than this node reads for one topology; ask for a "
+        "the global topology from 2026-11-21 1900 to 2026-11-21 1907 by MINUTE has 6 relation rows or "
+        "more (one per relation and minute), and this node builds a topology from fewer; ask for a "
         "shorter Duration, or a step of HOUR or DAY"
     )
-    # The bound is of the rows of every read together.
-    monkeypatch.setattr(topology, "MAX_ROWS", 4)
+    assert all(limit <= 6 for limit in metrics.limits)
+    # The bound is of the rows of every read together: A's 5 and B's 3.
     assert error(ask(metrics, SERVICES, ids=[A, B])).startswith(
-        "the topology of 'A', 'B' from 2026-11-21 1900 to 2026-11-21 1907 by MINUTE has more than 4 "
+        "the topology of 'A', 'B' from 2026-11-21 1900 to 2026-11-21 1907 by MINUTE has 6 relation rows "
     )
