@@ -406,3 +406,48 @@ def endpoint_topology(context: QueryContext, endpointId: str, duration: Mapping[
         for endpoint_id, (_, name) in ends.items()
     ]
     return {"nodes": sorted(nodes, key=lambda n: (n["name"], n["id"])), "calls": calls}
+
+
+# By names ------------------------------------------------------------------
+
+
+def _condition_id(condition: Mapping[str, Any]) -> str:
+    """The id of the service a ``ServiceCondition`` (or an instance's or an
+    endpoint's) names: a service that reports unless its layer is one of
+    SkyWalking's for services known only from their callers (``UNDEFINED``,
+    ``VIRTUAL_DATABASE`` and the other ``VIRTUAL_`` ones), as SkyWalking reads it."""
+    layer = condition.get("layer")
+    normal = not layer or not (layer == UNDEFINED or layer.startswith("VIRTUAL_"))
+    return ids.service_id(condition["serviceName"], normal)
+
+
+def service_topology_by_name(
+    context: QueryContext, service: Mapping[str, Any], duration: Mapping[str, Any], debug: bool = False
+) -> dict[str, Any]:
+    return services_topology(context, [_condition_id(service)], duration)
+
+
+def services_topology_by_names(
+    context: QueryContext,
+    services: Sequence[Mapping[str, Any]],
+    duration: Mapping[str, Any],
+    debug: bool = False,
+) -> dict[str, Any]:
+    return services_topology(context, [_condition_id(s) for s in services], duration)
+
+
+def instance_topology_by_name(
+    context: QueryContext,
+    clientService: Mapping[str, Any],
+    serverService: Mapping[str, Any],
+    duration: Mapping[str, Any],
+    debug: bool = False,
+) -> dict[str, Any]:
+    return instance_topology(context, _condition_id(clientService), _condition_id(serverService), duration)
+
+
+def endpoint_dependencies_by_name(
+    context: QueryContext, endpoint: Mapping[str, Any], duration: Mapping[str, Any], debug: bool = False
+) -> dict[str, Any]:
+    endpoint_id = f"{_condition_id(endpoint)}_{_encode(endpoint['endpointName'])}"
+    return endpoint_dependencies(context, endpoint_id, duration)

@@ -78,8 +78,12 @@ READ_STORAGE = frozenset(
         "getGlobalTopology",
         "getServicesTopology",
         "getServiceTopology",
+        "getServiceTopologyByName",
+        "getServicesTopologyByNames",
         "getServiceInstanceTopology",
+        "getServiceInstanceTopologyByName",
         "getEndpointDependencies",
+        "getEndpointDependenciesByName",
         "getEndpointTopology",
     }
 )

@@ -391,3 +391,42 @@ def test_a_topology_of_more_rows_than_one_reads_is_refused_with_what_to_ask(
     assert error(ask(metrics, SERVICES, ids=[A, B])).startswith(
         "the topology of 'A', 'B' from 2026-11-21 1900 to 2026-11-21 1907 by MINUTE has 6 relation rows "
     )
+
+
+BY_NAMES = """query ($duration: Duration!, $a: ServiceCondition!, $mysql: ServiceCondition!,
+        $endpoint: EndpointCondition!) {
+    one: getServiceTopologyByName(service: $a, duration: $duration) { nodes { id } calls { id detectPoints } }
+    some: getServicesTopologyByNames(services: [$a, $mysql], duration: $duration) {
+        nodes { id } calls { id detectPoints } }
+    instances: getServiceInstanceTopologyByName(
+        clientService: $a, serverService: $mysql, duration: $duration) {
+        nodes { id } calls { id detectPoints } }
+    endpoint: getEndpointDependenciesByName(endpoint: $endpoint, duration: $duration) {
+        nodes { id } calls { id detectPoints } } }"""
+BY_IDS = """query ($duration: Duration!, $a: ID!, $mysql: ID!, $endpoint: ID!) {
+    one: getServiceTopology(serviceId: $a, duration: $duration) { nodes { id } calls { id detectPoints } }
+    some: getServicesTopology(serviceIds: [$a, $mysql], duration: $duration) {
+        nodes { id } calls { id detectPoints } }
+    instances: getServiceInstanceTopology(clientServiceId: $a, serverServiceId: $mysql, duration: $duration) {
+        nodes { id } calls { id detectPoints } }
+    endpoint: getEndpointDependencies(endpointId: $endpoint, duration: $duration) {
+        nodes { id } calls { id detectPoints } } }"""
+
+
+def test_a_topology_asked_by_names_is_that_of_the_ids_the_names_make(metrics: QueriedMetricsDAO) -> None:
+    by_ids = ask(metrics, BY_IDS, a=A, mysql=MYSQL, endpoint=GET_B)
+    assert by_ids[0] is Outcome.ANSWERED
+    assert by_ids[1]["data"]["instances"]["calls"] == [
+        {"id": f"{A1}-{MYSQL_INSTANCE}", "detectPoints": ["CLIENT"]}
+    ]
+    # A service of no layer or a layer of reporting services is one that reports; of UNDEFINED or a
+    # VIRTUAL_ layer, one known only from its callers.
+    for a_layer, mysql_layer in ((None, "VIRTUAL_DATABASE"), ("GENERAL", "UNDEFINED")):
+        by_names = ask(
+            metrics,
+            BY_NAMES,
+            a={"serviceName": "A", "layer": a_layer},
+            mysql={"serviceName": "mysql:3306", "layer": mysql_layer},
+            endpoint={"serviceName": "B", "endpointName": "GET:/b"},
+        )
+        assert by_names == by_ids
