@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import dashboards, identity, metadata, metrics
+from skyoap.query import dashboards, identity, metadata, metrics, topology
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -46,4 +46,14 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .mutation("addTemplate", dashboards.unchanged)
         .mutation("changeTemplate", dashboards.unchanged)
         .mutation("disableTemplate", dashboards.unchanged)
+        .query("getGlobalTopology", topology.global_topology)
+        .query("getServicesTopology", topology.services_topology)
+        .query("getServiceTopology", topology.service_topology)
+        .query("getServiceTopologyByName", topology.service_topology_by_name)
+        .query("getServicesTopologyByNames", topology.services_topology_by_names)
+        .query("getServiceInstanceTopology", topology.instance_topology)
+        .query("getServiceInstanceTopologyByName", topology.instance_topology_by_name)
+        .query("getEndpointDependencies", topology.endpoint_dependencies)
+        .query("getEndpointDependenciesByName", topology.endpoint_dependencies_by_name)
+        .query("getEndpointTopology", topology.endpoint_topology)
     )

@@ -1,0 +1,453 @@
+"""SkyWalking's topology queries: who called whom in a Duration, among
+services, between the instances of two services, and around one endpoint.
+
+Each is built from the relation metrics of the Duration's buckets as
+SkyWalking's ``TopologyQueryService`` builds it from its own: one call per
+source and target, with the sides that measured it (``detectPoints``); a node
+for every end of a call. The receiver has already counted a caller's exit
+span to an address a callee's entry span named (a network address alias)
+under the callee's service, so both sides of such a call meet on one edge,
+and an address nobody named stays a node of its own: a virtual service.
+
+What skyoap does not measure is answered empty rather than guessed: calls
+carry no component names, nodes no component type (but SkyWalking's ``USER``
+for the ``User`` caller), and a service's only layer is ``GENERAL``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from skyoap.model.inventory import DetectPoint, ServiceInventory
+from skyoap.model.metrics import (
+    CallMetrics,
+    Downsampling,
+    EndpointRelationMetrics,
+    ServiceInstanceRelationMetrics,
+    ServiceRelationMetrics,
+)
+from skyoap.query import ids
+from skyoap.query.context import QueryContext
+from skyoap.query.duration import Duration
+
+MAX_ROWS = 10_000
+"""A topology is built from fewer relation rows (one per relation and time
+bucket) than this, all its reads together; at this many the query is refused
+with what to ask instead. No read asks for more: it is also the most one
+Elasticsearch search returns."""
+
+FEW_SERVICES = 8
+"""Up to this many services, ``getServicesTopology`` reads the relations of
+each; more, it reads the whole Duration's once and keeps theirs."""
+
+NAMES_PER_READ = 1_000
+"""Service names looked up in the inventory per read."""
+
+GENERAL = "GENERAL"
+"""The layer of every service that reports (skyoap has no other)."""
+
+UNDEFINED = "UNDEFINED"
+"""SkyWalking's layer of a node its metadata does not list: a service known
+only from its callers, or ``User``."""
+
+USER = "User"
+"""The caller the receiver names for entry spans no traced service called
+(SkyWalking's name)."""
+
+USER_TYPE = "USER"
+"""SkyWalking's type of the ``User`` node."""
+
+_ORDER = (DetectPoint.CLIENT, DetectPoint.SERVER, DetectPoint.PROXY)
+"""The order SkyWalking lists a call's detect points in: the client's side
+is added first."""
+
+_SERVICE_ID = re.compile(r"([A-Za-z0-9+/]+={0,2})\.([01])")
+
+R = TypeVar("R", bound=CallMetrics)
+
+
+class TopologyError(ValueError):
+    """A topology query that cannot be answered as asked: an id that is not
+    one, or a Duration with more relation rows than ``MAX_ROWS``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """A service as an id names it."""
+
+    name: str
+    normal: bool
+
+    @property
+    def id(self) -> str:
+        return ids.service_id(self.name, self.normal)
+
+
+def _encode(name: str) -> str:
+    return base64.b64encode(name.encode()).decode("ascii")
+
+
+def _decode(encoded: str) -> str | None:
+    """The name ``encoded`` is the base64 of, if it is exactly that."""
+    try:
+        name = base64.b64decode(encoded.encode("ascii"), validate=True).decode()
+    except (binascii.Error, UnicodeError, ValueError):
+        return None
+    return name if name and _encode(name) == encoded else None
+
+
+def parse_service_id(given: str, argument: str) -> Service:
+    """The service ``given`` names; TopologyError saying what an id is if it is not one."""
+    found = _SERVICE_ID.fullmatch(given)
+    name = _decode(found.group(1)) if found else None
+    if found is None or name is None:
+        raise TopologyError(
+            f"{argument} {given[:100]!r} is not a service id: a service's id is the base64 of its name "
+            "followed by .1 (.0 for a service known only from its callers), as listServices answers it"
+        )
+    return Service(name, found.group(2) == "1")
+
+
+def parse_endpoint_id(given: str, argument: str) -> tuple[Service, str]:
+    """The service and the name of the endpoint ``given`` names; TopologyError
+    saying what an id is if it is not one."""
+    service_part, _, name_part = given.partition("_")
+    found = _SERVICE_ID.fullmatch(service_part)
+    service = _decode(found.group(1)) if found else None
+    name = _decode(name_part)
+    if found is None or service is None or name is None:
+        raise TopologyError(
+            f"{argument} {given[:100]!r} is not an endpoint id: an endpoint's id is its service's id, '_' "
+            "and the base64 of its name, as findEndpoint answers it"
+        )
+    return Service(service, found.group(2) == "1"), name
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The buckets a Duration spans, at the precision its step reads."""
+
+    level: Downsampling
+    first: int
+    last: int
+    text: str
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> Window:
+        duration = Duration.of(given)
+        text = f"{duration.start} to {duration.end} by {duration.step.value}"
+        return cls(duration.step.downsampling(), duration.start_bucket, duration.end_bucket, text)
+
+
+@dataclass
+class Rows:
+    """The relation rows one topology reads, ``MAX_ROWS`` at most in all."""
+
+    context: QueryContext
+    window: Window
+    what: str
+    read: int = 0
+
+    def of(self, model: type[R], where: Mapping[str, str] | None = None) -> list[R]:
+        """The rows of ``model`` in the window whose columns equal ``where``'s values."""
+        left = MAX_ROWS - self.read
+        w = self.window
+        rows = self.context.metrics.query(model, w.level, w.first, w.last, where, limit=left)
+        if len(rows) >= left:
+            raise TopologyError(
+                f"the {self.what} from {w.text} has {MAX_ROWS} relation rows or more (one per relation and "
+                f"{w.level.value}), and this node builds a topology from fewer; ask for a shorter Duration, "
+                "or a step of HOUR or DAY"
+            )
+        self.read += len(rows)
+        return rows
+
+
+def normal_services(context: QueryContext, names: Iterable[str]) -> frozenset[str]:
+    """Those of ``names`` that are services reporting themselves (in the
+    inventory); any other is known only from its callers."""
+    wanted = sorted(set(names))
+    found: set[str] = set()
+    for start in range(0, len(wanted), NAMES_PER_READ):
+        found.update(context.inventory.get_many(ServiceInventory, wanted[start : start + NAMES_PER_READ]))
+    return frozenset(found)
+
+
+def _points(sides: Iterable[str]) -> list[str]:
+    seen = {DetectPoint(side) for side in sides}
+    return [p.name for p in _ORDER if p in seen]
+
+
+def _call(source: str, target: str, call_id: str, sides: Iterable[str]) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "source": source,
+        "sourceComponents": [],
+        "target": target,
+        "targetComponents": [],
+        "detectPoints": _points(sides),
+    }
+
+
+@dataclass
+class _Calls:
+    """Calls by (source id, target id), with the sides each was measured from."""
+
+    sides: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+
+    def add(self, source: str, target: str, side: str) -> None:
+        self.sides.setdefault((source, target), set()).add(side)
+
+    def answer(self) -> list[dict[str, Any]]:
+        """Each call, its id SkyWalking's relation id: ``source-target``."""
+        return [_call(s, t, f"{s}-{t}", sides) for (s, t), sides in sorted(self.sides.items())]
+
+
+# Services ------------------------------------------------------------------
+
+
+def _service_node(service: Service) -> dict[str, Any]:
+    return {
+        "id": service.id,
+        "name": service.name,
+        "type": None,
+        "isReal": service.normal,
+        "layers": [GENERAL] if service.normal else [UNDEFINED],
+    }
+
+
+Keep = Callable[[Service, Service], bool]
+"""Whether a topology keeps the calls from one service to another."""
+
+
+def services_answer(
+    rows: Sequence[ServiceRelationMetrics], normal: frozenset[str], keep: Keep | None = None
+) -> dict[str, Any]:
+    """The topology of ``rows`` (only the calls ``keep(source, dest)`` keeps, if given)."""
+    calls = _Calls()
+    nodes: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        source, dest = Service(row.source, row.source in normal), Service(row.dest, row.dest in normal)
+        if keep is not None and not keep(source, dest):
+            continue
+        calls.add(source.id, dest.id, row.detect_point)
+        nodes.setdefault(source.id, _service_node(source))
+        nodes.setdefault(dest.id, _service_node(dest))
+        if row.source == USER and not source.normal and row.detect_point == DetectPoint.SERVER.value:
+            nodes[source.id]["type"] = USER_TYPE
+    return {
+        "nodes": sorted(nodes.values(), key=lambda n: (n["name"], n["id"])),
+        "calls": calls.answer(),
+    }
+
+
+def global_topology(
+    context: QueryContext, duration: Mapping[str, Any], layer: str | None = None, debug: bool = False
+) -> dict[str, Any]:
+    """Every call of the Duration; of one layer's services (``GENERAL``: those
+    that report, any other: none), if ``layer`` is given."""
+    window = Window.of(duration)
+    if layer and layer != GENERAL:
+        return {"nodes": [], "calls": []}
+    rows = Rows(context, window, "global topology").of(ServiceRelationMetrics)
+    normal = normal_services(context, (n for r in rows for n in (r.source, r.dest)))
+    keep: Keep | None = (lambda s, d: s.normal or d.normal) if layer else None
+    return services_answer(rows, normal, keep)
+
+
+def services_topology(
+    context: QueryContext, serviceIds: Sequence[str], duration: Mapping[str, Any], debug: bool = False
+) -> dict[str, Any]:
+    """The calls from and to each of ``serviceIds`` in the Duration."""
+    services = {parse_service_id(given, "serviceIds") for given in serviceIds}
+    window = Window.of(duration)
+    if not services:
+        return {"nodes": [], "calls": []}
+    rows = Rows(context, window, "topology of " + _some(sorted(s.name for s in services)))
+    if len(services) <= FEW_SERVICES:
+        read: dict[str, ServiceRelationMetrics] = {}
+        for s in sorted(services, key=lambda s: s.id):
+            for column in ("source", "dest"):
+                read.update((r.key(), r) for r in rows.of(ServiceRelationMetrics, {column: s.name}))
+        found = list(read.values())
+    else:
+        found = rows.of(ServiceRelationMetrics)
+    normal = normal_services(context, (n for r in found for n in (r.source, r.dest)))
+    wanted = {s.id for s in services}
+    return services_answer(found, normal, lambda s, d: s.id in wanted or d.id in wanted)
+
+
+def service_topology(
+    context: QueryContext, serviceId: str, duration: Mapping[str, Any], debug: bool = False
+) -> dict[str, Any]:
+    """The calls from and to one service: its callers and callees."""
+    return services_topology(context, [serviceId], duration)
+
+
+def _some(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(n[:60]) for n in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+# Instances -----------------------------------------------------------------
+
+
+def instance_topology(
+    context: QueryContext,
+    clientServiceId: str,
+    serverServiceId: str,
+    duration: Mapping[str, Any],
+    debug: bool = False,
+) -> dict[str, Any]:
+    """The calls between the instances of two services, either way."""
+    client = parse_service_id(clientServiceId, "clientServiceId")
+    server = parse_service_id(serverServiceId, "serverServiceId")
+    window = Window.of(duration)
+    rows = Rows(context, window, f"instance topology of {client.name[:60]!r} and {server.name[:60]!r}")
+    pairs = {(client, server), (server, client)}
+    found: list[ServiceInstanceRelationMetrics] = []
+    for source, dest in sorted(pairs, key=lambda p: (p[0].id, p[1].id)):
+        where = {"source_service": source.name, "dest_service": dest.name}
+        found += rows.of(ServiceInstanceRelationMetrics, where)
+    normal = normal_services(context, (n for r in found for n in (r.source_service, r.dest_service)))
+    calls = _Calls()
+    nodes: dict[str, dict[str, Any]] = {}
+    for row in found:
+        source = Service(row.source_service, row.source_service in normal)
+        dest = Service(row.dest_service, row.dest_service in normal)
+        if (source, dest) not in pairs:  # the name asked for, but not as the id said (real or not)
+            continue
+        source_node = _instance_node(source, row.source_instance)
+        dest_node = _instance_node(dest, row.dest_instance)
+        nodes.setdefault(source_node["id"], source_node)
+        nodes.setdefault(dest_node["id"], dest_node)
+        calls.add(source_node["id"], dest_node["id"], row.detect_point)
+    return {
+        "nodes": sorted(nodes.values(), key=lambda n: (n["serviceName"], n["name"], n["id"])),
+        "calls": calls.answer(),
+    }
+
+
+def _instance_node(service: Service, instance: str) -> dict[str, Any]:
+    return {
+        "id": ids.instance_id(service.name, service.normal, instance),
+        "name": instance,
+        "serviceId": service.id,
+        "serviceName": service.name,
+        "type": None,
+        "isReal": service.normal,
+    }
+
+
+# Endpoints -----------------------------------------------------------------
+
+
+def _endpoint_calls(
+    context: QueryContext, endpointId: str, duration: Mapping[str, Any], what: str
+) -> tuple[list[dict[str, Any]], dict[str, tuple[Service, str]]]:
+    """The calls into and out of one endpoint (as the callees measured them:
+    endpoints have no client side), and the endpoints at their ends by id."""
+    service, name = parse_endpoint_id(endpointId, "endpointId")
+    rows = Rows(context, Window.of(duration), f"{what} of endpoint {name[:60]!r} of {service.name[:60]!r}")
+    found: dict[str, EndpointRelationMetrics] = {}
+    for side in ("dest", "source"):
+        where = {f"{side}_service": service.name, f"{side}_endpoint": name}
+        found.update((r.key(), r) for r in rows.of(EndpointRelationMetrics, where))
+    normal = normal_services(context, (n for r in found.values() for n in (r.source_service, r.dest_service)))
+    ends: dict[str, tuple[Service, str]] = {}
+    calls: dict[str, dict[str, Any]] = {}
+    for row in found.values():
+        source = (Service(row.source_service, row.source_service in normal), row.source_endpoint)
+        dest = (Service(row.dest_service, row.dest_service in normal), row.dest_endpoint)
+        source_id, dest_id = _endpoint_id(*source), _endpoint_id(*dest)
+        if endpointId not in (source_id, dest_id):
+            continue
+        ends[source_id], ends[dest_id] = source, dest
+        # SkyWalking's endpoint relation id: each end's service id and name, not its endpoint id.
+        call_id = "-".join((source[0].id, _encode(source[1]), dest[0].id, _encode(dest[1])))
+        calls[call_id] = _call(source_id, dest_id, call_id, [DetectPoint.SERVER.value])
+    return [calls[k] for k in sorted(calls)], ends
+
+
+def _endpoint_id(service: Service, name: str) -> str:
+    return ids.endpoint_id(service.name, service.normal, name)
+
+
+def endpoint_dependencies(
+    context: QueryContext, endpointId: str, duration: Mapping[str, Any], debug: bool = False
+) -> dict[str, Any]:
+    """The endpoints that called one endpoint and those it called."""
+    calls, ends = _endpoint_calls(context, endpointId, duration, "dependencies")
+    nodes = [
+        {
+            "id": endpoint_id,
+            "name": name,
+            "serviceId": service.id,
+            "serviceName": service.name,
+            "type": None,
+            "isReal": service.normal,
+        }
+        for endpoint_id, (service, name) in ends.items()
+    ]
+    return {"nodes": sorted(nodes, key=lambda n: (n["serviceName"], n["name"])), "calls": calls}
+
+
+def endpoint_topology(context: QueryContext, endpointId: str, duration: Mapping[str, Any]) -> dict[str, Any]:
+    """``getEndpointDependencies`` in its first form, as SkyWalking still
+    answers it: plain nodes, each real, of an empty type and no layers."""
+    calls, ends = _endpoint_calls(context, endpointId, duration, "topology")
+    nodes = [
+        {"id": endpoint_id, "name": name, "type": "", "isReal": True, "layers": []}
+        for endpoint_id, (_, name) in ends.items()
+    ]
+    return {"nodes": sorted(nodes, key=lambda n: (n["name"], n["id"])), "calls": calls}
+
+
+# By names ------------------------------------------------------------------
+
+
+def _condition_id(condition: Mapping[str, Any]) -> str:
+    """The id of the service a ``ServiceCondition`` (or an instance's or an
+    endpoint's) names: a service that reports unless its layer is one of
+    SkyWalking's for services known only from their callers (``UNDEFINED``,
+    ``VIRTUAL_DATABASE`` and the other ``VIRTUAL_`` ones), as SkyWalking reads it."""
+    layer = condition.get("layer")
+    normal = not layer or not (layer == UNDEFINED or layer.startswith("VIRTUAL_"))
+    return ids.service_id(condition["serviceName"], normal)
+
+
+def service_topology_by_name(
+    context: QueryContext, service: Mapping[str, Any], duration: Mapping[str, Any], debug: bool = False
+) -> dict[str, Any]:
+    return services_topology(context, [_condition_id(service)], duration)
+
+
+def services_topology_by_names(
+    context: QueryContext,
+    services: Sequence[Mapping[str, Any]],
+    duration: Mapping[str, Any],
+    debug: bool = False,
+) -> dict[str, Any]:
+    return services_topology(context, [_condition_id(s) for s in services], duration)
+
+
+def instance_topology_by_name(
+    context: QueryContext,
+    clientService: Mapping[str, Any],
+    serverService: Mapping[str, Any],
+    duration: Mapping[str, Any],
+    debug: bool = False,
+) -> dict[str, Any]:
+    return instance_topology(context, _condition_id(clientService), _condition_id(serverService), duration)
+
+
+def endpoint_dependencies_by_name(
+    context: QueryContext, endpoint: Mapping[str, Any], duration: Mapping[str, Any], debug: bool = False
+) -> dict[str, Any]:
+    endpoint_id = f"{_condition_id(endpoint)}_{_encode(endpoint['endpointName'])}"
+    return endpoint_dependencies(context, endpoint_id, duration)
