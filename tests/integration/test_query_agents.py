@@ -191,6 +191,7 @@ def test_the_ui_and_cli_read_what_the_python_agent_reported(workload: Workload) 
     )
     metadata(w)
     metrics(w)
+    topology(w)
     ui_start(w)
 
 
@@ -280,6 +281,32 @@ def metrics(w: Workload) -> None:
     )["readMetricsValues"]["values"]["values"]
     assert sum(v["value"] for v in values) == 4
     assert {v["isEmptyValue"] for v in values} == {True, False}
+
+
+def topology(w: Workload) -> None:
+    """One edge per pair of services that called, with the sides that saw it."""
+    query = """query($duration: Duration!) { topology: getGlobalTopology(duration: $duration) {
+        nodes { id name type isReal } calls { id source target detectPoints }
+    } }"""
+    user, redis = b64("User") + ".0", b64(w.redis) + ".0"
+    found = eventually(lambda: w.ask(query, duration=w.minutes)["topology"])
+    assert sorted(found["nodes"], key=lambda n: n["name"]) == sorted(
+        [
+            {"id": user, "name": "User", "type": "USER", "isReal": False},
+            {"id": SHOP, "name": "shop", "type": None, "isReal": True},
+            {"id": STOCK, "name": "stock", "type": None, "isReal": True},
+            {"id": redis, "name": w.redis, "type": None, "isReal": False},
+        ],
+        key=lambda n: n["name"],
+    )
+    assert sorted(found["calls"], key=lambda c: c["id"]) == sorted(
+        [
+            {"id": f"{user}-{SHOP}", "source": user, "target": SHOP, "detectPoints": ["SERVER"]},
+            {"id": f"{SHOP}-{STOCK}", "source": SHOP, "target": STOCK, "detectPoints": ["CLIENT", "SERVER"]},
+            {"id": f"{STOCK}-{redis}", "source": STOCK, "target": redis, "detectPoints": ["CLIENT"]},
+        ],
+        key=lambda c: c["id"],
+    )
 
 
 def ui_start(w: Workload) -> None:

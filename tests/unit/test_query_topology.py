@@ -19,7 +19,7 @@ from skyoap.model.metrics import (
     ServiceRelationMetrics,
 )
 from skyoap.query import ids, topology
-from skyoap.query.context import QueryContext
+from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution, Outcome, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.api import M, check_where
@@ -138,7 +138,7 @@ def ask(metrics: QueriedMetricsDAO, query: str, **variables: Any) -> tuple[Outco
     inventory = MemoryInventoryDAO()
     services = [ServiceInventory(name=name, sequence=n) for n, name in enumerate("ABCDE", 1)]
     inventory.insert(ServiceInventory, services)
-    context = QueryContext(inventory, metrics, None)  # type: ignore[arg-type]
+    context = QueryContext(inventory, metrics, None, TimesToLive(3, 1, 7, 90, 7))  # type: ignore[arg-type]
     run = Execution(resolvers(), context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15).run
     answer = run(QueryRequest(query, {"duration": WINDOW, **variables}))
     return answer.outcome, json.loads(answer.body)
