@@ -122,21 +122,31 @@ UI_MENU = """query menuItems { getMenuItems { title icon layer activate descript
 def test_what_skywalkings_ui_and_cli_ask_at_start_up_is_answered_exactly(node: NodeProcess) -> None:
     url = node.query_url
     # SkyWalking's UI: main.ts, then its navigation bar.
-    assert ask(url, UI_MENU).body == {"data": {"getMenuItems": []}}
+    # The menu's layer is not active until a service reports.
+    services_item = {
+        "title": "Services", "icon": None, "layer": "GENERAL", "activate": False,
+        "description": "Services that report through SkyWalking's or OpenTelemetry's agents.",
+        "documentLink": None, "i18nKey": "general_service_services",
+    }  # fmt: skip
+    general = {**services_item, "title": "General Service", "icon": "general_service", "layer": ""}
+    menu = [{**general, "i18nKey": "general_service", "subItems": [services_item]}]
+    assert ask(url, UI_MENU).body == {"data": {"getMenuItems": menu}}
     before = clock.now_ms()
     time = ask(url, "query queryOAPTimeInfo { getTimeInfo { timezone currentTimestamp } }").body
     assert time["data"]["getTimeInfo"]["timezone"] == "+0000"
     assert before <= time["data"]["getTimeInfo"]["currentTimestamp"] <= clock.now_ms()
     assert ask(url, "query version { version }").body == {"data": {"version": VERSION}}
     assert ask(url, "query MetricsTTL { getMetricsTTL { minute hour day } }").body == {
-        "data": {"getMetricsTTL": None}
+        "data": {"getMetricsTTL": {"minute": 1, "hour": 7, "day": 90}}
     }
     assert ask(url, "query queryHasQueryTracesV2Support { hasQueryTracesV2Support }").body == {
         "data": {"hasQueryTracesV2Support": False}
     }
-    assert ask(url, "query templates { getAllTemplates { id, configuration, } }").body == {
-        "data": {"getAllTemplates": []}
-    }
+    templates = ask(url, "query templates { getAllTemplates { id, configuration, } }").body
+    assert [t["id"] for t in templates["data"]["getAllTemplates"]] == [
+        "General-Root", "General-Service", "General-Instance", "General-Endpoint",
+        "General-Service-Relation", "General-Instance-Relation", "General-Endpoint-Relation",
+    ]  # fmt: skip
     assert ask(url, "query listLayer { layers: listLayers }").body == {"data": {"layers": []}}
     # SkyWalking's CLI, before every command, and to pick the queries it sends.
     cli_time = ask(url, "query { result: getTimeInfo { timezone, currentTimestamp } }").body
