@@ -11,6 +11,7 @@ times."""
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import subprocess
@@ -190,9 +191,15 @@ def test_the_ui_and_cli_read_what_the_python_agent_reported(workload: Workload) 
         lambda: w.single("sum(service_cpm)", w.minutes, serviceName="stock", normal=True) == "4", timeout_s=60
     )
     # Each level and model is written on its own: wait for all of them.
-    for check in (metadata, metrics, topology):
-        eventually(lambda check=check: check(w) or True, timeout_s=60)
+    checks: list[Callable[[Workload], None]] = [metadata, metrics, topology]
+    for check in checks:
+        eventually(functools.partial(passes, check, w), timeout_s=60)
     ui_start(w)
+
+
+def passes(check: Callable[[Workload], None], w: Workload) -> bool:
+    check(w)
+    return True
 
 
 def metadata(w: Workload) -> None:
@@ -290,23 +297,19 @@ def topology(w: Workload) -> None:
     } }"""
     user, redis = b64("User") + ".0", b64(w.redis) + ".0"
     found = w.ask(query, duration=w.minutes)["topology"]
-    assert sorted(found["nodes"], key=lambda n: n["name"]) == sorted(
-        [
-            {"id": user, "name": "User", "type": "USER", "isReal": False},
-            {"id": SHOP, "name": "shop", "type": None, "isReal": True},
-            {"id": STOCK, "name": "stock", "type": None, "isReal": True},
-            {"id": redis, "name": w.redis, "type": None, "isReal": False},
-        ],
-        key=lambda n: n["name"],
-    )
-    assert sorted(found["calls"], key=lambda c: c["id"]) == sorted(
-        [
-            {"id": f"{user}-{SHOP}", "source": user, "target": SHOP, "detectPoints": ["SERVER"]},
-            {"id": f"{SHOP}-{STOCK}", "source": SHOP, "target": STOCK, "detectPoints": ["CLIENT", "SERVER"]},
-            {"id": f"{STOCK}-{redis}", "source": STOCK, "target": redis, "detectPoints": ["CLIENT"]},
-        ],
-        key=lambda c: c["id"],
-    )
+    nodes: list[dict[str, Any]] = [
+        {"id": user, "name": "User", "type": "USER", "isReal": False},
+        {"id": SHOP, "name": "shop", "type": None, "isReal": True},
+        {"id": STOCK, "name": "stock", "type": None, "isReal": True},
+        {"id": redis, "name": w.redis, "type": None, "isReal": False},
+    ]
+    calls: list[dict[str, Any]] = [
+        {"id": f"{user}-{SHOP}", "source": user, "target": SHOP, "detectPoints": ["SERVER"]},
+        {"id": f"{SHOP}-{STOCK}", "source": SHOP, "target": STOCK, "detectPoints": ["CLIENT", "SERVER"]},
+        {"id": f"{STOCK}-{redis}", "source": STOCK, "target": redis, "detectPoints": ["CLIENT"]},
+    ]
+    assert sorted(found["nodes"], key=lambda n: n["name"]) == sorted(nodes, key=lambda n: n["name"])
+    assert sorted(found["calls"], key=lambda c: c["id"]) == sorted(calls, key=lambda c: c["id"])
 
 
 def ui_start(w: Workload) -> None:
