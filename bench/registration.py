@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 import grpc
 
 from bench.cpu import Usage, measuring
-from bench.results import Figure, at_least, at_most, record
+from bench.results import Figure, at_least, at_most, pct, record
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.model.inventory import ServiceInventory
 from skyoap.proto import register_pb2, register_pb2_grpc
@@ -166,10 +165,6 @@ def bulk_ceiling(es_url: str, count: int, es_pid: int, usage: Usage) -> float:
             dao.insert(ServiceInventory, rows[start : start + 5000])
     client.close()
     return (count - 5000) / usage.wall_s
-
-
-def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -46,8 +47,8 @@ def at_least(value: float, of_ceiling: bool = False) -> Goal:
     return Goal("at_least", value, of_ceiling)
 
 
-def at_most(value: float) -> Goal:
-    return Goal("at_most", value)
+def at_most(value: float, of_ceiling: bool = False) -> Goal:
+    return Goal("at_most", value, of_ceiling)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ class Figure:
     ceiling_is: str = ""
     """What the ceiling is (``raw Elasticsearch read``)."""
     goal: Goal | None = None
+
+
+def pct(values: list[float], p: float) -> float:
+    """The ``p``-th percentile of ``values`` (inclusive quantiles)."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
 
 
 def _commit() -> str:

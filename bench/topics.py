@@ -16,7 +16,6 @@ the write's start, for scale.
 from __future__ import annotations
 
 import argparse
-import statistics
 import threading
 import time
 import uuid
@@ -24,7 +23,7 @@ import uuid
 from elasticsearch import Elasticsearch
 from pyspark.sql.datasource import EqualTo
 
-from bench.results import Figure, at_least, at_most, record
+from bench.results import Figure, at_least, at_most, pct, record
 from skyoap.aggregator.topics import Topics
 from skyoap.analytics.source import FilteringTopicReader, options_of
 from skyoap.consumer.client import Consumer
@@ -181,10 +180,6 @@ def latency(
     after_start = sorted(received[k] - written[k][0] for k in written if k in received)
     assert len(after_watermark) == len(written), "some records never arrived"
     return after_watermark, after_start
-
-
-def pct(values: list[float], p: int) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[p - 1] if len(values) > 1 else values[0]
 
 
 def main() -> None:

@@ -1,0 +1,314 @@
+"""The query endpoint, asked over HTTP what SkyWalking's UI asks, beside the
+storage reads each query makes, timed alone in the same run: the ceiling.
+
+For each storage (embedded, then Elasticsearch), a day of minute metrics of
+``--services`` services with ``--endpoints`` endpoints each, each service
+calling the next (both sides measured), is written straight to storage.
+Then, over the UI's default window (the last 30 minutes):
+
+- the service list: ``listServices`` and one request of 4 ``execExpression``
+  averages per service, aliased, as the UI's service list batches them;
+- a service dashboard: the overview widgets' expressions of one service;
+- the global topology.
+
+Each query is asked ``--rounds`` times; its storage reads are recorded on
+its first ask and replayed against the same storage, alone, as many times.
+
+    .venv/bin/python -m bench.query [--services 100] [--endpoints 20] [--rounds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.results import Figure, at_most, pct, record
+from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInventory
+from skyoap.model.metrics import (
+    LATENCY_BUCKETS_MS,
+    METRICS_TYPES,
+    CallMetrics,
+    Downsampling,
+    EndpointMetrics,
+    ServiceMetrics,
+    ServiceRelationMetrics,
+    minute_bucket,
+)
+from skyoap.model.records import RECORD_TYPES
+from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.dashboards import dashboards
+from skyoap.query.execution import Execution
+from skyoap.query.resolvers import resolvers
+from skyoap.query.server import QueryServer
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.api import MetricsWrite
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import OpenStorage, open_storage
+
+MINUTES = 1440
+WINDOW_MINUTES = 30
+CHUNK = 5_000
+
+
+@dataclass
+class Recorder:
+    """A DAO whose calls are recorded while ``on``, to be replayed alone."""
+
+    target: Any
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+    on: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.target, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.on:
+                self.calls.append((name, args, kwargs))
+            return method(*args, **kwargs)
+
+        return call
+
+    def replay(self) -> None:
+        for name, args, kwargs in self.calls:
+            getattr(self.target, name)(*args, **kwargs)
+
+
+def calls(rng: random.Random, bucket: int, scale: int) -> dict[str, Any]:
+    n = rng.randint(1, 10 * scale)
+    histogram = [0] * len(LATENCY_BUCKETS_MS)
+    latency = 0
+    for _ in range(min(n, 20)):
+        i = rng.randint(0, 8)
+        histogram[i] += 1
+        latency += LATENCY_BUCKETS_MS[i] + 1
+    histogram[0] += n - sum(histogram)
+    return {"time_bucket": bucket, "calls": n, "errors": rng.randint(0, n // 10), "latency_sum_ms": latency,
+            "histogram": tuple(histogram)}  # fmt: skip
+
+
+def rows(services: int, endpoints: int, first: int) -> Iterator[tuple[type[CallMetrics], CallMetrics]]:
+    rng = random.Random(7)
+    for m in range(MINUTES):
+        bucket = minute_bucket((first + m) * 60_000)
+        for s in range(services):
+            name, callee = f"svc-{s}", f"svc-{(s + 1) % services}"
+            yield ServiceMetrics, ServiceMetrics(service=name, **calls(rng, bucket, endpoints))
+            for side in ("client", "server"):
+                relation = ServiceRelationMetrics(
+                    source=name, dest=callee, detect_point=side, **calls(rng, bucket, 1)
+                )
+                yield ServiceRelationMetrics, relation
+            for e in range(endpoints):
+                yield (
+                    EndpointMetrics,
+                    EndpointMetrics(service=name, endpoint=f"GET:/api/{e}", **calls(rng, bucket, 1)),
+                )
+
+
+def populate(storage: OpenStorage, services: int, endpoints: int, first_minute: int) -> int:
+    storage.inventory.install(INVENTORY_TYPES)
+    storage.metrics.install(METRICS_TYPES)
+    storage.records.install(RECORD_TYPES)
+    names = [ServiceInventory(name=f"svc-{s}", sequence=s + 1) for s in range(services)]
+    storage.inventory.insert(ServiceInventory, names)
+    storage.inventory.insert(
+        EndpointInventory,
+        [
+            EndpointInventory(
+                name=f"GET:/api/{e}", sequence=s * endpoints + e + 1, service_id=s + 1, detect_point=1
+            )
+            for s in range(services)
+            for e in range(endpoints)
+        ],
+    )
+    pending: dict[type[CallMetrics], list[MetricsWrite[Any]]] = {}
+    written = 0
+    for model, row in rows(services, endpoints, first_minute):
+        batch = pending.setdefault(model, [])
+        batch.append(MetricsWrite(None, row, {"bench": 1}))
+        if len(batch) >= CHUNK:
+            storage.metrics.put(model, Downsampling.MINUTE, batch)
+            written += len(batch)
+            batch.clear()
+    for model, batch in pending.items():
+        storage.metrics.put(model, Downsampling.MINUTE, batch)
+        written += len(batch)
+    return written
+
+
+def post(url: str, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    body = json.dumps({"query": query, "variables": variables}).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        reply: dict[str, Any] = json.loads(answer.read())
+    if reply.get("errors"):
+        raise RuntimeError(f"the query failed: {reply['errors'][:2]}")
+    return reply
+
+
+SELECTED = "type results { values { value } } error"
+"""What the UI selects of an expression's result."""
+
+
+def expressions_query(count: int) -> str:
+    """One request of ``count`` ``execExpression``, aliased ``e0``, ``e1``, …"""
+    fields = " ".join(
+        f"e{i}: execExpression(expression: $x{i}, entity: $n{i}, duration: $d) {{ {SELECTED} }}"
+        for i in range(count)
+    )
+    declared = " ".join(f"$x{i}: String! $n{i}: Entity!" for i in range(count))
+    return f"query ({declared} $d: Duration!) {{ {fields} }}"
+
+
+def batch(pairs: list[tuple[str, dict[str, Any]]], duration: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    variables: dict[str, Any] = {"d": duration}
+    for i, (expression, entity) in enumerate(pairs):
+        variables[f"x{i}"], variables[f"n{i}"] = expression, entity
+    return expressions_query(len(pairs)), variables
+
+
+def overview_expressions() -> list[str]:
+    service = next(d for d in dashboards() if d["id"] == "General-Service")
+    tab = service["configuration"]["children"][0]["children"][0]
+    return [e for w in tab["children"] for e in w.get("expressions", [])]
+
+
+def measure(
+    name: str, url: str, recorders: list[Recorder], query: str, variables: dict[str, Any], rounds: int
+) -> tuple[list[float], list[float]]:
+    """The query's times over HTTP and its storage reads' times alone, in ms."""
+    for r in recorders:
+        r.calls.clear()
+        r.on = True
+    post(url, query, variables)
+    for r in recorders:
+        r.on = False
+    reads = sum(len(r.calls) for r in recorders)
+    asked, alone = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        post(url, query, variables)
+        asked.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        for r in recorders:
+            r.replay()
+        alone.append((time.perf_counter() - start) * 1000)
+    p50, p99, reads_p50 = pct(asked, 50), pct(asked, 99), pct(alone, 50)
+    print(
+        f"  {name}: {reads} storage reads; p50 {p50:.1f} ms (reads alone {reads_p50:.1f} ms), p99 {p99:.1f} ms"
+    )
+    return asked, alone
+
+
+def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figure]:
+    now_minute = int(time.time()) // 60
+    start = time.perf_counter()
+    written = populate(storage, args.services, args.endpoints, now_minute - MINUTES + 1)
+    print(f"{label}: {written:,} minute rows written in {time.perf_counter() - start:.0f} s")
+    inventory, metrics, records = (
+        Recorder(storage.inventory),
+        Recorder(storage.metrics),
+        Recorder(storage.records),
+    )
+    context = QueryContext(inventory, metrics, records, TimesToLive(3, 1, 7, 90, 7))
+    execution = Execution(resolvers(), context, threads=8, max_waiting=32, deadline_s=60.0, max_depth=15)
+    server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20)
+    server.start()
+    recorders = [inventory, metrics, records]
+    try:
+        fmt = "%Y-%m-%d %H%M"
+        duration = {
+            "start": time.strftime(fmt, time.gmtime((now_minute - WINDOW_MINUTES + 1) * 60)),
+            "end": time.strftime(fmt, time.gmtime(now_minute * 60)),
+            "step": "MINUTE",
+        }
+        averages = [
+            "avg(service_cpm)",
+            "avg(service_sla)/100",
+            "avg(service_resp_time)",
+            "avg(service_apdex)/10000",
+        ]
+        entities = [{"serviceName": f"svc-{s}", "normal": True} for s in range(args.services)]
+        services_query = 'query { services: listServices(layer: "GENERAL") { id name normal } }'
+        listing, listing_vars = batch([(a, e) for e in entities for a in averages], duration)
+        dashboard, dashboard_vars = batch([(e, entities[0]) for e in overview_expressions()], duration)
+        topology = (
+            "query ($d: Duration!) { t: getGlobalTopology(duration: $d) { nodes { id } calls { id } } }"
+        )
+
+        def service_list() -> None:
+            post(server.url, services_query, {})
+            post(server.url, listing, listing_vars)
+
+        figures = []
+        for name, query, variables in (
+            ("service list", services_query, {}),
+            ("service list's averages", listing, listing_vars),
+            ("service dashboard", dashboard, dashboard_vars),
+            ("global topology", topology, {"d": duration}),
+        ):
+            asked, alone = measure(name, server.url, recorders, query, variables, args.rounds)
+            figures.append(
+                Figure(f"{label}: {name} p50", pct(asked, 50), "ms", pct(alone, 50),
+                       "its storage reads alone", at_most(2.0, of_ceiling=True))
+            )  # fmt: skip
+        listed = timed(service_list, args.rounds)
+        print(f"  the service list, both requests: p99 {pct(listed, 99):.1f} ms")
+        figures.append(Figure(f"{label}: service list p99", pct(listed, 99), "ms", goal=at_most(300)))
+        return figures
+    finally:
+        server.close()
+
+
+def timed(action: Callable[[], None], rounds: int) -> list[float]:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--services", type=int, default=100)
+    parser.add_argument("--endpoints", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = open_storage(
+            StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(Path(tmp) / "q.db"))
+        )
+        try:
+            figures += run("embedded", storage, args)
+        finally:
+            storage.close()
+    es, rs = ElasticsearchServer().start(), RedisServer().start()
+    try:
+        prefix = f"b{uuid.uuid4().hex[:8]}"
+        config = StorageConfig(kind=StorageKind.ELASTICSEARCH, es_hosts=es.url, es_index_prefix=prefix,
+                               redis_url=rs.url)  # fmt: skip
+        storage = open_storage(config)
+        try:
+            figures += run("Elasticsearch", storage, args)
+        finally:
+            storage.close()
+    finally:
+        es.stop()
+        rs.stop()
+    record("query", figures)
+
+
+if __name__ == "__main__":
+    main()
