@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import identity
+from skyoap.query import identity, logs, traces
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -21,4 +21,10 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .mutation("version", identity.version)
         .query("getTimeInfo", identity.time_info)
         .query("checkHealth", identity.health)
+        .query("queryBasicTraces", traces.query_basic_traces)
+        .query("queryTrace", traces.query_trace)
+        .query("queryTraceTagAutocompleteKeys", traces.tag_keys)
+        .query("queryTraceTagAutocompleteValues", traces.tag_values)
+        .query("queryLogs", logs.query_logs)
+        .query("supportQueryLogsByKeywords", logs.supports_keywords)
     )

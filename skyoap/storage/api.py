@@ -303,9 +303,12 @@ class RecordDAO(Protocol):
         a scan of what it holds) and read within the current call's deadline;
         ValueError for a search naming columns ``model`` lacks."""
 
-    def tag_values(self, model: type[Record], first_bucket: int, last_bucket: int, limit: int) -> list[str]:
-        """Up to ``limit`` distinct values of the ``tags`` column among the
-        records of the minutes ``first_bucket..last_bucket``, in order."""
+    def tag_values(
+        self, model: type[Record], first_bucket: int, last_bucket: int, limit: int, prefix: str = ""
+    ) -> list[str]:
+        """Up to ``limit`` distinct values starting with ``prefix`` of the
+        ``tags`` column among the records of the minutes
+        ``first_bucket..last_bucket``, in order."""
 
     def close(self) -> None: ...
 

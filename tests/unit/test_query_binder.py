@@ -75,7 +75,7 @@ def test_a_resolver_gets_the_context_and_the_arguments_the_client_gave() -> None
 
 def test_the_node_binds_its_identity_and_nothing_else_yet() -> None:
     binder = resolvers()
-    assert binder.bound("Query") == {"version", "getTimeInfo", "checkHealth"}
+    assert binder.bound("Query") == {"version", "getTimeInfo", "checkHealth"} | TRACES_AND_LOGS
     assert binder.bound("Mutation") == {"version"}
     outcome, answer = run("{ version checkHealth { score details } getTimeInfo { timezone } }")
     assert outcome is Outcome.ANSWERED
@@ -90,6 +90,16 @@ def test_the_node_binds_its_identity_and_nothing_else_yet() -> None:
     assert run("mutation { version }")[1] == {"data": {"version": server_version()}}
 
 
+TRACES_AND_LOGS = {
+    "queryBasicTraces",
+    "queryTrace",
+    "queryTraceTagAutocompleteKeys",
+    "queryTraceTagAutocompleteValues",
+    "queryLogs",
+    "supportQueryLogsByKeywords",
+}
+"""Fields bound to the resolvers of traces and logs (``tests/unit/test_query_traces.py``)."""
+
 DURATION = '{start: "2026-01-01 0000", end: "2026-01-01 0030", step: MINUTE}'
 EMPTY_ANSWERS = {
     "hasQueryTracesV2Support": ("hasQueryTracesV2Support", False),
@@ -100,8 +110,8 @@ EMPTY_ANSWERS = {
         f"getGlobalTopology(duration: {DURATION}) {{ nodes {{ id }} calls {{ id }} }}",
         None,
     ),
-    "queryBasicTraces": (
-        "queryBasicTraces(condition: {traceState: ALL, queryOrder: BY_START_TIME, paging: {pageSize: 20}}) "
+    "queryBasicTracesByName": (
+        "queryBasicTracesByName(condition: {traceState: ALL, queryOrder: BY_START_TIME, paging: {pageSize: 20}}) "
         "{ traces { segmentId } }",
         None,
     ),
@@ -186,6 +196,7 @@ def roots() -> list[tuple[str, str, GraphQLField]]:
         for operation, root in (("query", schema.query_type), ("mutation", schema.mutation_type))
         if root is not None
         for name, field in root.fields.items()
+        if operation == "mutation" or name not in TRACES_AND_LOGS
     ]
 
 

@@ -111,23 +111,25 @@ class ElasticsearchRecordDAO:
             )
         return [model.from_row(h["_source"]) for h in res["hits"]["hits"]]
 
-    def tag_values(self, model: type[Record], first_bucket: int, last_bucket: int, limit: int) -> list[str]:
+    def tag_values(
+        self, model: type[Record], first_bucket: int, last_bucket: int, limit: int, prefix: str = ""
+    ) -> list[str]:
         RecordSearch(tags=("",)).check(model)
         window = RecordSearch(first_bucket=first_bucket, last_bucket=last_bucket)
+        terms: dict[str, Any] = {
+            "field": "tags",
+            "size": min(limit, TAG_VALUES_MAX),
+            "order": {"_key": "asc"},
+        }
+        if prefix:
+            # Lucene's regular expressions take any character escaped.
+            terms["include"] = "".join(c if c.isalnum() else "\\" + c for c in prefix) + ".*"
         with translated_errors(f"gathering the tags of {model.MODEL} records"):
             res = self._reads.es().search(
                 index=self._indices(model, first_bucket, last_bucket),
                 size=0,
-                query=_search_query(window),
-                aggregations={
-                    "tags": {
-                        "terms": {
-                            "field": "tags",
-                            "size": min(limit, TAG_VALUES_MAX),
-                            "order": {"_key": "asc"},
-                        }
-                    }
-                },
+                query=_search_query(window, [{"prefix": {"tags": prefix}}] if prefix else []),
+                aggregations={"tags": {"terms": terms}},
                 ignore_unavailable=True,
                 allow_no_indices=True,
             )
@@ -138,8 +140,8 @@ class ElasticsearchRecordDAO:
         self._client.close()
 
 
-def _search_query(search: RecordSearch) -> dict[str, Any]:
-    filters: list[dict[str, Any]] = []
+def _search_query(search: RecordSearch, more: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    filters: list[dict[str, Any]] = list(more or [])
     if search.first_bucket is not None and search.last_bucket is not None:
         filters.append({"range": {"time_bucket": {"gte": search.first_bucket, "lte": search.last_bucket}}})
     filters += [{"term": {name: value}} for name, value in search.equal.items()]

@@ -98,13 +98,24 @@ class EmbeddedRecordDAO:
         )
         return [item for item, _ in rows]
 
-    def tag_values(self, model: type[Record], first_bucket: int, last_bucket: int, limit: int) -> list[str]:
+    def tag_values(
+        self, model: type[Record], first_bucket: int, last_bucket: int, limit: int, prefix: str = ""
+    ) -> list[str]:
         RecordSearch(tags=("",)).check(model)
         table = model.MODEL
         found = self._db.fetch(
             f"SELECT DISTINCT tag.value FROM {table}, json_each({table}.tags) AS tag "
-            "WHERE day BETWEEN ? AND ? AND time_bucket BETWEEN ? AND ? ORDER BY tag.value LIMIT ?",
-            [first_bucket // 10_000, last_bucket // 10_000, first_bucket, last_bucket, limit],
+            "WHERE day BETWEEN ? AND ? AND time_bucket BETWEEN ? AND ? AND substr(tag.value, 1, ?) = ? "
+            "ORDER BY tag.value LIMIT ?",
+            [
+                first_bucket // 10_000,
+                last_bucket // 10_000,
+                first_bucket,
+                last_bucket,
+                len(prefix),
+                prefix,
+                limit,
+            ],
         )
         return [value for (value,) in found]
 
