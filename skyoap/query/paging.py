@@ -27,7 +27,8 @@ class Page:
     @classmethod
     def of(cls, paging: Mapping[str, Any]) -> Page:
         """From the protocol's ``Pagination``; ValueError past the bounds."""
-        size, number = paging["pageSize"], paging.get("pageNum") or 1
+        size, number = paging["pageSize"], paging.get("pageNum")
+        number = 1 if number is None else number
         if size < 1 or size > MAX_PAGE_SIZE:
             raise ValueError(f"paging.pageSize must be 1 to {MAX_PAGE_SIZE}, not {size}")
         if number < 1:

@@ -111,8 +111,8 @@ EMPTY_ANSWERS = {
         None,
     ),
     "queryBasicTracesByName": (
-        "queryBasicTracesByName(condition: {traceState: ALL, queryOrder: BY_START_TIME, paging: {pageSize: 20}}) "
-        "{ traces { segmentId } }",
+        "queryBasicTracesByName(condition: {traceState: ALL, queryOrder: BY_START_TIME, "
+        "paging: {pageSize: 20}}) { traces { segmentId } }",
         None,
     ),
     "getMenuItems": ("getMenuItems { title subItems { title } }", []),
