@@ -117,8 +117,11 @@ class StreamData:
         return size
 
     def to_row(self) -> dict[str, Any]:
-        """The stored columns, derived ones included."""
+        """The stored columns, derived ones included; a string list as a list,
+        as JSON and storage hold it."""
         row = {c.name: getattr(self, c.name) for c in self.columns()}
+        for n in _layout(type(self)).lists:
+            row[n] = list(row[n])
         row.update(self.derived())
         return row
 
