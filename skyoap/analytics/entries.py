@@ -44,6 +44,7 @@ SPARK_TYPES: dict[ColumnType, DataType] = {
     ColumnType.FLOAT: DoubleType(),
     ColumnType.INTS: ArrayType(LongType()),
     ColumnType.MAP: MapType(StringType(), StringType()),
+    ColumnType.STRINGS: ArrayType(StringType()),
 }
 ENVELOPE = StructType(
     [

@@ -51,6 +51,10 @@ class SegmentRecord(Record):
     is_error: bool
     spans: int
     data: Text
+    tags: tuple[str, ...] = ()
+    """The searchable tags of its spans (``--searchable-trace-tags``), each
+    ``key=value``, distinct and sorted; empty in a record stored before
+    segments had them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

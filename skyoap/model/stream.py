@@ -31,6 +31,7 @@ class ColumnType(enum.Enum):
     INTS = "ints"  # tuple[int, ...]
     TEXT = "text"  # a str that is stored but not indexed (message bodies, encoded segments)
     MAP = "map"  # str -> str
+    STRINGS = "strings"  # tuple[str, ...], each value searchable
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,10 @@ class StreamData:
         for f in dataclasses.fields(cls):
             hint = hints[f.name]
             name = getattr(typing.get_origin(hint) or hint, "__name__", str(hint))
-            cols.append(Column(f.name, _TYPES.get(name, ColumnType.MAP)))
+            kind = _TYPES.get(name, ColumnType.MAP)
+            if kind is ColumnType.INTS and typing.get_args(hint)[:1] == (str,):
+                kind = ColumnType.STRINGS
+            cols.append(Column(f.name, kind))
         return tuple(cols)
 
     @classmethod
@@ -108,11 +112,16 @@ class StreamData:
         size += 10 * sum(len(getattr(self, n)) for n in layout.ints)
         for n in layout.maps:
             size += sum(len(k) + len(v) + 4 for k, v in getattr(self, n).items())
+        for n in layout.lists:
+            size += sum(len(v) + 2 for v in getattr(self, n))
         return size
 
     def to_row(self) -> dict[str, Any]:
-        """The stored columns, derived ones included."""
+        """The stored columns, derived ones included; a string list as a list,
+        as JSON and storage hold it."""
         row = {c.name: getattr(self, c.name) for c in self.columns()}
+        for n in _layout(type(self)).lists:
+            row[n] = list(row[n])
         row.update(self.derived())
         return row
 
@@ -127,10 +136,10 @@ class StreamData:
                 v = bool(v)
             elif c.type is ColumnType.FLOAT:
                 v = float(v)
-            elif c.type in (ColumnType.MAP, ColumnType.INTS) and isinstance(v, str):
+            elif c.type in (ColumnType.MAP, ColumnType.INTS, ColumnType.STRINGS) and isinstance(v, str):
                 v = json.loads(v)
-            if c.type is ColumnType.INTS:
-                v = tuple(typing.cast(list[int], v))
+            if c.type in (ColumnType.INTS, ColumnType.STRINGS):
+                v = tuple(typing.cast(list[Any], v))
             values[c.name] = v
         return cls(**values)
 
@@ -141,6 +150,8 @@ class StreamData:
         integer list's length, then the lists' values. Column order is the
         dataclass's field order."""
         layout = _layout(type(self))
+        if layout.lists:
+            raise TypeError(f"{type(self).__name__} has string list columns: it is not sent between nodes")
         strings = [getattr(self, n) for n in layout.strings]
         longs = [
             _float_bits(getattr(self, n)) if n in layout.floats else int(getattr(self, n))
@@ -159,6 +170,8 @@ class StreamData:
     @classmethod
     def from_remote(cls, strings: Sequence[str], longs: Sequence[int]) -> Self:
         layout = _layout(cls)
+        if layout.lists:
+            raise TypeError(f"{cls.__name__} has string list columns: it is not sent between nodes")
         ns, nl, nm, ni = len(layout.strings), len(layout.longs), len(layout.maps), len(layout.ints)
         map_sizes, list_sizes = longs[nl : nl + nm], longs[nl + nm : nl + nm + ni]
         if (
@@ -192,6 +205,8 @@ class _RemoteLayout:
     floats: tuple[str, ...]
     maps: tuple[str, ...]
     ints: tuple[str, ...]
+    lists: tuple[str, ...]
+    """STRINGS columns: only records have them, and records never leave their node."""
     decode: Callable[[Sequence[str], Sequence[int]], StreamData]
     """Builds the item from checked columns (see ``_decoder``)."""
 
@@ -217,7 +232,7 @@ def _layout_of(cls: type[StreamData]) -> _RemoteLayout:
     bools, floats = named(ColumnType.BOOL), named(ColumnType.FLOAT)
     maps, ints = named(ColumnType.MAP), named(ColumnType.INTS)
     decode = _decoder(cls, strings, longs, bools, floats, maps, ints)
-    return _RemoteLayout(strings, longs, bools, floats, maps, ints, decode)
+    return _RemoteLayout(strings, longs, bools, floats, maps, ints, named(ColumnType.STRINGS), decode)
 
 
 def _decoder(

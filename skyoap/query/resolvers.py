@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import dashboards, identity, metadata, metrics, topology
+from skyoap.query import dashboards, identity, logs, metadata, metrics, topology, traces
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -56,4 +56,10 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("getEndpointDependencies", topology.endpoint_dependencies)
         .query("getEndpointDependenciesByName", topology.endpoint_dependencies_by_name)
         .query("getEndpointTopology", topology.endpoint_topology)
+        .query("queryBasicTraces", traces.query_basic_traces)
+        .query("queryTrace", traces.query_trace)
+        .query("queryTraceTagAutocompleteKeys", traces.tag_keys)
+        .query("queryTraceTagAutocompleteValues", traces.tag_values)
+        .query("queryLogs", logs.query_logs)
+        .query("supportQueryLogsByKeywords", logs.supports_keywords)
     )

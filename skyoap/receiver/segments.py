@@ -85,6 +85,31 @@ class Segment:
     spans: tuple[Span, ...]
     data: bytes
     """The segment as the agent encoded it."""
+    tags: tuple[str, ...] = ()
+    """Its spans' searchable tags, ``key=value``, distinct and sorted (``searchable_tags``)."""
+
+
+SEARCHABLE_TRACE_TAGS = (
+    "http.method",
+    "http.status_code",
+    "rpc.status_code",
+    "db.type",
+    "db.instance",
+    "mq.queue",
+    "mq.topic",
+    "mq.broker",
+)
+"""SkyWalking's default ``searchableTracesTags``: the span tags traces are found by."""
+
+MAX_SEARCHABLE_TAG_CHARS = 256
+"""The longest ``key=value`` kept searchable; a longer one (a whole URL, a
+statement) stays in the segment's data but is not searched by."""
+
+
+def searchable_tags(pairs: Iterable[tuple[str, str]], keys: frozenset[str]) -> tuple[str, ...]:
+    """The ``key=value`` of the ``pairs`` whose key is one of ``keys``, distinct and sorted."""
+    found = {f"{k}={v}" for k, v in pairs if k in keys}
+    return tuple(sorted(t for t in found if len(t) <= MAX_SEARCHABLE_TAG_CHARS))
 
 
 def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
@@ -157,6 +182,7 @@ def record_of(segment: Segment) -> SegmentRecord:
         is_error=any(s.is_error for s in segment.spans),
         spans=len(segment.spans),
         data=Text(base64.b64encode(segment.data).decode()),
+        tags=segment.tags,
     )
 
 

@@ -41,6 +41,7 @@ from skyoap.receiver.checks import Refusals, Tally
 from skyoap.receiver.registration import Registrar
 from skyoap.receiver.segments import (
     DEFAULT_APDEX,
+    SEARCHABLE_TRACE_TAGS,
     Aliases,
     Segment,
     Span,
@@ -49,6 +50,7 @@ from skyoap.receiver.segments import (
     check,
     measure,
     record_of,
+    searchable_tags,
 )
 from skyoap.runtime import clock
 from skyoap.runtime.batching import BatchPolicy
@@ -274,10 +276,14 @@ def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the agent cancelled the call"))
 
 
-def segment_of(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits | None = None) -> Segment:
-    """The segment ``pb`` carries. With ``limits``, a segment of more spans,
-    or a span of more references, than they allow is refused before any of
-    them becomes an object."""
+def segment_of(
+    pb: tracing_pb2.SegmentObject,
+    limits: TelemetryLimits | None = None,
+    searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
+) -> Segment:
+    """The segment ``pb`` carries, with its tags whose keys are ``searchable``.
+    With ``limits``, a segment of more spans, or a span of more references,
+    than they allow is refused before any of them becomes an object."""
     if limits is not None:
         _at_most_spans(pb, limits)
     return Segment(
@@ -310,6 +316,7 @@ def segment_of(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits | None = N
             for s in pb.spans
         ),
         data=pb.SerializeToString(),
+        tags=searchable_tags(((t.key, t.value) for s in pb.spans for t in s.tags), searchable),
     )
 
 
@@ -359,16 +366,22 @@ class TraceSegmentReportService(TelemetryService):
     """Takes segments: registers the names in them (the service and instance,
     the endpoints entry spans serve, the peers exit spans call), stores each as
     a record, and measures its spans' calls (each service's apdex by its
-    threshold in ``apdex``, exit spans through the node's ``aliases``)."""
+    threshold in ``apdex``, exit spans through the node's ``aliases``), its
+    tags of the ``searchable`` keys kept for searches."""
 
     KIND = "segments"
 
     def __init__(
-        self, intake: Intake, aliases: Aliases | None = None, apdex: ApdexThresholds = DEFAULT_APDEX
+        self,
+        intake: Intake,
+        aliases: Aliases | None = None,
+        apdex: ApdexThresholds = DEFAULT_APDEX,
+        searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
     ) -> None:
         super().__init__(intake)
         self._aliases = aliases
         self._apdex = apdex
+        self._searchable = searchable
 
     def take(
         self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally
@@ -383,7 +396,7 @@ class TraceSegmentReportService(TelemetryService):
         for pb in segments:
             self._received.inc()
             try:
-                segment = segment_of(pb, self._limits)
+                segment = segment_of(pb, self._limits, self._searchable)
                 check(segment, self._limits, now_ms)
             except Refused as e:
                 tally.refuse(e)
@@ -605,12 +618,17 @@ class MeterReportService(TelemetryService):
 
 
 def add_skywalking_services(
-    server: GrpcServer, intake: Intake, aliases: Aliases, apdex: ApdexThresholds
+    server: GrpcServer,
+    intake: Intake,
+    aliases: Aliases,
+    apdex: ApdexThresholds,
+    searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
 ) -> TraceSegmentReportService:
     """Serves SkyWalking's v3 agent services on ``server``, taking what agents
-    report into ``intake`` (exit spans measured through ``aliases``); returns
-    the segments' service, which takes OTLP's spans too."""
-    segments = TraceSegmentReportService(intake, aliases, apdex)
+    report into ``intake`` (exit spans measured through ``aliases``, the tags
+    of ``searchable`` keys kept for searches); returns the segments' service,
+    which takes OTLP's spans too."""
+    segments = TraceSegmentReportService(intake, aliases, apdex, searchable)
     management = ManagementService(intake.names, intake.limits, intake.cardinality)
     configuration = ConfigurationDiscoveryService()
     # (file, service, servicer, whether it carries names and commands only)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import datetime
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -232,6 +232,48 @@ class MetricsDAO(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, kw_only=True)
+class RecordSearch:
+    """Which records a search matches, in what order, and which of them it reads."""
+
+    first_bucket: int | None = None
+    last_bucket: int | None = None
+    """Minutes, both included. None for both: every day stored, for a search
+    by an indexed column (``trace_id``) that must not scan."""
+    equal: Mapping[str, str | int | bool] = field(default_factory=dict)
+    """Columns (string, integer or boolean) and the value each must equal."""
+    at_least: Mapping[str, int] = field(default_factory=dict)
+    at_most: Mapping[str, int] = field(default_factory=dict)
+    """Integer columns and their bounds, included."""
+    tags: Sequence[str] = ()
+    """Values the record's ``tags`` column (a STRINGS column) must each hold."""
+    order_by: str = "time_bucket"
+    """An integer column; records equal in it come in the order of their keys."""
+    descending: bool = True
+    offset: int = 0
+    limit: int = 1000
+
+    def check(self, model: type[StreamData]) -> None:
+        """ValueError naming a column ``model`` lacks or whose type does not fit its use."""
+        types = {c.name: c.type for c in model.stored_columns()}
+
+        def need(names: Iterable[str], allowed: tuple[ColumnType, ...], use: str) -> None:
+            for name in names:
+                if types.get(name) not in allowed:
+                    kinds = ", ".join(t.value for t in allowed)
+                    raise ValueError(f"{model.MODEL} has no column {name} of type {kinds} to {use}")
+
+        need(self.equal, (ColumnType.STRING, ColumnType.INT, ColumnType.BOOL), "match a value")
+        need([*self.at_least, *self.at_most, self.order_by], (ColumnType.INT,), "bound or sort by")
+        need(["tags"] if self.tags else [], (ColumnType.STRINGS,), "search by tag")
+        if (self.first_bucket is None) != (self.last_bucket is None):
+            raise ValueError("a record search bounds both ends of its time range or neither")
+        if self.offset < 0 or self.limit < 0:
+            raise ValueError(
+                f"a record search reads from offset {self.offset}, at most {self.limit}: not below 0"
+            )
+
+
 class RecordDAO(Protocol):
     """Records, partitioned by day."""
 
@@ -255,6 +297,18 @@ class RecordDAO(Protocol):
     ) -> list[R]:
         """Records of the minutes ``first_bucket..last_bucket`` whose string
         columns equal ``where``'s values, newest first."""
+
+    def search(self, model: type[R], search: RecordSearch) -> list[R]:
+        """The records ``search`` matches, found by storage (its indices, not
+        a scan of what it holds) and read within the current call's deadline;
+        ValueError for a search naming columns ``model`` lacks."""
+
+    def tag_values(
+        self, model: type[Record], first_bucket: int, last_bucket: int, limit: int, prefix: str = ""
+    ) -> list[str]:
+        """Up to ``limit`` distinct values starting with ``prefix`` of the
+        ``tags`` column among the records of the minutes
+        ``first_bucket..last_bucket``, in order."""
 
     def close(self) -> None: ...
 

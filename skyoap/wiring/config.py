@@ -16,6 +16,7 @@ from skyoap.aggregator.housekeeping import Ttl
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
 from skyoap.query.config import QueryConfig
+from skyoap.receiver.segments import SEARCHABLE_TRACE_TAGS
 from skyoap.remote.cluster import Role
 from skyoap.remote.selector import SelectorKind
 from skyoap.runtime.buffer import BufferStrategy
@@ -384,6 +385,16 @@ class AnalysisConfig:
         "are then measured as calls to its service); what it learns itself it uses at once",
     )
 
+    searchable_trace_tags: str = option(
+        ",".join(SEARCHABLE_TRACE_TAGS),
+        "span tag keys traces are searched by, comma separated (SkyWalking's searchableTracesTags): "
+        "a segment's tags of these keys are stored with it, and queryBasicTraces finds it by them",
+    )
+
+    def searchable_tags(self) -> frozenset[str]:
+        """The keys of ``--searchable-trace-tags``."""
+        return frozenset(k.strip() for k in self.searchable_trace_tags.split(",") if k.strip())
+
     def apdex(self) -> ApdexThresholds:
         """The thresholds of ``--apdex-thresholds``; ValueError for a file that cannot be read as one."""
         if not self.apdex_thresholds:
@@ -400,6 +411,12 @@ class AnalysisConfig:
             raise ValueError(f"--otlp-caller-wait-s must be above 0, not {self.otlp_caller_wait_s:g}")
         if self.alias_refresh_s <= 0:
             raise ValueError(f"--alias-refresh-s must be above 0, not {self.alias_refresh_s:g}")
+        for key in self.searchable_tags():
+            if "=" in key:
+                raise ValueError(
+                    f"--searchable-trace-tags: {key!r} is not a tag key (keys are comma separated, "
+                    "with no values)"
+                )
 
 
 @dataclass(frozen=True)

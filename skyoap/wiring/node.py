@@ -390,7 +390,9 @@ class Node:
             cfg.analysis.alias_refresh_s,
             self.instruments,
         )
-        segments = add_skywalking_services(self.server, intake, aliases, self._apdex)
+        segments = add_skywalking_services(
+            self.server, intake, aliases, self._apdex, cfg.analysis.searchable_tags()
+        )
         yield aliases  # read from storage before the first call: aliases survive restarts
         yield names
         yield add_otlp_services(self.server, segments, intake, cfg.analysis.otlp_caller_wait_s)

@@ -49,6 +49,12 @@ class SlowRecordDAO:
     def query(self, *args: object, **kwargs: object) -> list[R]:
         raise NotImplementedError
 
+    def search(self, *args: object, **kwargs: object) -> list[R]:
+        raise NotImplementedError
+
+    def tag_values(self, *args: object, **kwargs: object) -> list[str]:
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 

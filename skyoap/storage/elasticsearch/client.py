@@ -36,6 +36,7 @@ _ES_TYPES: dict[ColumnType, dict[str, Any]] = {
     ColumnType.INTS: {"type": "long", "index": False},
     ColumnType.TEXT: {"type": "text", "index": False},
     ColumnType.MAP: {"type": "object", "enabled": False},
+    ColumnType.STRINGS: {"type": "keyword"},  # an array of keywords, each found by a term
 }
 
 BULK = BatchPolicy(max_items=1000, max_bytes=20 * 1024 * 1024)

@@ -10,12 +10,14 @@ stores it gives it its partition, offset and publication time
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from skyoap.model.records import Record
 from skyoap.model.topics import Position
-from skyoap.storage.api import R, check_where, each_position
+from skyoap.storage.api import R, RecordSearch, check_where, each_position
 from skyoap.storage.elasticsearch.client import (
     POSITION_FIELDS,
+    DeadlineReads,
     ElasticsearchClient,
     Period,
     doc_id,
@@ -26,11 +28,18 @@ from skyoap.storage.elasticsearch.client import (
     with_position,
 )
 
+READ_LIMIT_S = 30.0
+"""The longest a search answers in, outside a call's deadline."""
+
+TAG_VALUES_MAX = 10_000
+"""The most distinct tag values one search gathers."""
+
 
 class ElasticsearchRecordDAO:
     def __init__(self, client: ElasticsearchClient) -> None:
         self._client = client
         self._es = client.es
+        self._reads = DeadlineReads(client, READ_LIMIT_S)
 
     def install(self, models: Sequence[type[Record]]) -> None:
         for model in models:
@@ -80,5 +89,63 @@ class ElasticsearchRecordDAO:
             )
         return [model.from_row(h["_source"]) for h in res["hits"]["hits"]]
 
+    def _indices(self, model: type[Record], first_bucket: int | None, last_bucket: int | None) -> str:
+        base = self._client.index(model.MODEL)
+        if first_bucket is None or last_bucket is None:
+            return f"{base}-*"
+        return Period.DAY.indices(base, first_bucket, last_bucket)
+
+    def search(self, model: type[R], search: RecordSearch) -> list[R]:
+        search.check(model)
+        order = "desc" if search.descending else "asc"
+        with translated_errors(f"searching {model.MODEL} records"):
+            res = self._reads.es().search(
+                index=self._indices(model, search.first_bucket, search.last_bucket),
+                from_=search.offset,
+                size=search.limit,
+                sort=[{search.order_by: order}, {model.KEY: "asc"}],
+                query=_search_query(search),
+                track_total_hits=False,
+                ignore_unavailable=True,
+                allow_no_indices=True,
+            )
+        return [model.from_row(h["_source"]) for h in res["hits"]["hits"]]
+
+    def tag_values(
+        self, model: type[Record], first_bucket: int, last_bucket: int, limit: int, prefix: str = ""
+    ) -> list[str]:
+        RecordSearch(tags=("",)).check(model)
+        window = RecordSearch(first_bucket=first_bucket, last_bucket=last_bucket)
+        terms: dict[str, Any] = {
+            "field": "tags",
+            "size": min(limit, TAG_VALUES_MAX),
+            "order": {"_key": "asc"},
+        }
+        if prefix:
+            # Lucene's regular expressions take any character escaped.
+            terms["include"] = "".join(c if c.isalnum() else "\\" + c for c in prefix) + ".*"
+        with translated_errors(f"gathering the tags of {model.MODEL} records"):
+            res = self._reads.es().search(
+                index=self._indices(model, first_bucket, last_bucket),
+                size=0,
+                query=_search_query(window, [{"prefix": {"tags": prefix}}] if prefix else []),
+                aggregations={"tags": {"terms": terms}},
+                ignore_unavailable=True,
+                allow_no_indices=True,
+            )
+        buckets = res.get("aggregations", {}).get("tags", {}).get("buckets", [])
+        return [b["key"] for b in buckets]
+
     def close(self) -> None:
         self._client.close()
+
+
+def _search_query(search: RecordSearch, more: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    filters: list[dict[str, Any]] = list(more or [])
+    if search.first_bucket is not None and search.last_bucket is not None:
+        filters.append({"range": {"time_bucket": {"gte": search.first_bucket, "lte": search.last_bucket}}})
+    filters += [{"term": {name: value}} for name, value in search.equal.items()]
+    filters += [{"range": {name: {"gte": low}}} for name, low in search.at_least.items()]
+    filters += [{"range": {name: {"lte": high}}} for name, high in search.at_most.items()]
+    filters += [{"term": {"tags": tag}} for tag in search.tags]
+    return {"bool": {"filter": filters}}

@@ -27,7 +27,7 @@ _SQL_TYPES = {
 
 
 def sql_value(column: Column, value: Any) -> Any:
-    if column.type in (ColumnType.MAP, ColumnType.INTS):
+    if column.type in (ColumnType.MAP, ColumnType.INTS, ColumnType.STRINGS):
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
     if column.type is ColumnType.BOOL:
         return int(value)

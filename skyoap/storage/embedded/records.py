@@ -8,10 +8,11 @@ and the topic is read from the same table (``storage/embedded/topics.py``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from skyoap.model.records import Record
 from skyoap.model.topics import Position
-from skyoap.storage.api import R, each_position
+from skyoap.storage.api import R, RecordSearch, each_position
 from skyoap.storage.embedded.db import (
     POSITION_COLUMNS,
     Database,
@@ -33,9 +34,15 @@ class EmbeddedRecordDAO:
                 f"{column_definitions(model)})"
             )
             self._db.add_positions(model.MODEL)
+            self._db.add_columns(model.MODEL, model)  # a table of an earlier release
             self._db.execute(
                 f"CREATE INDEX IF NOT EXISTS {model.MODEL}_day ON {model.MODEL} (day, time_bucket)"
             )
+            if any(c.name == "trace_id" for c in model.columns()):
+                # A trace is read whole by its id, whatever its days.
+                self._db.execute(
+                    f"CREATE INDEX IF NOT EXISTS {model.MODEL}_trace ON {model.MODEL} (trace_id)"
+                )
 
     def insert(
         self, model: type[R], items: Sequence[R], positions: Sequence[Position] | None = None
@@ -79,5 +86,63 @@ class EmbeddedRecordDAO:
         )
         return [item for item, _ in rows]
 
+    def search(self, model: type[R], search: RecordSearch) -> list[R]:
+        search.check(model)
+        clause, args = _search_clause(model, search)
+        order = "DESC" if search.descending else "ASC"
+        rows = self._db.rows(
+            model,
+            model.MODEL,
+            f"{clause} ORDER BY {search.order_by} {order}, key LIMIT ? OFFSET ?",
+            [*args, search.limit, search.offset],
+        )
+        return [item for item, _ in rows]
+
+    def tag_values(
+        self, model: type[Record], first_bucket: int, last_bucket: int, limit: int, prefix: str = ""
+    ) -> list[str]:
+        RecordSearch(tags=("",)).check(model)
+        table = model.MODEL
+        found = self._db.fetch(
+            f"SELECT DISTINCT tag.value FROM {table}, json_each({table}.tags) AS tag "
+            "WHERE day BETWEEN ? AND ? AND time_bucket BETWEEN ? AND ? AND substr(tag.value, 1, ?) = ? "
+            "ORDER BY tag.value LIMIT ?",
+            [
+                first_bucket // 10_000,
+                last_bucket // 10_000,
+                first_bucket,
+                last_bucket,
+                len(prefix),
+                prefix,
+                limit,
+            ],
+        )
+        return [value for (value,) in found]
+
     def close(self) -> None:
         self._db.close()
+
+
+def _search_clause(model: type[Record], search: RecordSearch) -> tuple[str, list[Any]]:
+    """SQL matching ``search``. The day index bounds the rows of a time range
+    and the trace index those of a trace; tags are then looked for in each
+    row's JSON array by SQLite itself."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if search.first_bucket is not None and search.last_bucket is not None:
+        clauses.append("day BETWEEN ? AND ? AND time_bucket BETWEEN ? AND ?")
+        args += [search.first_bucket // 10_000, search.last_bucket // 10_000]
+        args += [search.first_bucket, search.last_bucket]
+    for name, value in search.equal.items():
+        clauses.append(f"{name} = ?")
+        args.append(int(value) if isinstance(value, bool) else value)
+    for name, low in search.at_least.items():
+        clauses.append(f"{name} >= ?")
+        args.append(low)
+    for name, high in search.at_most.items():
+        clauses.append(f"{name} <= ?")
+        args.append(high)
+    for tag in search.tags:
+        clauses.append(f"EXISTS (SELECT 1 FROM json_each({model.MODEL}.tags) WHERE value = ?)")
+        args.append(tag)
+    return " AND ".join(clauses) or "1", args

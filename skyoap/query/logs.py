@@ -1,0 +1,94 @@
+"""Logs: the log lines a condition matches (``queryLogs``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from skyoap.model.records import LogRecord
+from skyoap.query import ids
+from skyoap.query.context import QueryContext
+from skyoap.query.names import endpoint_names, instance_names, service_name
+from skyoap.query.paging import Page, Window
+from skyoap.storage.api import RecordSearch
+
+
+def supports_keywords(context: QueryContext) -> bool:
+    """Log contents are stored, not indexed: they are not searched by keywords."""
+    return False
+
+
+def query_logs(
+    context: QueryContext, condition: Mapping[str, Any] | None = None, debug: bool | None = None
+) -> dict[str, Any]:
+    """The log lines ``condition`` matches, the newest first unless it asks ASC."""
+    if condition is None:
+        raise ValueError("queryLogs needs a condition with a queryDuration or a relatedTrace")
+    records = context.records.search(LogRecord, log_search(condition))
+    return {"logs": [log_answer(r) for r in records], "errorReason": None}
+
+
+def log_search(condition: Mapping[str, Any]) -> RecordSearch:
+    """The search of a ``LogQueryCondition``; ValueError for one that cannot be answered."""
+    trace, duration = condition.get("relatedTrace"), condition.get("queryDuration")
+    if trace is None and duration is None:
+        raise ValueError(
+            "a log search needs a queryDuration or a relatedTrace: searching every log stored is refused"
+        )
+    if condition.get("tags"):
+        raise ValueError("skyoap does not search logs by tags: leave tags out")
+    if condition.get("keywordsOfContent") or condition.get("excludingKeywordsOfContent"):
+        raise ValueError(
+            "skyoap does not search logs by keywords (supportQueryLogsByKeywords is false): "
+            "leave keywordsOfContent and excludingKeywordsOfContent out"
+        )
+    equal: dict[str, str | int | bool] = {}
+    if condition.get("serviceId"):
+        equal["service"] = service_name(condition["serviceId"])
+    if condition.get("serviceInstanceId"):
+        equal["service"], equal["instance"] = instance_names(condition["serviceInstanceId"])
+    if condition.get("endpointId"):
+        equal["service"], equal["endpoint"] = endpoint_names(condition["endpointId"])
+    if trace is not None:
+        equal["trace_id"] = trace["traceId"]
+        if trace.get("segmentId"):
+            equal["segment_id"] = trace["segmentId"]
+        if trace.get("spanId") is not None:
+            equal["span_id"] = trace["spanId"]
+    first = last = None
+    at_least: dict[str, int] = {}
+    at_most: dict[str, int] = {}
+    if duration is not None:
+        window = Window.of(duration)
+        first, last = window.first_bucket, window.last_bucket
+        at_least["timestamp"], at_most["timestamp"] = window.start_ms, window.end_ms - 1
+    page = Page.of(condition["paging"])
+    return RecordSearch(
+        first_bucket=first,
+        last_bucket=last,
+        equal=equal,
+        at_least=at_least,
+        at_most=at_most,
+        order_by="timestamp",
+        descending=(condition.get("queryOrder") or "DES") == "DES",
+        offset=page.offset,
+        limit=page.limit,
+    )
+
+
+def log_answer(record: LogRecord) -> dict[str, Any]:
+    """A ``Log`` of the protocol. Services that send logs run an agent: their ids end in .1."""
+    service, instance, endpoint = record.service, record.instance, record.endpoint
+    return {
+        "serviceName": service,
+        "serviceId": ids.service_id(service, True),
+        "serviceInstanceName": instance or None,
+        "serviceInstanceId": ids.instance_id(service, True, instance) if instance else None,
+        "endpointName": endpoint or None,
+        "endpointId": ids.endpoint_id(service, True, endpoint) if endpoint else None,
+        "traceId": record.trace_id or None,
+        "timestamp": record.timestamp,
+        "contentType": record.content_type.upper(),
+        "content": record.content,
+        "tags": [{"key": k, "value": record.tags[k]} for k in sorted(record.tags)],
+    }
