@@ -31,6 +31,7 @@ from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually
 from tests.integration.test_query_endpoint import ask
+from tests.integration.test_query_traces import QUERY_LOGS, QUERY_TRACE, QUERY_TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_PYTHON = ROOT / ".venv-agent" / "bin" / "python"
@@ -191,7 +192,7 @@ def test_the_ui_and_cli_read_what_the_python_agent_reported(workload: Workload) 
         lambda: w.single("sum(service_cpm)", w.minutes, serviceName="stock", normal=True) == "4", timeout_s=60
     )
     # Each level and model is written on its own: wait for all of them.
-    checks: list[Callable[[Workload], None]] = [metadata, metrics, topology]
+    checks: list[Callable[[Workload], None]] = [metadata, metrics, topology, traces_and_logs]
     for check in checks:
         eventually(functools.partial(passes, check, w), timeout_s=60)
     ui_start(w)
@@ -310,6 +311,41 @@ def topology(w: Workload) -> None:
     ]
     assert sorted(found["nodes"], key=lambda n: n["name"]) == sorted(nodes, key=lambda n: n["name"])
     assert sorted(found["calls"], key=lambda c: c["id"]) == sorted(calls, key=lambda c: c["id"])
+
+
+def traces_and_logs(w: Workload) -> None:
+    """The trace list, a trace across both services, a search by tag, a trace's logs."""
+    page = {"pageNum": 1, "pageSize": 20}
+    condition = {
+        "queryDuration": w.minutes,
+        "traceState": "ALL",
+        "queryOrder": "BY_START_TIME",
+        "paging": page,
+    }
+    listed = w.ask(QUERY_TRACES, condition={**condition, "serviceId": SHOP})["data"]["traces"]
+    assert sorted((t["endpointNames"], t["isError"]) for t in listed) == [
+        (["/buy"], False), (["/buy"], False), (["/buy"], False), (["/buy"], False), (["/buy-fail"], True),
+    ]  # fmt: skip
+    failed = w.ask(
+        QUERY_TRACES, condition={**condition, "tags": [{"key": "http.status_code", "value": "500"}]}
+    )
+    ((failing,),) = [t["traceIds"] for t in failed["data"]["traces"]]
+    assert failing in {t["traceIds"][0] for t in listed if t["isError"]}
+    bought = next(t["traceIds"][0] for t in listed if not t["isError"])
+    spans = w.ask(QUERY_TRACE, traceId=bought)["trace"]["spans"]
+    # An entry span's peer is the caller's own address: its port is any.
+    assert [(s["serviceCode"], s["endpointName"], s["type"], s["layer"]) for s in spans] == [
+        ("shop", "/buy", "Entry", "Http"),
+        ("shop", "/reserve", "Exit", "Http"),
+        ("stock", "/reserve", "Entry", "Http"),
+        ("stock", "Redis/INCRBY", "Exit", "Cache"),  # redis-py sends INCR as INCRBY 1
+    ]
+    assert [s["peer"] for s in spans if s["type"] == "Exit"] == [f"127.0.0.1:{w.stock_port}", w.redis]
+    assert {s["traceId"] for s in spans} == {bought}
+    logs = w.ask(QUERY_LOGS, condition={"relatedTrace": {"traceId": failing}, "paging": page})
+    ((log,),) = [logs["queryLogs"]["logs"]]
+    assert (log["serviceName"], log["endpointName"], log["traceId"]) == ("shop", "/buy-fail", failing)
+    assert "buying failed" in log["content"]
 
 
 def ui_start(w: Workload) -> None:

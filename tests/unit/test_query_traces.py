@@ -15,7 +15,7 @@ from skyoap.model.records import LogRecord, SegmentRecord
 from skyoap.model.stream import ColumnType, Text
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query import logs, traces
-from skyoap.query.context import QueryContext
+from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.names import BadId, service_name
 from skyoap.query.paging import Page, Window
 from skyoap.query.segment_data import (
@@ -243,7 +243,7 @@ def test_ids_name_what_they_were_built_from() -> None:
 def context() -> Iterator[QueryContext]:
     dao = EmbeddedRecordDAO(Database(":memory:"))
     dao.install([SegmentRecord, LogRecord])
-    yield QueryContext(MemoryInventoryDAO(), MemoryMetricsDAO(), dao)
+    yield QueryContext(MemoryInventoryDAO(), MemoryMetricsDAO(), dao, TimesToLive(3, 1, 7, 90, 7))
     dao.close()
 
 
