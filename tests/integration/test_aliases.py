@@ -124,14 +124,14 @@ def node_process(config: StorageConfig, workdir: Path) -> Iterator[str]:
     """A ``skyoap node`` on ``config``'s storage, as an operator runs it; its
     address. Its log goes to a file in ``workdir``, shown if it fails."""
     argv = [sys.executable, "-m", "skyoap.deploy.cli", "node", "--host", "127.0.0.1", "--port", "0",
-            "--spill-dir", str(workdir / "spill"), *storage_argv(config), *FAST]  # fmt: skip
+            "--query-port", "-1", "--spill-dir", str(workdir / "spill"), *storage_argv(config), *FAST]  # fmt: skip
     log = workdir / f"node-{time.monotonic_ns()}.log"
     with log.open("w") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        listening = re.fullmatch(r"skyoap node listening on (\S+) admin - internal -\n", line)
+        listening = re.fullmatch(r"skyoap node listening on (\S+) admin - internal - query -\n", line)
         assert listening, f"unexpected first line {line!r}; log: {log.read_text()[-4000:]}"
         yield listening.group(1)
     finally:
