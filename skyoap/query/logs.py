@@ -8,7 +8,7 @@ from typing import Any
 from skyoap.model.records import LogRecord
 from skyoap.query import ids
 from skyoap.query.context import QueryContext
-from skyoap.query.names import endpoint_names, instance_names, service_name
+from skyoap.query.ids import endpoint_names, instance_names, service_name
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
 

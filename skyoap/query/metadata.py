@@ -8,8 +8,6 @@ no service here; it is a node of the topology (``topology.py``)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,37 +34,6 @@ MAX_ENDPOINTS = 1_000
 
 LANGUAGES = frozenset({"JAVA", "DOTNET", "NODEJS", "PYTHON", "RUBY", "GO", "LUA", "PHP"})
 """The protocol's ``Language`` values besides UNKNOWN."""
-
-
-class UnknownId(ValueError):
-    """An id that is not one SkyWalking's scheme builds."""
-
-
-def _decode(part: str, what: str, whole: str) -> str:
-    try:
-        return base64.b64decode(part.encode("ascii"), validate=True).decode()
-    except (binascii.Error, UnicodeError, ValueError):
-        raise UnknownId(
-            f"{what} {whole!r} is not an id skyoap gave: {part!r} is not base64 of a name"
-        ) from None
-
-
-def service_name_of(service_id: str) -> tuple[str, bool]:
-    """The name and normal flag an id of SkyWalking's scheme (``base64(name).1``) holds."""
-    encoded, dot, flag = service_id.rpartition(".")
-    if not dot or flag not in ("0", "1"):
-        raise UnknownId(f"service id {service_id!r} is not base64 of a name followed by '.1' or '.0'")
-    return _decode(encoded, "service id", service_id), flag == "1"
-
-
-def split_id(entity_id: str, what: str) -> tuple[str, str]:
-    """The service name and the entity's name an instance or endpoint id
-    (``service id_base64(name)``) holds."""
-    service_part, underscore, name_part = entity_id.partition("_")
-    if not underscore:
-        raise UnknownId(f"{what} id {entity_id!r} is not a service id, '_' and base64 of a name")
-    service, _ = service_name_of(service_part)
-    return service, _decode(name_part, f"{what} id", entity_id)
 
 
 def _service(service: ServiceInventory) -> dict[str, Any]:
@@ -126,7 +93,7 @@ def search_service(context: QueryContext, serviceCode: str) -> dict[str, Any] | 
 
 
 def get_service(context: QueryContext, serviceId: str) -> dict[str, Any] | None:
-    name, _ = service_name_of(serviceId)
+    name = ids.service_name(serviceId)
     return find_service(context, serviceName=name)
 
 
@@ -157,7 +124,7 @@ def list_instances(
 ) -> list[dict[str, Any]]:
     """The instances of a service alive within the Duration (a heartbeat since its start)."""
     since_ms = int(Duration.of(duration).start_time.timestamp() * 1000)
-    name, _ = service_name_of(serviceId)
+    name = ids.service_name(serviceId)
     alive = [i for i in _instances_of(context, name) if i.heartbeat_time >= since_ms]
     return [_instance(name, i) for i in alive]
 
@@ -169,7 +136,7 @@ def list_instances_by_name(
 
 
 def get_instance(context: QueryContext, instanceId: str) -> dict[str, Any] | None:
-    service_name, name = split_id(instanceId, "instance")
+    service_name, name = ids.instance_names(instanceId)
     found = [i for i in _instances_of(context, service_name) if i.name == name]
     return _instance(service_name, found[0]) if found else None
 
@@ -189,7 +156,7 @@ def find_endpoint(
         Duration.of(duration)
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
-    name, _ = service_name_of(serviceId)
+    name = ids.service_name(serviceId)
     service = _stored_service(context, name)
     if service is None:
         return []
@@ -215,7 +182,7 @@ def search_endpoint(context: QueryContext, keyword: str, serviceId: str, limit: 
 
 def endpoint_info(context: QueryContext, endpointId: str) -> dict[str, Any] | None:
     """The endpoint an id names, if its service registered it."""
-    service_name, name = split_id(endpointId, "endpoint")
+    service_name, name = ids.endpoint_names(endpointId)
     service = _stored_service(context, service_name)
     if service is None:
         return None

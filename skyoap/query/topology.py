@@ -16,9 +16,6 @@ for the ``User`` caller), and a service's only layer is ``GENERAL``.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -66,7 +63,6 @@ _ORDER = (DetectPoint.CLIENT, DetectPoint.SERVER, DetectPoint.PROXY)
 """The order SkyWalking lists a call's detect points in: the client's side
 is added first."""
 
-_SERVICE_ID = re.compile(r"([A-Za-z0-9+/]+={0,2})\.([01])")
 
 R = TypeVar("R", bound=CallMetrics)
 
@@ -88,44 +84,16 @@ class Service:
         return ids.service_id(self.name, self.normal)
 
 
-def _encode(name: str) -> str:
-    return base64.b64encode(name.encode()).decode("ascii")
-
-
-def _decode(encoded: str) -> str | None:
-    """The name ``encoded`` is the base64 of, if it is exactly that."""
-    try:
-        name = base64.b64decode(encoded.encode("ascii"), validate=True).decode()
-    except (binascii.Error, UnicodeError, ValueError):
-        return None
-    return name if name and _encode(name) == encoded else None
-
-
 def parse_service_id(given: str, argument: str) -> Service:
-    """The service ``given`` names; TopologyError saying what an id is if it is not one."""
-    found = _SERVICE_ID.fullmatch(given)
-    name = _decode(found.group(1)) if found else None
-    if found is None or name is None:
-        raise TopologyError(
-            f"{argument} {given[:100]!r} is not a service id: a service's id is the base64 of its name "
-            "followed by .1 (.0 for a service known only from its callers), as listServices answers it"
-        )
-    return Service(name, found.group(2) == "1")
+    """The service ``given`` names; ``ids.BadId`` saying what an id is if it is not one."""
+    return Service(*ids.read_service_id(given, argument))
 
 
 def parse_endpoint_id(given: str, argument: str) -> tuple[Service, str]:
-    """The service and the name of the endpoint ``given`` names; TopologyError
-    saying what an id is if it is not one."""
-    service_part, _, name_part = given.partition("_")
-    found = _SERVICE_ID.fullmatch(service_part)
-    service = _decode(found.group(1)) if found else None
-    name = _decode(name_part)
-    if found is None or service is None or name is None:
-        raise TopologyError(
-            f"{argument} {given[:100]!r} is not an endpoint id: an endpoint's id is its service's id, '_' "
-            "and the base64 of its name, as findEndpoint answers it"
-        )
-    return Service(service, found.group(2) == "1"), name
+    """The service and the name of the endpoint ``given`` names."""
+    service_part, _, _ = given.partition("_")
+    service, name = ids.endpoint_names(given, argument)
+    return Service(service, ids.read_service_id(service_part, argument)[1]), name
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +337,7 @@ def _endpoint_calls(
             continue
         ends[source_id], ends[dest_id] = source, dest
         # SkyWalking's endpoint relation id: each end's service id and name, not its endpoint id.
-        call_id = "-".join((source[0].id, _encode(source[1]), dest[0].id, _encode(dest[1])))
+        call_id = "-".join((source[0].id, ids.encode(source[1]), dest[0].id, ids.encode(dest[1])))
         calls[call_id] = _call(source_id, dest_id, call_id, [DetectPoint.SERVER.value])
     return [calls[k] for k in sorted(calls)], ends
 
@@ -449,5 +417,5 @@ def instance_topology_by_name(
 def endpoint_dependencies_by_name(
     context: QueryContext, endpoint: Mapping[str, Any], duration: Mapping[str, Any], debug: bool = False
 ) -> dict[str, Any]:
-    endpoint_id = f"{_condition_id(endpoint)}_{_encode(endpoint['endpointName'])}"
+    endpoint_id = f"{_condition_id(endpoint)}_{ids.encode(endpoint['endpointName'])}"
     return endpoint_dependencies(context, endpoint_id, duration)

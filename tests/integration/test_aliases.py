@@ -124,7 +124,8 @@ def node_process(config: StorageConfig, workdir: Path) -> Iterator[str]:
     """A ``skyoap node`` on ``config``'s storage, as an operator runs it; its
     address. Its log goes to a file in ``workdir``, shown if it fails."""
     argv = [sys.executable, "-m", "skyoap.deploy.cli", "node", "--host", "127.0.0.1", "--port", "0",
-            "--query-port", "-1", "--spill-dir", str(workdir / "spill"), *storage_argv(config), *FAST]  # fmt: skip
+            "--query-port", "-1", "--spill-dir", str(workdir / "spill"),
+            *storage_argv(config), *FAST]  # fmt: skip
     log = workdir / f"node-{time.monotonic_ns()}.log"
     with log.open("w") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)

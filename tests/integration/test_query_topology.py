@@ -158,8 +158,8 @@ def test_a_node_answers_who_called_whom_as_it_measured_it(
         "data": {"topology": None},
         "errors": [
             {
-                "message": "serviceIds 'B' is not a service id: a service's id is the base64 of its name "
-                "followed by .1 (.0 for a service known only from its callers), as listServices answers it",
+                "message": "serviceIds 'B' is not an id skyoap gave: a service's id is the base64 of its "
+                "name then .1 (a service that reports) or .0",
                 "locations": [{"line": 2, "column": 5}],
                 "path": ["topology"],
             }

@@ -184,9 +184,15 @@ def test_endpoints_are_found_by_keyword_and_by_id(storage: OpenStorage) -> None:
 def test_a_bad_id_says_what_is_wrong(storage: OpenStorage) -> None:
     data, errors = ask(storage, '{ getService(serviceId: "shop") { name } }')
     assert data == {"getService": None}
-    assert errors == ["service id 'shop' is not base64 of a name followed by '.1' or '.0'"]
+    assert errors == [
+        "serviceId 'shop' is not an id skyoap gave: a service's id is the base64 of its name then .1 "
+        "(a service that reports) or .0"
+    ]
     _, errors = ask(storage, '{ getInstance(instanceId: "c2hvcA==.1_%%%") { name } }')
-    assert errors == ["instance id 'c2hvcA==.1_%%%' is not an id skyoap gave: '%%%' is not base64 of a name"]
+    assert errors == [
+        "serviceInstanceId 'c2hvcA==.1_%%%' is not an id skyoap gave: ids come from listServices, "
+        "listInstances and findEndpoint (a service's is the base64 of its name, then .1 or .0)"
+    ]
 
 
 def test_times_to_live_are_the_nodes(storage: OpenStorage) -> None:

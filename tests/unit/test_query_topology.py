@@ -347,21 +347,26 @@ def error(outcome_answer: tuple[Outcome, Any]) -> str:
 
 
 def test_an_id_that_is_not_one_is_answered_with_what_an_id_is(metrics: QueriedMetricsDAO) -> None:
-    service = (
-        "is not a service id: a service's id is the base64 of its name followed by .1 (.0 for a service "
-        "known only from its callers), as listServices answers it"
+    def refused(argument: str, given: str) -> str:
+        return f"{argument} {given!r} is not an id skyoap gave: "
+
+    assert error(ask(metrics, SERVICE, id="A")) == refused("serviceIds", "A") + (
+        "a service's id is the base64 of its name then .1 (a service that reports) or .0"
     )
-    assert error(ask(metrics, SERVICE, id="A")) == f"serviceIds 'A' {service}"
-    assert error(ask(metrics, SERVICE, id="QQ.1")) == f"serviceIds 'QQ.1' {service}"  # padding left out
-    assert error(ask(metrics, SERVICES, ids=[A, "QQ==.2"])) == f"serviceIds 'QQ==.2' {service}"
-    assert error(ask(metrics, INSTANCES, client=A, server=A1)) == f"serverServiceId {A1!r} {service}"
-    endpoint = (
-        "is not an endpoint id: an endpoint's id is its service's id, '_' and the base64 of its name, "
-        "as findEndpoint answers it"
+    ids_come_from = (
+        "ids come from listServices, listInstances and findEndpoint (a service's is the base64 of its "
+        "name, then .1 or .0)"
     )
-    assert error(ask(metrics, DEPENDENCIES, id=A)) == f"endpointId {A!r} {endpoint}"
     assert (
-        error(ask(metrics, DEPENDENCIES, id=f"{A}_not base64")) == f"endpointId '{A}_not base64' {endpoint}"
+        error(ask(metrics, SERVICE, id="QQ.1")) == refused("serviceIds", "QQ.1") + ids_come_from
+    )  # no padding
+    assert error(ask(metrics, SERVICES, ids=[A, "QQ==.2"])).startswith(refused("serviceIds", "QQ==.2"))
+    assert error(ask(metrics, INSTANCES, client=A, server=A1)).startswith(refused("serverServiceId", A1))
+    assert error(ask(metrics, DEPENDENCIES, id=A)) == refused("endpointId", A) + (
+        "it is its service's id, _, then the base64 of its name"
+    )
+    assert error(ask(metrics, DEPENDENCIES, id=f"{A}_not base64")) == (
+        refused("endpointId", f"{A}_not base64") + ids_come_from
     )
 
 

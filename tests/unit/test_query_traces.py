@@ -16,7 +16,7 @@ from skyoap.model.stream import ColumnType, Text
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query import logs, traces
 from skyoap.query.context import QueryContext, TimesToLive
-from skyoap.query.names import BadId, service_name
+from skyoap.query.ids import BadId, service_name
 from skyoap.query.paging import Page, Window
 from skyoap.query.segment_data import (
     Ref,
