@@ -9,17 +9,21 @@ Then, over the UI's default window (the last 30 minutes):
 - the service list: ``listServices`` and one request of 4 ``execExpression``
   averages per service, aliased, as the UI's service list batches them;
 - a service dashboard: the overview widgets' expressions of one service;
-- the global topology.
+- the global topology;
+- a trace by id (``queryTrace``, a trace of two segments of five spans), and
+  a trace search (``queryBasicTraces``) by tag over the window, among
+  ``--traces`` traces of the day.
 
 Each query is asked ``--rounds`` times; its storage reads are recorded on
 its first ask and replayed against the same storage, alone, as many times.
 
-    .venv/bin/python -m bench.query [--services 100] [--endpoints 20] [--rounds 30]
+    .venv/bin/python -m bench.query [--services 100] [--endpoints 20] [--traces 50000] [--rounds 30]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import random
 import tempfile
@@ -44,7 +48,9 @@ from skyoap.model.metrics import (
     ServiceRelationMetrics,
     minute_bucket,
 )
-from skyoap.model.records import RECORD_TYPES
+from skyoap.model.records import RECORD_TYPES, SegmentRecord
+from skyoap.model.stream import Text
+from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.dashboards import dashboards
 from skyoap.query.execution import Execution
@@ -115,7 +121,35 @@ def rows(services: int, endpoints: int, first: int) -> Iterator[tuple[type[CallM
                 )
 
 
-def populate(storage: OpenStorage, services: int, endpoints: int, first_minute: int) -> int:
+def segment(trace: int, side: int, services: int, start_ms: int) -> SegmentRecord:
+    """One of the two segments of trace ``trace`` (``side`` 0, the caller's;
+    1, the callee's): an entry span, three local ones and an exit to a
+    database; one trace in 50 fails with 500."""
+    service, status = f"svc-{(trace + side) % services}", "500" if trace % 50 == 0 else "200"
+    endpoint = f"GET:/api/{trace % 20}"
+    tags = [common_pb2.KeyStringValuePair(key="http.method", value="GET"),
+            common_pb2.KeyStringValuePair(key="http.status_code", value=status)]  # fmt: skip
+    kinds = [tracing_pb2.Entry, tracing_pb2.Local, tracing_pb2.Local, tracing_pb2.Local, tracing_pb2.Exit]
+    spans = [
+        tracing_pb2.SpanObject(spanId=i, parentSpanId=i - 1, startTime=start_ms + i,
+                               endTime=start_ms + 20 - i, spanType=kind, operationName=endpoint,
+                               peer="db:3306" if i == 4 else "", componentId=7001,
+                               tags=tags if i == 0 else [])
+        for i, kind in enumerate(kinds)
+    ]  # fmt: skip
+    segment_id = f"seg-{trace}-{side}"
+    data = tracing_pb2.SegmentObject(traceId=f"trace-{trace}", traceSegmentId=segment_id, service=service,
+                                     serviceInstance=f"{service}-1", spans=spans)  # fmt: skip
+    return SegmentRecord(
+        time_bucket=minute_bucket(start_ms), segment_id=segment_id, trace_id=f"trace-{trace}",
+        service=service, instance=f"{service}-1", endpoint=endpoint, start_time=start_ms,
+        end_time=start_ms + 20, latency_ms=20, is_error=status == "500", spans=5,
+        data=Text(base64.b64encode(data.SerializeToString()).decode()),
+        tags=("http.method=GET", f"http.status_code={status}"),
+    )  # fmt: skip
+
+
+def populate(storage: OpenStorage, services: int, endpoints: int, first_minute: int, traces: int) -> int:
     storage.inventory.install(INVENTORY_TYPES)
     storage.metrics.install(METRICS_TYPES)
     storage.records.install(RECORD_TYPES)
@@ -143,6 +177,13 @@ def populate(storage: OpenStorage, services: int, endpoints: int, first_minute: 
     for model, batch in pending.items():
         storage.metrics.put(model, Downsampling.MINUTE, batch)
         written += len(batch)
+    step_ms = MINUTES * 60_000 // traces
+    for first in range(0, traces, CHUNK // 2):
+        chunk = range(first, min(traces, first + CHUNK // 2))
+        starts = [(t, first_minute * 60_000 + t * step_ms) for t in chunk]
+        storage.records.insert(
+            SegmentRecord, [segment(t, side, services, at) for t, at in starts for side in (0, 1)]
+        )
     return written
 
 
@@ -204,17 +245,17 @@ def measure(
             r.replay()
         alone.append((time.perf_counter() - start) * 1000)
     p50, p99, reads_p50 = pct(asked, 50), pct(asked, 99), pct(alone, 50)
-    print(
-        f"  {name}: {reads} storage reads; p50 {p50:.1f} ms (reads alone {reads_p50:.1f} ms), p99 {p99:.1f} ms"
-    )
+    print(f"  {name}: {reads} storage reads; p50 {p50:.1f} ms (reads alone {reads_p50:.1f} ms), "
+          f"p99 {p99:.1f} ms")  # fmt: skip
     return asked, alone
 
 
 def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figure]:
     now_minute = int(time.time()) // 60
     start = time.perf_counter()
-    written = populate(storage, args.services, args.endpoints, now_minute - MINUTES + 1)
-    print(f"{label}: {written:,} minute rows written in {time.perf_counter() - start:.0f} s")
+    written = populate(storage, args.services, args.endpoints, now_minute - MINUTES + 1, args.traces)
+    print(f"{label}: {written:,} minute rows and {2 * args.traces:,} segments written in "
+          f"{time.perf_counter() - start:.0f} s")  # fmt: skip
     inventory, metrics, records = (
         Recorder(storage.inventory),
         Recorder(storage.metrics),
@@ -242,6 +283,15 @@ def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figu
         services_query = 'query { services: listServices(layer: "GENERAL") { id name normal } }'
         listing, listing_vars = batch([(a, e) for e in entities for a in averages], duration)
         dashboard, dashboard_vars = batch([(e, entities[0]) for e in overview_expressions()], duration)
+        spans = "segmentId spanId parentSpanId endpointName type peer tags { key value }"
+        trace = f"query ($id: ID!) {{ t: queryTrace(traceId: $id) {{ spans {{ {spans} }} }} }}"
+        search = {
+            "queryDuration": duration, "traceState": "ALL", "queryOrder": "BY_START_TIME",
+            "tags": [{"key": "http.status_code", "value": "500"}], "paging": {"pageNum": 1, "pageSize": 20},
+        }  # fmt: skip
+        basic = "segmentId endpointNames duration start isError traceIds"
+        found = f"t: queryBasicTraces(condition: $c) {{ traces {{ {basic} }} }}"
+        traces = f"query ($c: TraceQueryCondition) {{ {found} }}"
         topology = (
             "query ($d: Duration!) { t: getGlobalTopology(duration: $d) { nodes { id } calls { id } } }"
         )
@@ -256,12 +306,16 @@ def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figu
             ("service list's averages", listing, listing_vars),
             ("service dashboard", dashboard, dashboard_vars),
             ("global topology", topology, {"d": duration}),
+            ("trace by id", trace, {"id": f"trace-{args.traces - 1}"}),  # of the window's last minute
+            ("trace search by tag", traces, {"c": search}),
         ):
             asked, alone = measure(name, server.url, recorders, query, variables, args.rounds)
             figures.append(
                 Figure(f"{label}: {name} p50", pct(asked, 50), "ms", pct(alone, 50),
                        "its storage reads alone", at_most(2.0, of_ceiling=True))
             )  # fmt: skip
+            if name == "trace by id":
+                figures.append(Figure(f"{label}: trace by id p99", pct(asked, 99), "ms", goal=at_most(50)))
         listed = timed(service_list, args.rounds)
         print(f"  the service list, both requests: p99 {pct(listed, 99):.1f} ms")
         figures.append(Figure(f"{label}: service list p99", pct(listed, 99), "ms", goal=at_most(300)))
@@ -283,6 +337,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--services", type=int, default=100)
     parser.add_argument("--endpoints", type=int, default=20)
+    parser.add_argument("--traces", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
     figures: list[Figure] = []

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from skyoap.storage.api import InventoryDAO, MetricsDAO, RecordDAO
 
@@ -28,3 +29,10 @@ class QueryContext:
     metrics: MetricsDAO
     records: RecordDAO
     ttl: TimesToLive
+    shared: dict[Any, Any] = field(default_factory=dict, compare=False)
+    """What the resolvers of one request share, by the key of whoever keeps
+    it there (``metrics.WindowRows``); empty in each request's context."""
+
+    def for_request(self) -> QueryContext:
+        """The context of one request: the same storage, nothing shared yet."""
+        return replace(self, shared={})

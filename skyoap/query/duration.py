@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -154,6 +155,7 @@ class Duration:
     def end_bucket(self) -> int:
         return self.step.bucket(self.end_time)
 
+    @functools.lru_cache(maxsize=256)  # noqa: B019 (Durations are few and small; each is asked for many times)
     def points(self) -> tuple[PointOfTime, ...]:
         """Every step from the start to the end, both included; DurationError
         past ``MAX_STEPS`` steps, with SkyWalking's message."""

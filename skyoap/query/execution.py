@@ -18,11 +18,14 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
+    DocumentNode,
     ExecutionResult,
     GraphQLError,
     execute_sync,
@@ -86,13 +89,16 @@ class Execution:
         deadline_s: float,
         max_depth: int,
     ) -> None:
-        """``context`` is handed to every resolver (``query/context.py``)."""
+        """``context`` is handed to every resolver (``query/context.py``); one
+        with a ``for_request()`` hands each request its own (what a request's
+        resolvers share, such as the rows it read)."""
         self._binder = binder
-        self._context = context
+        self._context: Callable[[], object] = getattr(context, "for_request", lambda: context)
         self.threads = threads
         self.max_pending = threads + max_waiting
         self.deadline_s = deadline_s
         self._rules = (*specified_rules, max_depth_rule(max_depth))
+        self._documents = ValidDocuments(DOCUMENTS_CACHED_CHARS)
         self._lock = threading.Lock()
         self._pending = 0
         self._pool: futures.ThreadPoolExecutor | None = None
@@ -166,22 +172,25 @@ class Execution:
     def run(self, request: QueryRequest) -> Answer:
         """Runs ``request`` in this thread (under the caller's deadline, if any)."""
         schema = self._binder.schema
-        try:
-            document = parse(request.query)
-        except GraphQLError as e:
-            return Answer(Outcome.INVALID, encode(ExecutionResult(None, [e])))
-        except RecursionError:
-            return _invalid("the query nests too deeply to be read; ask for fewer levels at once")
-        try:
-            errors = validate(schema, document, self._rules)
-        except RecursionError:
-            return _invalid("the query nests too deeply to be checked; ask for fewer levels at once")
-        if errors:
-            return Answer(Outcome.INVALID, encode(ExecutionResult(None, errors)))
+        document = self._documents.get(request.query)
+        if document is None:
+            try:
+                document = parse(request.query)
+            except GraphQLError as e:
+                return Answer(Outcome.INVALID, encode(ExecutionResult(None, [e])))
+            except RecursionError:
+                return _invalid("the query nests too deeply to be read; ask for fewer levels at once")
+            try:
+                errors = validate(schema, document, self._rules)
+            except RecursionError:
+                return _invalid("the query nests too deeply to be checked; ask for fewer levels at once")
+            if errors:
+                return Answer(Outcome.INVALID, encode(ExecutionResult(None, errors)))
+            self._documents.put(request.query, document)
         result = execute_sync(
             schema,
             document,
-            context_value=self._context,
+            context_value=self._context(),
             variable_values=request.variables,
             operation_name=request.operation_name,
             field_resolver=self._binder.resolve,
@@ -214,6 +223,44 @@ class Execution:
         joiner.join(timeout_s)
         if joiner.is_alive():
             log.warning("queries still running %g s after the query endpoint closed", timeout_s)
+
+
+DOCUMENTS_CACHED_CHARS = 256 * 1024
+"""How much query text the valid documents kept stand for. A parsed document
+holds about 100 bytes per character of its text: some 26 MB at most."""
+
+
+class ValidDocuments:
+    """The queries run lately, parsed and validated, by their text (at most
+    ``chars`` characters of it, the least recently asked going first): SkyWalking's
+    UI asks the same queries again and again, with other variables, and
+    parsing and validating a list of 400 aliased fields takes longer than
+    answering it."""
+
+    def __init__(self, chars: int) -> None:
+        self._chars = chars
+        self._held = 0
+        self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, query: str) -> DocumentNode | None:
+        with self._lock:
+            document = self._documents.get(query)
+            if document is not None:
+                self._documents.move_to_end(query)
+            return document
+
+    def put(self, query: str, document: DocumentNode) -> None:
+        if len(query) > self._chars // 2:
+            return
+        with self._lock:
+            if query in self._documents:
+                return
+            self._documents[query] = document
+            self._held += len(query)
+            while self._held > self._chars:
+                gone, _ = self._documents.popitem(last=False)
+                self._held -= len(gone)
 
 
 def _invalid(message: str) -> Answer:

@@ -48,11 +48,58 @@ class TooManyRows(ValueError):
     pass
 
 
-class StoredMetrics:
-    """The MetricReader over a node's metrics storage."""
+_WINDOWS = "metrics.windows"
+"""Where a request keeps the windows it read whole (``QueryContext.shared``)."""
 
-    def __init__(self, metrics: MetricsDAO) -> None:
+Window = dict[tuple[str, ...], list[Metrics]]
+"""A metric's rows in a window, by the names of their entity."""
+
+_TOO_MANY: Window = {}
+"""A window with more rows than one read takes: each entity is read alone."""
+
+
+class StoredMetrics:
+    """The MetricReader over a node's metrics storage.
+
+    SkyWalking's UI asks its lists (of services, instances, endpoints) as one
+    request of an expression per entity. So within a request (``shared``), a
+    metric's first entity in a window is read alone; from its second, the
+    window's rows of every entity (at most ``MAX_ROWS``) are read once, and
+    each entity's are taken from them."""
+
+    def __init__(self, metrics: MetricsDAO, shared: dict[Any, Any] | None = None) -> None:
         self._metrics = metrics
+        self._windows: dict[Any, Window | None] = {} if shared is None else shared.setdefault(_WINDOWS, {})
+
+    def _entity_rows(self, metric: MetricDef, duration: Duration, entity: Entity) -> list[Metrics]:
+        assert metric.model is not None
+        where = metric.rows_of(entity)
+        key = (
+            metric.model,
+            duration.step,
+            duration.start_bucket,
+            duration.end_bucket,
+            tuple(metric.where.items()),
+        )
+        if key not in self._windows:
+            self._windows[key] = None
+            return self._rows(metric, duration, where)
+        window = self._windows[key]
+        columns = [column for column, _ in ENTITY_COLUMNS[metric.model]]
+        if window is None:
+            window = _TOO_MANY
+            try:
+                rows = self._rows(metric, duration, metric.where)
+            except TooManyRows:
+                pass
+            else:
+                window = {}
+                for row in rows:
+                    window.setdefault(tuple(getattr(row, c) for c in columns), []).append(row)
+            self._windows[key] = window
+        if window is _TOO_MANY:
+            return self._rows(metric, duration, where)
+        return window.get(tuple(where[c] for c in columns), [])
 
     def _rows(self, metric: MetricDef, duration: Duration, where: Mapping[str, str]) -> list[Metrics]:
         assert metric.model is not None, f"{metric.name} is not measured"
@@ -71,7 +118,7 @@ class StoredMetrics:
         self, metric: MetricDef, entity: Entity, duration: Duration, selector: LabelSelector
     ) -> Sequence[LabeledValues]:
         buckets = [p.bucket for p in duration.points()]
-        rows = self._rows(metric, duration, metric.rows_of(entity))
+        rows = self._entity_rows(metric, duration, entity)
         if metric.type is MetricsType.REGULAR_VALUE:
             return [_series(rows, buckets, metric.column, ())]
         if metric.label_columns:  # percentiles: a series of each rank, when there is data
@@ -115,8 +162,11 @@ def labels_of(text: str) -> tuple[KeyValue, ...]:
 
 
 def _value(row: Metrics, column: str) -> Any:
-    derived = row.derived()
-    return derived[column] if column in derived else getattr(row, column)
+    """A column of ``row``, or one of its derived values (computed only if asked)."""
+    try:
+        return getattr(row, column)  # a column, or a derived value the row has as a property
+    except AttributeError:
+        return row.derived()[column]
 
 
 def _series(
@@ -162,7 +212,8 @@ def exec_expression(
     Duration that cannot be read is the expression's error too, as SkyWalking
     answers it. ``debug`` traces are not kept: ``debuggingTrace`` is null."""
     try:
-        result = execute(expression, entity_of(entity), Duration.of(duration), StoredMetrics(context.metrics))
+        reader = StoredMetrics(context.metrics, context.shared)
+        result = execute(expression, entity_of(entity), Duration.of(duration), reader)
     except (ValueError, KeyError) as e:
         result = ExpressionResult.failed(str(e))
     return _answer(result)
@@ -234,7 +285,8 @@ def read_metrics_values(
     span = Duration.of(duration)
     points = span.points()
     if definition.measured:
-        (series,) = StoredMetrics(context.metrics).values(definition, entity, span, LabelSelector({}))
+        reader = StoredMetrics(context.metrics, context.shared)
+        (series,) = reader.values(definition, entity, span, LabelSelector({}))
         values = series.values
     else:
         values = (None,) * len(points)

@@ -370,3 +370,45 @@ def test_status_pages_give_the_times_to_live_and_the_nodes() -> None:
             {"host": "10.0.0.2", "port": 11800, "self": False},
         ]
     }
+
+
+class CountedReads:
+    """The metrics storage, counting its queries."""
+
+    def __init__(self, metrics: Any) -> None:
+        self.metrics = metrics
+        self.queries = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.metrics, name)
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.metrics.query(*args, **kwargs)
+
+
+def test_a_list_of_entities_in_one_request_reads_the_window_once(storage: OpenStorage) -> None:
+    """As the UI's service list asks: an average per service, aliased."""
+    counted = CountedReads(storage.metrics)
+    context = QueryContext(storage.inventory, counted, storage.records, TimesToLive(3, 1, 7, 90, 7))
+    binder = resolvers()
+    names = ["shop", "pay::checkout", "gone", "shop"]
+    fields = " ".join(
+        f'e{i}: execExpression(expression: "avg(service_cpm)", entity: {{serviceName: "{n}", normal: true}}, '
+        "duration: $d) { results { values { value } } }"
+        for i, n in enumerate(names)
+    )
+    result = graphql.graphql_sync(
+        binder.schema, f"query ($d: Duration!) {{ {fields} }}", variable_values={"d": DURATION},
+        context_value=context.for_request(), field_resolver=binder.resolve,
+    )  # fmt: skip
+    assert result.errors is None
+    assert result.data is not None
+    values = [result.data[f"e{i}"]["results"][0]["values"][0]["value"] for i in range(len(names))]
+    assert values == ["20", "5", None, "20"]
+    assert counted.queries == 2  # shop alone, then the window of every service
+    graphql.graphql_sync(
+        binder.schema, f"query ($d: Duration!) {{ {fields} }}", variable_values={"d": DURATION},
+        context_value=context.for_request(), field_resolver=binder.resolve,
+    )  # fmt: skip
+    assert counted.queries == 4  # a request reads afresh

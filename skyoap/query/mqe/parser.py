@@ -24,8 +24,10 @@ class MQESyntaxError(ValueError):
         self.line, self.column, self.offset = line, column, offset
 
 
+@functools.lru_cache(maxsize=1024)
 def parse(expression: str) -> s.Expression:
-    """The tree of ``expression``; MQESyntaxError if it is not MQE."""
+    """The tree of ``expression``; MQESyntaxError if it is not MQE. Trees are
+    immutable, so the UI's expressions, asked again and again, are parsed once."""
     try:
         tree = _parser().parse(expression)
     except UnexpectedInput as e:
