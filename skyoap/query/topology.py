@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 from skyoap.model.inventory import DetectPoint, ServiceInventory
 from skyoap.model.metrics import (
     CallMetrics,
-    Downsampling,
     EndpointRelationMetrics,
     ServiceInstanceRelationMetrics,
     ServiceRelationMetrics,
@@ -96,20 +95,11 @@ def parse_endpoint_id(given: str, argument: str) -> tuple[Service, str]:
     return Service(service, ids.read_service_id(service_part, argument)[1]), name
 
 
-@dataclass(frozen=True, slots=True)
-class Window:
-    """The buckets a Duration spans, at the precision its step reads."""
-
-    level: Downsampling
-    first: int
-    last: int
-    text: str
-
-    @classmethod
-    def of(cls, given: Mapping[str, Any]) -> Window:
-        duration = Duration.of(given)
-        text = f"{duration.start} to {duration.end} by {duration.step.value}"
-        return cls(duration.step.downsampling(), duration.start_bucket, duration.end_bucket, text)
+def _window(given: Mapping[str, Any]) -> Duration:
+    """The Duration a topology reads, refused at once if its step is one no metric is kept at."""
+    duration = Duration.of(given)
+    duration.step.downsampling()
+    return duration
 
 
 @dataclass
@@ -117,19 +107,20 @@ class Rows:
     """The relation rows one topology reads, ``MAX_ROWS`` at most in all."""
 
     context: QueryContext
-    window: Window
+    window: Duration
     what: str
     read: int = 0
 
     def of(self, model: type[R], where: Mapping[str, str] | None = None) -> list[R]:
         """The rows of ``model`` in the window whose columns equal ``where``'s values."""
         left = MAX_ROWS - self.read
-        w = self.window
-        rows = self.context.metrics.query(model, w.level, w.first, w.last, where, limit=left)
+        w, level = self.window, self.window.step.downsampling()
+        rows = self.context.metrics.query(model, level, w.start_bucket, w.end_bucket, where, limit=left)
         if len(rows) >= left:
+            span = f"{w.start} to {w.end} by {w.step.value}"
             raise TopologyError(
-                f"the {self.what} from {w.text} has {MAX_ROWS} relation rows or more (one per relation and "
-                f"{w.level.value}), and this node builds a topology from fewer; ask for a shorter Duration, "
+                f"the {self.what} from {span} has {MAX_ROWS} relation rows or more (one per relation and "
+                f"{level.value}), and this node builds a topology from fewer; ask for a shorter Duration, "
                 "or a step of HOUR or DAY"
             )
         self.read += len(rows)
@@ -219,7 +210,7 @@ def global_topology(
 ) -> dict[str, Any]:
     """Every call of the Duration; of one layer's services (``GENERAL``: those
     that report, any other: none), if ``layer`` is given."""
-    window = Window.of(duration)
+    window = _window(duration)
     if layer and layer != GENERAL:
         return {"nodes": [], "calls": []}
     rows = Rows(context, window, "global topology").of(ServiceRelationMetrics)
@@ -233,7 +224,7 @@ def services_topology(
 ) -> dict[str, Any]:
     """The calls from and to each of ``serviceIds`` in the Duration."""
     services = {parse_service_id(given, "serviceIds") for given in serviceIds}
-    window = Window.of(duration)
+    window = _window(duration)
     if not services:
         return {"nodes": [], "calls": []}
     rows = Rows(context, window, "topology of " + _some(sorted(s.name for s in services)))
@@ -275,7 +266,7 @@ def instance_topology(
     """The calls between the instances of two services, either way."""
     client = parse_service_id(clientServiceId, "clientServiceId")
     server = parse_service_id(serverServiceId, "serverServiceId")
-    window = Window.of(duration)
+    window = _window(duration)
     rows = Rows(context, window, f"instance topology of {client.name[:60]!r} and {server.name[:60]!r}")
     pairs = {(client, server), (server, client)}
     found: list[ServiceInstanceRelationMetrics] = []
@@ -321,7 +312,7 @@ def _endpoint_calls(
     """The calls into and out of one endpoint (as the callees measured them:
     endpoints have no client side), and the endpoints at their ends by id."""
     service, name = parse_endpoint_id(endpointId, "endpointId")
-    rows = Rows(context, Window.of(duration), f"{what} of endpoint {name[:60]!r} of {service.name[:60]!r}")
+    rows = Rows(context, _window(duration), f"{what} of endpoint {name[:60]!r} of {service.name[:60]!r}")
     found: dict[str, EndpointRelationMetrics] = {}
     for side in ("dest", "source"):
         where = {f"{side}_service": service.name, f"{side}_endpoint": name}
