@@ -36,6 +36,7 @@ from skyoap.edge.tls import HttpsTls
 from skyoap.query.auth import HttpAuth
 from skyoap.query.execution import Busy, Execution, QueryRequest
 from skyoap.query.status import StatusPage
+from skyoap.query.ui import UI_HEADERS, ui_file
 from skyoap.runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
@@ -188,6 +189,8 @@ class QueryServer:
         app = web.Application(client_max_size=self._max_body_bytes)
         app.router.add_route("*", PATH, self._graphql)
         app.router.add_get("/status/{page:.*}", self._status_page, allow_head=False)
+        app.router.add_get("/", self._ui_file, allow_head=False)
+        app.router.add_get("/ui/{name}", self._ui_file, allow_head=False)
         app.router.add_route("*", "/{path:.*}", self._elsewhere)
         return app
 
@@ -196,6 +199,20 @@ class QueryServer:
             f"{request.path} is not served here: this port answers SkyWalking's query protocol at POST {PATH}"
         )
         return web.Response(status=404, body=_errors(message), content_type="application/json")
+
+    async def _ui_file(self, request: web.Request) -> web.Response:
+        """The web UI's files (``ui.py``), under the endpoint's credentials:
+        a browser asks for them once it is challenged, and sends them on
+        with every query the UI makes."""
+        found = ui_file(request.match_info.get("name", "index.html"))
+        if found is None:
+            return await self._elsewhere(request)
+        refused = self._unwelcome(request)
+        if refused is not None:
+            return refused
+        return web.Response(
+            body=found.body, content_type=found.content_type, charset="utf-8", headers=UI_HEADERS
+        )
 
     async def _status_page(self, request: web.Request) -> web.Response:
         page = self._status.get(request.path)
