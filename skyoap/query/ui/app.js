@@ -3,8 +3,10 @@
 
 import { lastMinutes, QueryError } from "/ui/api.js";
 import { services } from "/ui/services.js";
+import { topology } from "/ui/topology.js";
+import { traces } from "/ui/traces.js";
 
-const PAGES = { services };
+const PAGES = { services, topology, traces };
 const REFRESH_MS = 30_000;
 
 function route() {
