@@ -2,11 +2,12 @@
 // shows what its sender saw), the time window and auto-refresh.
 
 import { lastMinutes, QueryError } from "/ui/api.js";
+import { service } from "/ui/service.js";
 import { services } from "/ui/services.js";
 import { topology } from "/ui/topology.js";
 import { traces } from "/ui/traces.js";
 
-const PAGES = { services, topology, traces };
+const PAGES = { services, service, topology, traces };
 const REFRESH_MS = 30_000;
 
 function route() {

@@ -28,3 +28,38 @@ export function sparkline(points, width = 120, height = 28) {
   svg.appendChild(path);
   return svg;
 }
+
+const COLOURS = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626"];
+
+// Lines of several series over the same points, with the highest value as
+// the scale's top and a legend.
+export function lineChart(lines, width = 360, height = 140) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("class", "chart");
+  const known = lines.flatMap((l) => l.points).filter((p) => p != null);
+  const top = Math.max(0, ...known) || 1;
+  const axis = document.createElementNS(SVG, "text");
+  axis.setAttribute("x", 2);
+  axis.setAttribute("y", 10);
+  axis.textContent = String(Math.round(top * 100) / 100);
+  svg.append(axis);
+  lines.forEach((line, n) => {
+    const spark = sparkline(line.points, width, height - 14);
+    const path = spark.querySelector("path");
+    if (path) {
+      path.setAttribute("transform", "translate(0,14)");
+      path.setAttribute("stroke", COLOURS[n % COLOURS.length]);
+      svg.append(path);
+    }
+    if (lines.length > 1) {
+      const legend = document.createElementNS(SVG, "text");
+      legend.setAttribute("x", 40 + n * 48);
+      legend.setAttribute("y", 10);
+      legend.setAttribute("fill", COLOURS[n % COLOURS.length]);
+      legend.textContent = line.name;
+      svg.append(legend);
+    }
+  });
+  return svg;
+}

@@ -1,0 +1,67 @@
+// A service's dashboard: its load, latency with percentiles, success rate
+// and apdex over the window; its instances and endpoints, busiest and
+// slowest first; the services it calls and that call it.
+
+import { expressions, gql, series, single } from "/ui/api.js";
+import { lineChart, sparkline } from "/ui/chart.js";
+
+const el = (tag, props = {}, ...children) => {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+};
+
+const CHARTS = [
+  ["Load (calls / min)", "service_cpm"],
+  ["Latency (ms)", "service_resp_time"],
+  ["Success (%)", "service_sla/100"],
+  ["Apdex", "service_apdex/10000"],
+];
+const PERCENTILES = "service_percentile{p='50,75,90,95,99'}";
+const FIGURES = [["Load", "cpm"], ["Latency (ms)", "resp_time"], ["Success (%)", "sla/100"]];
+
+export async function service(page, state) {
+  const id = state.params.get("id");
+  const { service: s } = await gql("query ($id: String!) { service: getService(serviceId: $id) { id name } }", { id });
+  if (!s) {
+    page.textContent = `No service has the id ${id}.`;
+    return;
+  }
+  const entity = { serviceName: s.name, normal: true };
+  const d = state.duration;
+  const [{ pods: instances }, { pods: endpoints }, { t }] = await Promise.all([
+    gql("query ($id: ID!, $d: Duration!) { pods: listInstances(duration: $d, serviceId: $id) { name } }", { id, d }),
+    gql('query ($id: ID!) { pods: findEndpoint(serviceId: $id, keyword: "", limit: 100) { name } }', { id }),
+    gql("query ($id: ID!, $d: Duration!) { t: getServiceTopology(serviceId: $id, duration: $d) { nodes { id name } calls { source target detectPoints } } }", { id, d }),
+  ]);
+  const charts = await expressions([...CHARTS.map(([, e]) => [e, entity]), [PERCENTILES, entity]], d);
+  const grid = el("div", { className: "charts" });
+  CHARTS.forEach(([title], i) => grid.append(el("figure", {}, el("figcaption", { textContent: title }), lineChart([{ name: title, points: series(charts[i]) }]))));
+  const percentiles = charts[CHARTS.length].results.map((r) => ({ name: `p${r.metric.labels[0]?.value}`, points: r.values.map((v) => (v.value == null ? null : Number(v.value))) }));
+  grid.append(el("figure", {}, el("figcaption", { textContent: "Latency percentiles (ms)" }), lineChart(percentiles)));
+
+  const list = async (kind, names, prefix, named) => {
+    const asked = names.flatMap((n) => FIGURES.map(([, f]) => [`avg(${prefix}_${f})`, { ...entity, [named]: n }]).concat([[`${prefix}_cpm`, { ...entity, [named]: n }]]));
+    const results = await expressions(asked, d);
+    const per = FIGURES.length + 1;
+    const rows = names.map((n, i) => ({ n, figures: FIGURES.map((_, j) => single(results[i * per + j])), trend: series(results[i * per + FIGURES.length]) }));
+    rows.sort((a, b) => (b.figures[0] ?? -1) - (a.figures[0] ?? -1));
+    const table = el("table", { className: kind });
+    table.createTHead().insertRow().append(...[kind === "instances" ? "Instance" : "Endpoint", ...FIGURES.map(([f]) => f), "Load over the window"].map((x) => el("th", { textContent: x })));
+    for (const r of rows) {
+      const tr = table.createTBody().insertRow();
+      tr.dataset.name = r.n;
+      tr.append(el("td", { textContent: r.n }), ...r.figures.map((f) => el("td", { className: "number", textContent: f == null ? "–" : String(f) })), el("td", {}, sparkline(r.trend)));
+    }
+    return table;
+  };
+  const names = new Map(t.nodes.map((n) => [n.id, n.name]));
+  const relations = el("ul", { className: "relations" }, ...t.calls.map((c) =>
+    el("li", { textContent: `${names.get(c.source)} → ${names.get(c.target)} (${c.detectPoints.join(", ").toLowerCase()})` })));
+  page.replaceChildren(
+    el("h1", { textContent: s.name }), grid,
+    el("h2", { textContent: "Instances" }), await list("instances", instances.map((i) => i.name), "service_instance", "serviceInstanceName"),
+    el("h2", { textContent: "Endpoints" }), await list("endpoints", endpoints.map((e) => e.name), "endpoint", "endpointName"),
+    el("h2", { textContent: "Calls" }), relations,
+  );
+}
