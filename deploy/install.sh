@@ -2,7 +2,7 @@
 # Installs what a command needs on a fresh Debian machine, skipping what is there.
 #   deploy/install.sh node   Python alone: a virtualenv with skyoap (`make demo`).
 #   deploy/install.sh all    also the tools, Spark, Redis (Debian's redis-server), stress-ng,
-#                            Elasticsearch (Elastic's zip from Maven Central, run with the
+#                            Chromium (Debian's, for the web UI's tests), Elasticsearch (Elastic's zip from Maven Central, run with the
 #                            machine's Java) and the agents the tests run (`make test`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,10 +29,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 [ "$what" = node ] && exit 0
 
-# stress-ng keeps the cores busy for `make test-busy`.
+# stress-ng keeps the cores busy for `make test-busy`; the web UI's tests drive
+# Debian's Chromium through Playwright, which downloads no browser of its own.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}" >&2
   as_root apt-get update -qq

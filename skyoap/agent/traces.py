@@ -10,6 +10,9 @@ import grpc
 
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 
+POSTGRESQL = 22
+"""The component id SkyWalking gives PostgreSQL's clients."""
+
 
 def chain_trace(
     trace_id: str,
@@ -19,10 +22,13 @@ def chain_trace(
     instances: dict[str, list[str]],
     endpoints: dict[str, list[str]],
     error_rate: float = 0.05,
+    database: str = "",
 ) -> list[tracing_pb2.SegmentObject]:
     """One trace through ``services`` in turn: a segment per service, served by
     one of its ``instances`` at one of its ``endpoints``, with an entry span and,
-    but for the last, an exit span to the next; 2n-1 spans in all."""
+    but for the last, an exit span to the next; 2n-1 spans in all. With a
+    ``database`` (``host:port``), the last service queries it too (one more
+    exit span, PostgreSQL's)."""
     segments = []
     parent: tracing_pb2.SegmentReference | None = None
     for i, service in enumerate(services):
@@ -51,6 +57,15 @@ def chain_trace(
                 refType=tracing_pb2.CrossProcess, traceId=trace_id, parentTraceSegmentId=segment_id,
                 parentSpanId=1, parentService=service, parentServiceInstance=instance,
                 parentEndpoint=endpoint, networkAddressUsedAtPeer=peer,
+            )  # fmt: skip
+        elif database:
+            spans.append(
+                tracing_pb2.SpanObject(
+                    spanId=1, parentSpanId=0, spanType=tracing_pb2.Exit, spanLayer=tracing_pb2.Database,
+                    operationName="PostgreSQL/SELECT", peer=database, componentId=POSTGRESQL,
+                    startTime=start_ms + 1, endTime=start_ms + max(1, latency // 2), isError=error,
+                    tags=[common_pb2.KeyStringValuePair(key="db.statement", value="SELECT * FROM orders")],
+                )
             )  # fmt: skip
         segments.append(
             tracing_pb2.SegmentObject(

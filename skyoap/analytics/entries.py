@@ -39,6 +39,7 @@ from skyoap.model.topics import Topic, TopicRecord
 SPARK_TYPES: dict[ColumnType, DataType] = {
     ColumnType.STRING: StringType(),
     ColumnType.TEXT: StringType(),
+    ColumnType.WORDS: StringType(),
     ColumnType.INT: LongType(),
     ColumnType.BOOL: BooleanType(),
     ColumnType.FLOAT: DoubleType(),

@@ -58,6 +58,7 @@ def _demo(args: argparse.Namespace) -> int:
         args.heartbeat_s,
         args.duration_s,
         args.traces,
+        args.serve,
     )
 
 
@@ -345,6 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--heartbeat-s", type=float, default=1.0, help="heartbeat interval [default: 1]")
     demo.add_argument("--traces", type=int, default=2000, help="traces to report [default: 2000]")
     demo.add_argument("--duration-s", type=float, default=3.0, help="how long agents heart-beat [default: 3]")
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the node up, its services reporting, until Ctrl-C, its web UI at the query port "
+        "(12800 unless --query-port says otherwise)",
+    )
     add_options(demo, NodeConfig)
     demo.set_defaults(run=_demo)
 

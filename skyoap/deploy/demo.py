@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import random
+import signal
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,9 +33,49 @@ def endpoints_of(service: str) -> list[str]:
     return [f"GET:/api/{service}/orders", f"POST:/api/{service}/pay"]
 
 
+SERVE_REPORT_S = 10.0
+"""How often ``--serve`` reports more traces, so the UI's charts move."""
+
+
+class Traffic:
+    """The demo's services calling each other in chains of three, the last of
+    each chain querying its database."""
+
+    def __init__(self, target: str, agents: list[Agent]) -> None:
+        self._target = target
+        self._rng = random.Random(1)
+        self._instances: dict[str, list[str]] = {}
+        for a in agents:
+            self._instances.setdefault(a.service_name, []).append(a.instance_uuid)
+        self._names = sorted(self._instances, key=lambda n: int(n.rsplit("-", 1)[1]))
+        self._sent = 0
+
+    def report(self, traces: int) -> int:
+        """Reports ``traces`` more traces, started now; the segments sent."""
+        names, now = self._names, clock.now_ms()
+        segments = []
+        for t in range(self._sent, self._sent + traces):
+            chain = names[t % len(names) :][:3]
+            segments += chain_trace(
+                f"demo-trace-{t}", chain, now, self._rng, self._instances,
+                {n: endpoints_of(n) for n in chain}, database=f"db-{chain[-1]}:5432",
+            )  # fmt: skip
+        self._sent += traces
+        report(self._target, segments)
+        return len(segments)
+
+
 def run_demo(
-    config: NodeConfig, services: int, instances: int, heartbeat_s: float, duration_s: float, traces: int
+    config: NodeConfig,
+    services: int,
+    instances: int,
+    heartbeat_s: float,
+    duration_s: float,
+    traces: int,
+    serve: bool = False,
 ) -> int:
+    """The demo; with ``serve``, the node stays up on its configured query port,
+    its services reporting on, until SIGINT or SIGTERM."""
     with tempfile.TemporaryDirectory(prefix="skyoap-demo-") as tmp:
         if config.storage.embedded_path == StorageConfig.embedded_path:
             config = config.with_options(embedded_path=str(Path(tmp) / "skyoap.db"))
@@ -42,7 +84,7 @@ def run_demo(
         config = config.with_options(
             host="127.0.0.1",
             port=0 if default_port else config.server.port,
-            query_port=0 if default_query_port else config.query.port,
+            query_port=0 if default_query_port and not serve else config.query.port,
         )
         with Node(config) as node:
             target = node.address
@@ -76,22 +118,12 @@ def run_demo(
                 f"heart-beating for {duration_s:g} s",
                 file=sys.stderr,
             )
-            rng = random.Random(1)
-            names = [f"demo-service-{s}" for s in range(services)]
-            by_service: dict[str, list[str]] = {}
-            for a in agents:
-                by_service.setdefault(a.service_name, []).append(a.instance_uuid)
-            paths = {n: endpoints_of(n) for n in names}
-            segments = [
-                seg
-                for t in range(traces)
-                for seg in chain_trace(
-                    f"demo-trace-{t}", names[t % services :][:3], clock.now_ms(), rng, by_service, paths
-                )
-            ]
-            report(target, segments)
-            print(f"{traces} traces reported ({len(segments)} segments)", file=sys.stderr)
-            threading.Event().wait(duration_s)
+            traffic = Traffic(target, agents)
+            print(f"{traces} traces reported ({traffic.report(traces)} segments)", file=sys.stderr)
+            if serve:
+                _serve(node.ui_url, lambda: traffic.report(max(1, traces // 30)))
+            else:
+                threading.Event().wait(duration_s)
             for a in agents:
                 a.close()
         # The node drained its chains into storage on close; read what it stored.
@@ -103,4 +135,17 @@ def run_demo(
                 print_query(storage, what, None, 15, 50, sys.stdout)
         finally:
             storage.close()
+    if not serve:
+        ui = f"http://127.0.0.1:{config.query.port or QueryConfig.port}/"
+        print(f"\nTo look at it in a browser: `skyoap demo --serve`, then open {ui}", file=sys.stdout)
     return 0
+
+
+def _serve(ui_url: str | None, report_more: Callable[[], object]) -> None:
+    """Keeps the demo up, reporting more every ``SERVE_REPORT_S``, until SIGINT or SIGTERM."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"the web UI: {ui_url or 'off (the query port is off)'}  (Ctrl-C stops the demo)", flush=True)
+    while not stop.wait(SERVE_REPORT_S):
+        report_more()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from skyoap.model.metrics import Downsampling
-from skyoap.model.stream import StreamData, Text
+from skyoap.model.stream import StreamData, Text, Words
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,7 +75,7 @@ class LogRecord(Record):
     span_id: int
     content_type: str
     """text, json or yaml."""
-    content: Text
+    content: Words
     tags: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -32,6 +32,7 @@ class ColumnType(enum.Enum):
     TEXT = "text"  # a str that is stored but not indexed (message bodies, encoded segments)
     MAP = "map"  # str -> str
     STRINGS = "strings"  # tuple[str, ...], each value searchable
+    WORDS = "words"  # a str searched by the words it holds (log contents)
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,14 @@ _TYPES = {
     "float": ColumnType.FLOAT,
     "tuple": ColumnType.INTS,
     "Text": ColumnType.TEXT,
+    "Words": ColumnType.WORDS,
 }
 
 Text = typing.NewType("Text", str)
 """A string column stored for reading back, never searched by."""
+
+Words = typing.NewType("Words", str)
+"""A string column searched by the words it holds (``RecordSearch.contains``)."""
 
 
 class UndecodableData(ValueError):
@@ -227,7 +232,7 @@ def _layout_of(cls: type[StreamData]) -> _RemoteLayout:
     def named(*types: ColumnType) -> tuple[str, ...]:
         return tuple(c.name for c in cols if c.type in types)
 
-    strings = named(ColumnType.STRING, ColumnType.TEXT)
+    strings = named(ColumnType.STRING, ColumnType.TEXT, ColumnType.WORDS)
     longs = named(ColumnType.INT, ColumnType.BOOL, ColumnType.FLOAT)
     bools, floats = named(ColumnType.BOOL), named(ColumnType.FLOAT)
     maps, ints = named(ColumnType.MAP), named(ColumnType.INTS)

@@ -14,8 +14,8 @@ from skyoap.storage.api import RecordSearch
 
 
 def supports_keywords(context: QueryContext) -> bool:
-    """Log contents are stored, not indexed: they are not searched by keywords."""
-    return False
+    """Log contents are searched by keywords (``keywordsOfContent``)."""
+    return True
 
 
 def query_logs(
@@ -37,11 +37,6 @@ def log_search(condition: Mapping[str, Any]) -> RecordSearch:
         )
     if condition.get("tags"):
         raise ValueError("skyoap does not search logs by tags: leave tags out")
-    if condition.get("keywordsOfContent") or condition.get("excludingKeywordsOfContent"):
-        raise ValueError(
-            "skyoap does not search logs by keywords (supportQueryLogsByKeywords is false): "
-            "leave keywordsOfContent and excludingKeywordsOfContent out"
-        )
     equal: dict[str, str | int | bool] = {}
     if condition.get("serviceId"):
         equal["service"] = service_name(condition["serviceId"])
@@ -69,6 +64,8 @@ def log_search(condition: Mapping[str, Any]) -> RecordSearch:
         equal=equal,
         at_least=at_least,
         at_most=at_most,
+        contains={"content": condition.get("keywordsOfContent") or ()},
+        lacks={"content": condition.get("excludingKeywordsOfContent") or ()},
         order_by="timestamp",
         descending=(condition.get("queryOrder") or "DES") == "DES",
         offset=page.offset,

@@ -40,7 +40,7 @@ from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
 from skyoap.model.metrics import MeterMetrics, add_to, minute_bucket
 from skyoap.model.records import LogRecord
-from skyoap.model.stream import Text
+from skyoap.model.stream import Words
 from skyoap.proto.otlp import (
     common_pb2,
     logs_pb2,
@@ -618,7 +618,7 @@ class LogsService(ItemsService):
             segment_id="",
             span_id=0,
             content_type="text" if pb.body.WhichOneof("value") in (None, "string_value") else "json",
-            content=Text(body),
+            content=Words(body),
             tags=tags,
         )
 

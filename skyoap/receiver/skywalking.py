@@ -26,7 +26,7 @@ from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, MeterMetrics, Metrics, add_to, minute_bucket
 from skyoap.model.records import LogRecord, Record
-from skyoap.model.stream import StreamData, Text
+from skyoap.model.stream import StreamData, Words
 from skyoap.proto.skywalking import (
     common_pb2,
     configuration_pb2,
@@ -482,7 +482,7 @@ class LogReportService(TelemetryService):
             segment_id=segment_id,
             span_id=ctx.spanId,
             content_type=kind,
-            content=Text(getattr(body, kind)),
+            content=Words(getattr(body, kind)),
             tags={kv.key: kv.value for kv in pb.tags.data},
         )
 

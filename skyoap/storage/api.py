@@ -247,6 +247,11 @@ class RecordSearch:
     """Integer columns and their bounds, included."""
     tags: Sequence[str] = ()
     """Values the record's ``tags`` column (a STRINGS column) must each hold."""
+    contains: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    lacks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """WORDS columns and the keywords each must hold, or must not hold: in
+    Elasticsearch a keyword is a phrase of whole words, in SQLite a piece of
+    the text; both ignore case."""
     order_by: str = "time_bucket"
     """An integer column; records equal in it come in the order of their keys."""
     descending: bool = True
@@ -266,6 +271,7 @@ class RecordSearch:
         need(self.equal, (ColumnType.STRING, ColumnType.INT, ColumnType.BOOL), "match a value")
         need([*self.at_least, *self.at_most, self.order_by], (ColumnType.INT,), "bound or sort by")
         need(["tags"] if self.tags else [], (ColumnType.STRINGS,), "search by tag")
+        need([*self.contains, *self.lacks], (ColumnType.WORDS,), "search by keyword")
         if (self.first_bucket is None) != (self.last_bucket is None):
             raise ValueError("a record search bounds both ends of its time range or neither")
         if self.offset < 0 or self.limit < 0:

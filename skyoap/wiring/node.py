@@ -154,6 +154,11 @@ class Node:
             return None
         return f"{self._query.scheme}://{self.config.server.advertised_host}:{self._query.port}/graphql"
 
+    @property
+    def ui_url(self) -> str | None:
+        """Where the web UI the query endpoint serves opens."""
+        return self.query_url.removesuffix("graphql") if self.query_url else None
+
     def start(self) -> Node:
         """Builds and starts everything; on failure, closes what was started and
         releases the server's port."""

@@ -346,6 +346,13 @@ def traces_and_logs(w: Workload) -> None:
     ((log,),) = [logs["queryLogs"]["logs"]]
     assert (log["serviceName"], log["endpointName"], log["traceId"]) == ("shop", "/buy-fail", failing)
     assert "buying failed" in log["content"]
+    by_words = {"queryDuration": w.minutes, "paging": page}
+    found = w.ask(QUERY_LOGS, condition={**by_words, "keywordsOfContent": ["Buying FAILED"]})
+    assert [x["traceId"] for x in found["queryLogs"]["logs"]] == [failing]
+    found = w.ask(QUERY_LOGS, condition={**by_words, "keywordsOfContent": ["buying", "succeeded"]})
+    assert found["queryLogs"]["logs"] == []
+    found = w.ask(QUERY_LOGS, condition={**by_words, "excludingKeywordsOfContent": ["failed"]})
+    assert found["queryLogs"]["logs"] == []
 
 
 def ui_start(w: Workload) -> None:

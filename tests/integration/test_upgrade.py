@@ -5,8 +5,10 @@ the same tables and indices take the new columns."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
+from typing import Any
 
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
@@ -15,8 +17,9 @@ from skyoap.model.metrics import (
     ServiceMetrics,
     latency_bucket,
 )
-from skyoap.model.stream import ColumnType
-from skyoap.storage.api import MetricsWrite, PutOutcome
+from skyoap.model.records import LogRecord
+from skyoap.model.stream import ColumnType, Words
+from skyoap.storage.api import MetricsWrite, PutOutcome, RecordSearch
 from skyoap.storage.config import StorageKind
 from skyoap.storage.elasticsearch.client import ElasticsearchClient, mapping_of
 from skyoap.storage.elasticsearch.metrics import index_name
@@ -143,5 +146,44 @@ def test_an_instance_relation_of_an_earlier_release_is_the_servers_and_goes_on_m
                 == {("server", 3, 30), ("client", 1, 12)}
             )
         )
+    finally:
+        storage.close()
+
+
+def test_logs_of_an_earlier_release_stay_readable_and_later_ones_are_found_by_keyword(
+    node_config: NodeConfig,
+) -> None:
+    """Elasticsearch indexed no log content before keywords were searched:
+    an index of then takes the words field, its old logs are read as before
+    but are not found by keyword; SQLite searches every row's text."""
+    minute = 202611231000
+    old = LogRecord(time_bucket=minute, log_id="old", timestamp=1, service="shop", instance="shop-1",
+                    endpoint="/buy", trace_id="t", segment_id="s", span_id=0, content_type="text",
+                    content=Words("buying failed"), tags={})  # fmt: skip
+    config = node_config.storage
+    if config.kind is StorageKind.ELASTICSEARCH:
+        client = ElasticsearchClient(config.es_hosts, config.es_index_prefix)
+        properties = mapping_of(LogRecord)["properties"]
+        properties["content"] = {"type": "text", "index": False}
+        index = f"{client.index(LogRecord.MODEL)}-20261123"
+        client.es.indices.create(index=index, mappings={"dynamic": "strict", "properties": properties})
+        client.es.index(index=index, id="old", document=old.to_row(), refresh=True)
+        client.close()
+    storage = open_storage(config)
+    try:
+        storage.records.install([LogRecord])
+        if config.kind is StorageKind.EMBEDDED:
+            storage.records.insert(LogRecord, [old])
+        new = dataclasses.replace(old, log_id="new", timestamp=2, content=Words("buying failed again"))
+        assert storage.records.insert(LogRecord, [new]) == {}
+        day = RecordSearch(first_bucket=minute, last_bucket=minute, order_by="timestamp")
+
+        def found(**search: Any) -> list[str]:
+            return [r.log_id for r in storage.records.search(LogRecord, dataclasses.replace(day, **search))]
+
+        eventually(lambda: found() == ["new", "old"])
+        by_keyword = ["new", "old"] if config.kind is StorageKind.EMBEDDED else ["new"]
+        assert found(contains={"content": ["Buying failed"]}) == by_keyword
+        assert found(lacks={"content": ["again"]}) == ["old"]
     finally:
         storage.close()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from skyoap.model.records import LogRecord, SegmentRecord
-from skyoap.model.stream import ColumnType, Text
+from skyoap.model.stream import ColumnType, Text, Words
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query import logs, traces
 from skyoap.query.context import QueryContext, TimesToLive
@@ -351,7 +351,7 @@ def log_record(i: int, trace: str, span: int = 0, **fields: object) -> LogRecord
     values: dict[str, object] = {
         "time_bucket": MINUTE, "log_id": f"log{i}", "timestamp": T0 + i, "service": "B", "instance": "b-1",
         "endpoint": "GET:/b", "trace_id": trace, "segment_id": f"{trace}-b", "span_id": span,
-        "content_type": "text", "content": Text(f"line {i}"), "tags": {"level": "ERROR", "a": "1"},
+        "content_type": "text", "content": Words(f"line {i}"), "tags": {"level": "ERROR", "a": "1"},
     }  # fmt: skip
     values.update(fields)
     return LogRecord(**values)  # type: ignore[arg-type]
@@ -365,7 +365,7 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
             log_record(1, "t1", span=1),
             log_record(2, "t2"),
             log_record(
-                3, "", service="A", instance="", endpoint="", content_type="json", content=Text("{}"), tags={}
+                3, "", service="A", instance="", endpoint="", content_type="json", content=Words("{}"), tags={}
             ),
         ],
     )
@@ -379,6 +379,9 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
     assert found(relatedTrace={"traceId": "t1", "segmentId": "t1-b", "spanId": 1}) == ["line 1"]
     assert found(queryDuration=DURATION, queryOrder="ASC") == ["line 0", "line 1", "line 2", "{}"]
     assert found(queryDuration=DURATION, serviceId=A_ID) == ["{}"]
+    assert found(queryDuration=DURATION, keywordsOfContent=["LINE 1"]) == ["line 1"]
+    assert found(queryDuration=DURATION, keywordsOfContent=["line", "2"]) == ["line 2"]
+    assert found(queryDuration=DURATION, excludingKeywordsOfContent=["line"]) == ["{}"]
     assert found(
         queryDuration=DURATION, serviceInstanceId="Qg==.1_Yi0x", paging={"pageNum": 2, "pageSize": 2}
     ) == ["line 0"]
@@ -415,7 +418,6 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
     ("condition", "message"),
     [
         ({}, "a log search needs a queryDuration or a relatedTrace"),
-        ({"queryDuration": DURATION, "keywordsOfContent": ["x"]}, "skyoap does not search logs by keywords"),
         (
             {"queryDuration": DURATION, "tags": [{"key": "level", "value": "ERROR"}]},
             "skyoap does not search logs by tags",

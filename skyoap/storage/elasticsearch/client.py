@@ -37,6 +37,9 @@ _ES_TYPES: dict[ColumnType, dict[str, Any]] = {
     ColumnType.TEXT: {"type": "text", "index": False},
     ColumnType.MAP: {"type": "object", "enabled": False},
     ColumnType.STRINGS: {"type": "keyword"},  # an array of keywords, each found by a term
+    # Stored as TEXT was (an index of an earlier release keeps it so), and
+    # indexed by its words in a field of its own, which put_mapping can add.
+    ColumnType.WORDS: {"type": "text", "index": False, "fields": {"words": {"type": "text"}}},
 }
 
 BULK = BatchPolicy(max_items=1000, max_bytes=20 * 1024 * 1024)

@@ -148,4 +148,8 @@ def _search_query(search: RecordSearch, more: list[dict[str, Any]] | None = None
     filters += [{"range": {name: {"gte": low}}} for name, low in search.at_least.items()]
     filters += [{"range": {name: {"lte": high}}} for name, high in search.at_most.items()]
     filters += [{"term": {"tags": tag}} for tag in search.tags]
-    return {"bool": {"filter": filters}}
+
+    def phrases(words: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+        return [{"match_phrase": {f"{n}.words": k}} for n, keywords in words.items() for k in keywords]
+
+    return {"bool": {"filter": filters + phrases(search.contains), "must_not": phrases(search.lacks)}}

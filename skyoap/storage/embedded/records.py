@@ -145,4 +145,8 @@ def _search_clause(model: type[Record], search: RecordSearch) -> tuple[str, list
     for tag in search.tags:
         clauses.append(f"EXISTS (SELECT 1 FROM json_each({model.MODEL}.tags) WHERE value = ?)")
         args.append(tag)
+    for words, sign in ((search.contains, ">"), (search.lacks, "=")):
+        for name, keywords in words.items():
+            clauses += [f"instr(lower({name}), lower(?)) {sign} 0"] * len(keywords)
+            args += keywords
     return " AND ".join(clauses) or "1", args
