@@ -14,13 +14,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from skyoap.deploy.options import split_secrets
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer, ServerError
@@ -44,32 +41,6 @@ class NodeProcess:
     @property
     def name(self) -> str:
         return f"{self.role}@{self.address}"
-
-
-class Scrape:
-    """One reading of a node's /metrics."""
-
-    def __init__(self, text: str) -> None:
-        self._values = {
-            (s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
-
-    def value(self, name: str, **labels: str) -> float:
-        """The sample ``name`` with exactly ``labels``; 0 when the node has none (yet)."""
-        return self._values.get((name, frozenset(labels.items())), 0.0)
-
-    def total(self, name: str, **labels: str) -> float:
-        """The sum of the samples ``name`` whose labels include ``labels``."""
-        want = set(labels.items())
-        return sum(v for (n, ls), v in self._values.items() if n == name and want <= ls)
-
-
-def read_metrics(admin: str) -> Scrape:
-    """The /metrics of the node whose admin endpoint is ``admin`` (host:port)."""
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
-        return Scrape(r.read().decode())
 
 
 @dataclass

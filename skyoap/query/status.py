@@ -22,7 +22,7 @@ StatusPage = Callable[[bool], Page]
 """``page(as_json)``: one endpoint's answer, JSON if the client accepts it."""
 
 
-def _json(value: object) -> Page:
+def json_page(value: object) -> Page:
     return Page("application/json", json.dumps(value, separators=(",", ":")).encode())
 
 
@@ -36,7 +36,7 @@ def ttl_page(ttl: TimesToLive) -> StatusPage:
         if as_json:
             cold_metrics = {"coldMinute": -1, "coldHour": -1, "coldDay": -1}
             cold_records = {"coldValue": -1, "coldSuperDataset": -1}
-            return _json({"metrics": {**metrics, **cold_metrics}, "records": {**records, **cold_records}})
+            return json_page({"metrics": {**metrics, **cold_metrics}, "records": {**records, **cold_records}})
         lines = [f"metrics.{k}={v}" for k, v in metrics.items()]
         lines += [f"records.{k}={v}" for k, v in records.items()]
         return Page("text/plain", ("\n".join(lines) + "\n").encode())
@@ -52,6 +52,6 @@ def cluster_page(nodes: Callable[[], Sequence[tuple[str, bool]]]) -> StatusPage:
         for address, is_self in nodes():
             host, _, port = address.rpartition(":")
             listed.append({"host": host, "port": int(port), "self": is_self})
-        return _json({"nodes": listed})
+        return json_page({"nodes": listed})
 
     return page

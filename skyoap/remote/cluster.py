@@ -78,15 +78,22 @@ class ClusterNodesQuery(Protocol):
     def remote_nodes(self) -> list[RemoteNode]:
         """The live nodes that take L1 results, this node included if it does."""
 
+    def members(self) -> list[Member]:
+        """Every live node, sorted by role then name."""
+
 
 class StandaloneCluster:
     """One node that routes to itself."""
 
-    def __init__(self, address: str) -> None:
-        self._self = RemoteNode(address, is_self=True)
+    def __init__(self, me: Member) -> None:
+        self._me = me
+        self._self = RemoteNode(me.address, is_self=True)
 
     def remote_nodes(self) -> list[RemoteNode]:
         return [self._self]
+
+    def members(self) -> list[Member]:
+        return [self._me]
 
     def start(self) -> None:
         pass

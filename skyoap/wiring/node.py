@@ -73,6 +73,7 @@ from skyoap.wiring.chains import (
     RecordStreamProcessor,
 )
 from skyoap.wiring.config import ClusterKind, NodeConfig
+from skyoap.wiring.overview import overview_page
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +273,9 @@ class Node:
             "/status/cluster/nodes": cluster_page(
                 lambda: [(n.address, n.is_self) for n in cluster.remote_nodes()]
             ),
+            "/status/cluster/overview": overview_page(
+                cluster, self.name, self.instruments, storage.topics, storage.state
+            ),
         }
         self._query = QueryServer(
             q.host, q.port, execution, self.instruments, q.max_body_bytes, tls, auth, status
@@ -457,8 +461,6 @@ class Node:
 
     def _cluster(self) -> RedisCluster | StandaloneCluster:
         cfg = self.config
-        if cfg.cluster.kind is ClusterKind.STANDALONE:
-            return StandaloneCluster(self.address)
         host = cfg.server.advertised_host
         admin = f"{host}:{self._admin.port}" if self._admin else ""
         internal = self.internal_address or ""
@@ -473,6 +475,8 @@ class Node:
             identity,
             self.incarnation,
         )
+        if cfg.cluster.kind is ClusterKind.STANDALONE:
+            return StandaloneCluster(me)
         return RedisCluster(
             cfg.storage.redis_url,
             cfg.storage.redis_key_prefix,

@@ -18,11 +18,12 @@ from typing import NamedTuple
 import grpc
 from elasticsearch import Elasticsearch, helpers
 
-from skyoap.deploy.cluster import NodeProcess, read_metrics
+from skyoap.deploy.cluster import NodeProcess
 from skyoap.model.inventory import INVENTORY_TYPES
 from skyoap.model.metrics import Downsampling, EndpointMetrics, ServiceMetrics
 from skyoap.model.topics import Table, TopicRecord
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
+from skyoap.runtime.scrape import read_metrics
 from skyoap.storage.api import StorageError
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import open_storage, topics_of

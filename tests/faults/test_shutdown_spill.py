@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from skyoap.deploy.cluster import LocalCluster, NodeProcess, read_metrics
+from skyoap.deploy.cluster import LocalCluster, NodeProcess
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.runtime.scrape import read_metrics
 from tests.conftest import FAST_CLUSTER
 from tests.faults.support import AgentLoad, Ledger, settle, storage_config
 from tests.faults.test_storage_faults import NODE, assert_exact

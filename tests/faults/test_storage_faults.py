@@ -17,10 +17,11 @@ import grpc
 import pytest
 from elasticsearch import Elasticsearch
 
-from skyoap.deploy.cluster import LocalCluster, NodeProcess, Scrape, read_metrics
+from skyoap.deploy.cluster import LocalCluster, NodeProcess
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.model.metrics import Downsampling
 from skyoap.proto.skywalking import common_pb2, management_pb2
+from skyoap.runtime.scrape import Scrape, read_metrics
 from skyoap.storage.config import StorageConfig
 from tests.conftest import FAST_CLUSTER
 from tests.faults.proxy import AnswerLosingProxy

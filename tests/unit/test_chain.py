@@ -9,7 +9,7 @@ from skyoap.model.inventory import ServiceInstanceInventory, ServiceInventory
 from skyoap.model.stream import Stage, worker_id
 from skyoap.receiver.distinct import DistinctWorker
 from skyoap.remote.client import SelfRemoteClient
-from skyoap.remote.cluster import StandaloneCluster
+from skyoap.remote.cluster import Member, StandaloneCluster
 from skyoap.remote.manager import RemoteClientManager
 from skyoap.remote.sender import RemoteSender
 from skyoap.runtime.buffer import BufferSpec, BufferStrategy
@@ -107,7 +107,9 @@ def test_the_whole_chain_on_one_node_stores_each_name_once() -> None:
     instruments = Instruments()
     workers = Workers()
     clients = RemoteClientManager(
-        StandaloneCluster("127.0.0.1:1"), lambda node: SelfRemoteClient(node.address, workers), 60
+        StandaloneCluster(Member("mixed@127.0.0.1:1", "mixed", "127.0.0.1:1", 0.0)),
+        lambda node: SelfRemoteClient(node.address, workers),
+        60,
     )
     clients.refresh()
     config = NodeConfig()

@@ -365,7 +365,14 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
             log_record(1, "t1", span=1),
             log_record(2, "t2"),
             log_record(
-                3, "", service="A", instance="", endpoint="", content_type="json", content=Words("{}"), tags={}
+                3,
+                "",
+                service="A",
+                instance="",
+                endpoint="",
+                content_type="json",
+                content=Words("{}"),
+                tags={},
             ),
         ],
     )
