@@ -18,16 +18,19 @@ export async function gql(query, variables = {}) {
 
 const pad = (n) => String(n).padStart(2, "0");
 
-// A Duration of the last `minutes`, in the server's zone (UTC), by minute
-// up to an hour and by hour beyond.
-export function lastMinutes(minutes, now = new Date()) {
-  const step = minutes > 60 ? "HOUR" : "MINUTE";
+// A Duration from `start` to `end` (Dates), in the server's zone (UTC): by
+// minute up to an hour, by hour up to three days, by day beyond.
+export function between(start, end) {
+  const minutes = (end - start) / 60_000;
+  const step = minutes <= 60 ? "MINUTE" : minutes <= 3 * 1440 ? "HOUR" : "DAY";
   const text = (t) =>
-    `${t.getUTCFullYear()}-${pad(t.getUTCMonth() + 1)}-${pad(t.getUTCDate())} ${pad(t.getUTCHours())}` +
-    (step === "MINUTE" ? pad(t.getUTCMinutes()) : "");
-  const start = new Date(now.getTime() - (minutes - 1) * 60_000);
-  return { start: text(start), end: text(now), step };
+    `${t.getUTCFullYear()}-${pad(t.getUTCMonth() + 1)}-${pad(t.getUTCDate())}` +
+    (step === "DAY" ? "" : ` ${pad(t.getUTCHours())}`) + (step === "MINUTE" ? pad(t.getUTCMinutes()) : "");
+  return { start: text(start), end: text(end), step };
 }
+
+// A Duration of the last `minutes`, this minute included.
+export const lastMinutes = (minutes, now = new Date()) => between(new Date(now.getTime() - (minutes - 1) * 60_000), now);
 
 // One request of many execExpression, aliased e0, e1, …, as SkyWalking's UI
 // batches a list; the results in the order asked.

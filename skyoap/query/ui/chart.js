@@ -1,65 +1,64 @@
 // Charts drawn as SVG by our own code.
 
 const SVG = "http://www.w3.org/2000/svg";
-
-// A small line of `points` (numbers or null, a gap where null).
-export function sparkline(points, width = 120, height = 28) {
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("width", width);
-  svg.setAttribute("height", height);
-  svg.setAttribute("class", "sparkline");
-  const known = points.filter((p) => p != null);
-  if (!known.length) return svg;
-  const top = Math.max(...known) || 1;
-  const x = (i) => (points.length > 1 ? (i * (width - 2)) / (points.length - 1) + 1 : width / 2);
-  const y = (v) => height - 2 - (v / top) * (height - 4);
-  let d = "";
-  let drawing = false;
-  points.forEach((p, i) => {
-    if (p == null) {
-      drawing = false;
-      return;
-    }
-    d += `${drawing ? "L" : "M"}${x(i).toFixed(1)},${y(p).toFixed(1)}`;
-    drawing = true;
-  });
-  const path = document.createElementNS(SVG, "path");
-  path.setAttribute("d", d);
-  svg.appendChild(path);
-  return svg;
-}
-
 const COLOURS = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626"];
 
-// Lines of several series over the same points, with the highest value as
-// the scale's top and a legend.
-export function lineChart(lines, width = 360, height = 140) {
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-  svg.setAttribute("class", "chart");
-  const known = lines.flatMap((l) => l.points).filter((p) => p != null);
-  const top = Math.max(0, ...known) || 1;
-  const axis = document.createElementNS(SVG, "text");
-  axis.setAttribute("x", 2);
-  axis.setAttribute("y", 10);
-  axis.textContent = String(Math.round(top * 100) / 100);
-  svg.append(axis);
-  lines.forEach((line, n) => {
-    const spark = sparkline(line.points, width, height - 14);
-    const path = spark.querySelector("path");
-    if (path) {
-      path.setAttribute("transform", "translate(0,14)");
-      path.setAttribute("stroke", COLOURS[n % COLOURS.length]);
-      svg.append(path);
-    }
-    if (lines.length > 1) {
-      const legend = document.createElementNS(SVG, "text");
-      legend.setAttribute("x", 40 + n * 48);
-      legend.setAttribute("y", 10);
-      legend.setAttribute("fill", COLOURS[n % COLOURS.length]);
-      legend.textContent = line.name;
-      svg.append(legend);
-    }
+function svg(tag, attrs = {}, text = "") {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text) node.textContent = text;
+  return node;
+}
+
+// The path of `points` (numbers, or null for a gap) over a box, and a dot
+// for each point that has no neighbour to draw a line to.
+function trace(points, box, top, colour) {
+  const { x0, y0, w, h } = box;
+  const x = (i) => x0 + (points.length > 1 ? (i * w) / (points.length - 1) : w / 2);
+  const y = (v) => y0 + h - (v / top) * h;
+  const parts = [];
+  let d = "";
+  points.forEach((p, i) => {
+    if (p == null) return;
+    const joined = points[i - 1] != null;
+    d += `${joined ? "L" : "M"}${x(i).toFixed(1)},${y(p).toFixed(1)}`;
+    if (!joined && points[i + 1] == null) parts.push(svg("circle", { cx: x(i), cy: y(p), r: 2, fill: colour }));
   });
-  return svg;
+  if (d) parts.unshift(svg("path", { d, stroke: colour }));
+  return parts;
+}
+
+const known = (lines) => lines.flatMap((l) => l).filter((p) => p != null);
+
+// A small line of `points` for a table's row.
+export function sparkline(points, width = 120, height = 28) {
+  const root = svg("svg", { width, height, class: "sparkline" });
+  const top = Math.max(0, ...known([points])) || 1;
+  root.append(...trace(points, { x0: 2, y0: 3, w: width - 4, h: height - 6 }, top, COLOURS[0]));
+  return root;
+}
+
+const round = (v) => String(Math.round(v * 100) / 100);
+
+// Lines of several series over the same points, from 0 to the highest value,
+// with the window's first and last times under them and a legend.
+export function lineChart(lines, times = [], width = 360, height = 150) {
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart" });
+  const top = Math.max(0, ...known(lines.map((l) => l.points))) || 1;
+  const box = { x0: 36, y0: 18, w: width - 44, h: height - 38 };
+  for (const f of [0, 0.5, 1]) {
+    const y = box.y0 + box.h - f * box.h;
+    root.append(svg("line", { x1: box.x0, x2: box.x0 + box.w, y1: y, y2: y, class: "grid" }),
+      svg("text", { x: box.x0 - 4, y: y + 3, "text-anchor": "end" }, round(top * f)));
+  }
+  if (times.length === 2) {
+    root.append(svg("text", { x: box.x0, y: height - 4 }, times[0]),
+      svg("text", { x: box.x0 + box.w, y: height - 4, "text-anchor": "end" }, times[1]));
+  }
+  lines.forEach((line, n) => {
+    const colour = COLOURS[n % COLOURS.length];
+    root.append(...trace(line.points, box, top, colour));
+    if (lines.length > 1) root.append(svg("text", { x: box.x0 + n * 44, y: 10, fill: colour }, line.name));
+  });
+  return root;
 }

@@ -36,8 +36,8 @@ export function layout(nodes, edges, width, height, rounds = 300) {
     for (let i = 0; i < n; i++) {
       const d = Math.sqrt(move[i].x ** 2 + move[i].y ** 2) || 1;
       const step = Math.min(d, temperature);
-      pos[i].x = Math.min(width - 20, Math.max(20, pos[i].x + (move[i].x / d) * step));
-      pos[i].y = Math.min(height - 20, Math.max(20, pos[i].y + (move[i].y / d) * step));
+      pos[i].x = Math.min(width - 60, Math.max(60, pos[i].x + (move[i].x / d) * step));
+      pos[i].y = Math.min(height - 40, Math.max(20, pos[i].y + (move[i].y / d) * step));
     }
     temperature *= 0.98;
   }

@@ -4,12 +4,9 @@
 
 import { expressions, gql, series, single } from "/ui/api.js";
 import { lineChart, sparkline } from "/ui/chart.js";
+import { el, figure } from "/ui/dom.js";
+import { callFigures, judged } from "/ui/relations.js";
 
-const el = (tag, props = {}, ...children) => {
-  const node = Object.assign(document.createElement(tag), props);
-  node.append(...children);
-  return node;
-};
 
 const CHARTS = [
   ["Load (calls / min)", "service_cpm"],
@@ -32,13 +29,14 @@ export async function service(page, state) {
   const [{ pods: instances }, { pods: endpoints }, { t }] = await Promise.all([
     gql("query ($id: ID!, $d: Duration!) { pods: listInstances(duration: $d, serviceId: $id) { name } }", { id, d }),
     gql('query ($id: ID!) { pods: findEndpoint(serviceId: $id, keyword: "", limit: 100) { name } }', { id }),
-    gql("query ($id: ID!, $d: Duration!) { t: getServiceTopology(serviceId: $id, duration: $d) { nodes { id name } calls { source target detectPoints } } }", { id, d }),
+    gql("query ($id: ID!, $d: Duration!) { t: getServiceTopology(serviceId: $id, duration: $d) { nodes { id name isReal } calls { id source target detectPoints } } }", { id, d }),
   ]);
   const charts = await expressions([...CHARTS.map(([, e]) => [e, entity]), [PERCENTILES, entity]], d);
   const grid = el("div", { className: "charts" });
-  CHARTS.forEach(([title], i) => grid.append(el("figure", {}, el("figcaption", { textContent: title }), lineChart([{ name: title, points: series(charts[i]) }]))));
+  const times = [d.start, d.end];
+  CHARTS.forEach(([title], i) => grid.append(el("figure", {}, el("figcaption", { textContent: title }), lineChart([{ name: title, points: series(charts[i]) }], times))));
   const percentiles = charts[CHARTS.length].results.map((r) => ({ name: `p${r.metric.labels[0]?.value}`, points: r.values.map((v) => (v.value == null ? null : Number(v.value))) }));
-  grid.append(el("figure", {}, el("figcaption", { textContent: "Latency percentiles (ms)" }), lineChart(percentiles)));
+  grid.append(el("figure", {}, el("figcaption", { textContent: "Latency percentiles (ms)" }), lineChart(percentiles, times)));
 
   const list = async (kind, names, prefix, named) => {
     const asked = names.flatMap((n) => FIGURES.map(([, f]) => [`avg(${prefix}_${f})`, { ...entity, [named]: n }]).concat([[`${prefix}_cpm`, { ...entity, [named]: n }]]));
@@ -48,20 +46,37 @@ export async function service(page, state) {
     rows.sort((a, b) => (b.figures[0] ?? -1) - (a.figures[0] ?? -1));
     const table = el("table", { className: kind });
     table.createTHead().insertRow().append(...[kind === "instances" ? "Instance" : "Endpoint", ...FIGURES.map(([f]) => f), "Load over the window"].map((x) => el("th", { textContent: x })));
+    const body = table.createTBody();
     for (const r of rows) {
-      const tr = table.createTBody().insertRow();
+      const tr = body.insertRow();
       tr.dataset.name = r.n;
-      tr.append(el("td", { textContent: r.n }), ...r.figures.map((f) => el("td", { className: "number", textContent: f == null ? "–" : String(f) })), el("td", {}, sparkline(r.trend)));
+      tr.append(el("td", { textContent: r.n }), ...r.figures.map((f) => el("td", { className: "number", textContent: figure(f) })), el("td", {}, sparkline(r.trend)));
     }
     return table;
   };
-  const names = new Map(t.nodes.map((n) => [n.id, n.name]));
-  const relations = el("ul", { className: "relations" }, ...t.calls.map((c) =>
-    el("li", { textContent: `${names.get(c.source)} → ${names.get(c.target)} (${c.detectPoints.join(", ").toLowerCase()})` })));
+  const figures = await callFigures(t, d);
+  const names = new Map(t.nodes.map((n) => [n.id, n]));
+  const relations = (mine) => {
+    const table = el("table", { className: "relations" });
+    table.createTHead().insertRow().append(...["Call", "Calls / min", "Latency (ms)", "Success (%)"].map((x) => el("th", { textContent: x })));
+    const body = table.createTBody();
+    for (const c of t.calls.filter(mine)) {
+      const [from, to] = [names.get(c.source), names.get(c.target)];
+      const other = c.source === id ? to : from;
+      const link = other.isReal ? el("a", { href: `#/service?id=${encodeURIComponent(other.id)}`, textContent: other.name }) : el("span", { textContent: other.name });
+      const f = judged(figures.get(c.id));
+      const row = body.insertRow();
+      row.dataset.call = `${from.name} → ${to.name}`;
+      row.append(el("td", {}, ...(c.source === id ? [`${s.name} → `, link] : [link, ` → ${s.name}`])),
+        ...[f.cpm, f.respTime, f.sla].map((v) => el("td", { className: "number", textContent: figure(v) })));
+    }
+    return table;
+  };
   page.replaceChildren(
     el("h1", { textContent: s.name }), grid,
     el("h2", { textContent: "Instances" }), await list("instances", instances.map((i) => i.name), "service_instance", "serviceInstanceName"),
     el("h2", { textContent: "Endpoints" }), await list("endpoints", endpoints.map((e) => e.name), "endpoint", "endpointName"),
-    el("h2", { textContent: "Calls" }), relations,
+    el("h2", { textContent: "Calls it makes" }), relations((c) => c.source === id),
+    el("h2", { textContent: "Calls it serves" }), relations((c) => c.target === id),
   );
 }

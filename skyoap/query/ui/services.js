@@ -3,6 +3,7 @@
 
 import { expressions, gql, series, single } from "/ui/api.js";
 import { sparkline } from "/ui/chart.js";
+import { figure } from "/ui/dom.js";
 
 const COLUMNS = [
   { key: "name", title: "Service" },
@@ -65,7 +66,7 @@ function render(page, rows, state) {
       const td = tr.insertCell();
       td.className = "number";
       td.dataset.column = c.key;
-      td.textContent = r[c.key] == null ? "–" : String(r[c.key]);
+      td.textContent = figure(r[c.key]);
     }
     tr.insertCell().appendChild(sparkline(r.trend));
   }

@@ -1,14 +1,16 @@
 // Topology: services and the peers they call, one edge per caller → callee,
 // coloured by health; zoom with the wheel, pan by dragging; a node opens its
-// service's page.
+// service's dashboard, an edge shows both sides' figures.
 
 import { expressions, gql, single } from "/ui/api.js";
+import { el, figure } from "/ui/dom.js";
 import { layout } from "/ui/layout.js";
+import { callFigures, judged } from "/ui/relations.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const WIDTH = 1200;
-const HEIGHT = 800;
 const UNHEALTHY_SLA = 95; // % of calls that succeed, below which a node or edge is red
+const TOPOLOGY = `query ($d: Duration!) { t: getGlobalTopology(duration: $d) {
+  nodes { id name type isReal } calls { id source target detectPoints } } }`;
 
 const svg = (tag, attrs = {}) => {
   const node = document.createElementNS(SVG, tag);
@@ -16,60 +18,76 @@ const svg = (tag, attrs = {}) => {
   return node;
 };
 
+// The drawing's size: room for every node, at least a laptop screen's.
+export function canvasSize(nodes) {
+  const side = Math.max(1, Math.sqrt(nodes));
+  return { width: Math.max(1000, side * 150), height: Math.max(620, side * 95) };
+}
+
 export async function topology(page, state) {
-  const { t } = await gql(`query ($d: Duration!) { t: getGlobalTopology(duration: $d) {
-    nodes { id name type isReal } calls { id source target detectPoints } } }`, { d: state.duration });
-  const byId = new Map(t.nodes.map((n) => [n.id, n]));
+  const { t } = await gql(TOPOLOGY, { d: state.duration });
   const real = t.nodes.filter((n) => n.isReal);
-  const asked = real.map((n) => ["avg(service_sla)/100", { serviceName: n.name, normal: true }]);
-  for (const c of t.calls) {
-    const side = c.detectPoints.includes("SERVER") ? "server" : "client";
-    const entity = { serviceName: byId.get(c.source).name, normal: byId.get(c.source).isReal,
-      destServiceName: byId.get(c.target).name, destNormal: byId.get(c.target).isReal };
-    asked.push([`avg(service_relation_${side}_cpm)`, entity], [`avg(service_relation_${side}_call_sla)/100`, entity]);
-  }
-  const results = await expressions(asked, state.duration);
-  const sla = new Map(real.map((n, i) => [n.id, single(results[i])]));
+  const [slas, calls] = await Promise.all([
+    expressions(real.map((n) => ["avg(service_sla)/100", { serviceName: n.name, normal: true }]), state.duration),
+    callFigures(t, state.duration),
+  ]);
+  const sla = new Map(real.map((n, i) => [n.id, single(slas[i])]));
+  const { width, height } = canvasSize(t.nodes.length);
   const started = performance.now();
-  const pos = layout(t.nodes, t.calls, WIDTH, HEIGHT);
+  const pos = layout(t.nodes, t.calls, width, height);
   page.dataset.layoutMs = String(Math.round(performance.now() - started));
 
-  const root = svg("svg", { class: "topology", viewBox: `0 0 ${WIDTH} ${HEIGHT}` });
-  const defs = svg("defs");
-  const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "22", refY: "5", markerWidth: "6", markerHeight: "6", orient: "auto" });
+  const root = svg("svg", { class: "topology", viewBox: `0 0 ${width} ${height}` });
+  const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "24", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto" });
   marker.append(svg("path", { d: "M0,0 L10,5 L0,10 z", fill: "#9ca3af" }));
+  const defs = svg("defs");
   defs.append(marker);
   root.append(defs);
+  const panel = el("aside", { className: "panel" }, el("p", { className: "empty", textContent: "Click an edge for both sides' figures, a service for its dashboard." }));
+  const byId = new Map(t.nodes.map((n) => [n.id, n]));
   const index = new Map(t.nodes.map((n, i) => [n.id, i]));
-  t.calls.forEach((c, i) => {
+  for (const c of t.calls) {
     const [a, b] = [pos[index.get(c.source)], pos[index.get(c.target)]];
-    const cpm = single(results[real.length + 2 * i]);
-    const ok = single(results[real.length + 2 * i + 1]);
+    const sides = calls.get(c.id);
+    const { cpm, sla: ok } = judged(sides);
+    const name = `${byId.get(c.source).name} → ${byId.get(c.target).name}`;
     const line = svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "edge" + (ok != null && ok < UNHEALTHY_SLA ? " unhealthy" : "") });
-    line.dataset.call = `${byId.get(c.source).name} → ${byId.get(c.target).name}`;
+    line.dataset.call = name;
     line.dataset.sides = c.detectPoints.join(",");
     const title = svg("title");
-    title.textContent = `${line.dataset.call}: ${cpm ?? "–"} calls / min, ${ok ?? "–"} % succeeded (${c.detectPoints.join(" and ").toLowerCase()} side)`;
+    title.textContent = `${name}: ${figure(cpm)} calls / min, ${figure(ok)} % succeeded`;
     line.append(title);
+    line.addEventListener("click", () => panel.replaceChildren(...edgePanel(name, sides)));
     root.append(line);
-  });
+  }
   t.nodes.forEach((n, i) => {
-    const g = svg("g", { class: "node" + (n.isReal ? "" : " virtual") + ((sla.get(n.id) ?? 100) < UNHEALTHY_SLA ? " unhealthy" : ""), transform: `translate(${pos[i].x},${pos[i].y})` });
+    const health = (sla.get(n.id) ?? 100) < UNHEALTHY_SLA ? " unhealthy" : "";
+    const g = svg("g", { class: `node${n.isReal ? "" : " virtual"}${health}`, transform: `translate(${pos[i].x},${pos[i].y})` });
     g.dataset.node = n.name;
     g.append(svg("circle", { r: 14 }));
-    const label = svg("text", { y: 28, "text-anchor": "middle" });
+    const label = svg("text", { y: 30, "text-anchor": "middle" });
     label.textContent = n.name;
     g.append(label);
     if (n.isReal) g.addEventListener("click", () => (location.hash = `#/service?id=${encodeURIComponent(n.id)}`));
     root.append(g);
   });
-  zoomAndPan(root);
-  page.replaceChildren(root);
-  if (!t.nodes.length) page.append(Object.assign(document.createElement("p"), { textContent: "No calls in the window." }));
+  zoomAndPan(root, width, height);
+  page.replaceChildren(el("div", { className: "topology-view" }, root, panel));
+  if (!t.nodes.length) page.append(el("p", { className: "empty", textContent: "No calls in the window." }));
 }
 
-function zoomAndPan(root) {
-  let view = { x: 0, y: 0, w: WIDTH, h: HEIGHT };
+function edgePanel(name, sides) {
+  const rows = ["client", "server"].filter((s) => sides[s]).map((s) => {
+    const f = sides[s];
+    return el("tr", {}, el("th", { textContent: s === "client" ? "caller's side" : "callee's side" }),
+      ...[f.cpm, f.respTime, f.sla].map((v) => el("td", { className: "number", textContent: figure(v) })));
+  });
+  const table = el("table", {}, el("tr", {}, ...["", "calls / min", "latency (ms)", "success (%)"].map((t) => el("th", { textContent: t }))), ...rows);
+  return [el("h3", { textContent: name }), table];
+}
+
+function zoomAndPan(root, width, height) {
+  let view = { x: 0, y: 0, w: width, h: height };
   const apply = () => root.setAttribute("viewBox", `${view.x} ${view.y} ${view.w} ${view.h}`);
   root.addEventListener("wheel", (e) => {
     e.preventDefault();
@@ -80,6 +98,7 @@ function zoomAndPan(root) {
   let from = null;
   root.addEventListener("pointerdown", (e) => (from = { x: e.clientX, y: e.clientY, view }));
   root.addEventListener("pointerup", () => (from = null));
+  root.addEventListener("pointerleave", () => (from = null));
   root.addEventListener("pointermove", (e) => {
     if (!from) return;
     const scale = from.view.w / root.clientWidth;

@@ -1,8 +1,10 @@
-// Traces: search by service, trace id, duration, state and tags; the list;
-// a trace as a waterfall of every span across its services, with the
-// chosen span's tags and logs, and the trace's logs beside it.
+// Traces: search by service, instance, endpoint, trace id, duration, state
+// and tags; the list; a trace as a waterfall of every span across its
+// services, with the chosen span's tags and logs, and the trace's logs.
 
 import { gql } from "/ui/api.js";
+import { el, select, time, when } from "/ui/dom.js";
+import { entityCondition, entityPickers, input, searchForm } from "/ui/search.js";
 
 const TRACES = `query ($condition: TraceQueryCondition) {
   data: queryBasicTraces(condition: $condition) { traces { segmentId endpointNames duration start isError traceIds } }
@@ -18,18 +20,12 @@ const LOGS = `query ($condition: LogQueryCondition) {
   queryLogs(condition: $condition) { logs { serviceName endpointName timestamp contentType content } }
 }`;
 
-const el = (tag, props = {}, ...children) => {
-  const node = Object.assign(document.createElement(tag), props);
-  node.append(...children);
-  return node;
-};
-
 function condition(state) {
   const p = state.params;
-  const c = { traceState: p.get("state") || "ALL", queryOrder: "BY_START_TIME", paging: { pageNum: 1, pageSize: 50 } };
+  const c = { traceState: p.get("state") || "ALL", queryOrder: p.get("order") || "BY_START_TIME",
+    paging: { pageNum: 1, pageSize: 50 }, ...entityCondition(p) };
   if (p.get("traceId")) c.traceId = p.get("traceId");
   else c.queryDuration = state.duration;
-  if (p.get("service")) c.serviceId = p.get("service");
   if (p.get("min")) c.minTraceDuration = Number(p.get("min"));
   if (p.get("max")) c.maxTraceDuration = Number(p.get("max"));
   const tags = (p.get("tags") || "").split(",").map((t) => t.trim()).filter(Boolean);
@@ -37,59 +33,39 @@ function condition(state) {
   return c;
 }
 
-function searchForm(state, services) {
-  const p = state.params;
-  const field = (name, placeholder) => el("input", { name, placeholder, value: p.get(name) || "" });
-  const service = el("select", { name: "service" }, el("option", { value: "", textContent: "every service" }));
-  for (const s of services) service.append(el("option", { value: s.id, textContent: s.name, selected: s.id === p.get("service") }));
-  const status = el("select", { name: "state" });
-  for (const s of ["ALL", "SUCCESS", "ERROR"]) status.append(el("option", { value: s, textContent: s.toLowerCase(), selected: s === (p.get("state") || "ALL") }));
-  const form = el("form", { className: "search" }, service, field("traceId", "trace id"), field("tags", "tags: http.method=GET,…"),
-    field("min", "min ms"), field("max", "max ms"), status, el("button", { textContent: "Search" }));
-  form.addEventListener("submit", (e) => {
-    e.preventDefault();
-    const data = new FormData(form);
-    state.set({ ...Object.fromEntries(data.entries()), trace: null });
-  });
-  return form;
-}
-
 export async function traces(page, state) {
-  const [{ services }, { data }] = await Promise.all([
-    gql('query { services: listServices(layer: "GENERAL") { id name } }'),
-    gql(TRACES, { condition: condition(state) }),
-  ]);
-  const list = el("table", { className: "traces" });
-  list.createTHead().insertRow().append(...["Endpoint", "Start", "Duration (ms)", "Trace"].map((t) => el("th", { textContent: t })));
-  const body = list.createTBody();
-  for (const t of data.traces) {
-    const row = body.insertRow();
-    row.className = t.isError ? "failed" : "";
-    row.dataset.trace = t.traceIds[0];
-    row.append(
-      el("td", { textContent: t.endpointNames.join(", ") }),
-      el("td", { textContent: new Date(Number(t.start)).toISOString().replace("T", " ").slice(0, 19) }),
-      el("td", { className: "number", textContent: String(t.duration) }),
-      el("td", {}, el("a", { href: "#", textContent: t.traceIds[0] })),
-    );
-    row.addEventListener("click", (e) => {
-      e.preventDefault();
-      state.set({ trace: t.traceIds[0] });
-    });
-  }
-  const view = el("section", { className: "trace" });
-  page.replaceChildren(searchForm(state, services), el("div", { className: "split" }, list, view));
-  if (!data.traces.length) list.after(el("p", { textContent: "No trace matches." }));
-  const chosen = state.params.get("trace");
-  if (chosen) await showTrace(view, chosen, state);
+  const p = state.params;
+  const [pickers, { data }] = await Promise.all([entityPickers(state), gql(TRACES, { condition: condition(state) })]);
+  const form = searchForm(state, [...pickers, input(state, "traceId", "trace id"), input(state, "tags", "tags: http.method=GET, …"),
+    input(state, "min", "min ms"), input(state, "max", "max ms"),
+    select("state", [["ALL", "every state"], ["SUCCESS", "succeeded"], ["ERROR", "failed"]], p.get("state") || "ALL"),
+    select("order", [["BY_START_TIME", "newest first"], ["BY_DURATION", "slowest first"]], p.get("order") || "BY_START_TIME")]);
+  const longest = Math.max(1, ...data.traces.map((t) => t.duration));
+  const list = el("ol", { className: "trace-list" }, ...data.traces.map((t) => {
+    const item = el("li", { className: (t.isError ? "failed" : "") + (t.traceIds[0] === p.get("trace") ? " chosen" : "") },
+      el("a", { href: `#/traces?${new URLSearchParams({ ...Object.fromEntries(p), trace: t.traceIds[0] })}`, textContent: t.endpointNames.join(", ") || "(no endpoint)" }),
+      el("span", { className: "meta", textContent: `${time(t.start)} · ${t.duration} ms` }),
+      el("span", { className: "duration" }));
+    item.dataset.trace = t.traceIds[0];
+    item.lastChild.style.width = `${(t.duration / longest) * 100}%`;
+    return item;
+  }));
+  const view = el("section", { className: "trace" }, el("p", { className: "empty", textContent: "Choose a trace to see its spans." }));
+  page.replaceChildren(form, el("div", { className: "split" },
+    el("div", {}, list, when(!data.traces.length, () => el("p", { className: "empty", textContent: "No trace matches." }))), view));
+  if (p.get("trace")) await showTrace(view, p.get("trace"));
 }
 
-async function showTrace(view, traceId, state) {
+async function showTrace(view, traceId) {
   const [{ trace }, { queryLogs }] = await Promise.all([
     gql(TRACE, { traceId }),
     gql(LOGS, { condition: { relatedTrace: { traceId }, paging: { pageNum: 1, pageSize: 100 } } }),
   ]);
   const spans = trace.spans;
+  if (!spans.length) {
+    view.replaceChildren(el("p", { className: "empty", textContent: `No trace has the id ${traceId}.` }));
+    return;
+  }
   const first = Math.min(...spans.map((s) => s.startTime));
   const total = Math.max(1, Math.max(...spans.map((s) => s.endTime)) - first);
   const detail = el("div", { className: "span-detail" });
@@ -107,9 +83,13 @@ async function showTrace(view, traceId, state) {
     row.addEventListener("click", () => detail.replaceChildren(...spanDetail(s)));
     rows.append(row);
   }
-  const logs = el("ul", { className: "logs" }, ...queryLogs.logs.map((l) =>
-    el("li", { textContent: `${new Date(Number(l.timestamp)).toISOString()}  ${l.serviceName}  ${l.content}` })));
-  view.replaceChildren(el("h2", { textContent: `Trace ${traceId}` }), rows, detail, el("h3", { textContent: "Logs" }), logs);
+  const logs = el("ul", { className: "trace-logs" }, ...queryLogs.logs.map((l) =>
+    el("li", { textContent: `${time(l.timestamp)}  ${l.serviceName}  ${l.content}` })));
+  detail.replaceChildren(...spanDetail(spans[0]));
+  const services = new Set(spans.map((s) => s.serviceCode)).size;
+  view.replaceChildren(el("h2", { textContent: `Trace ${traceId}` }),
+    el("p", { className: "meta", textContent: `${spans.length} spans across ${services} services, ${total} ms` }),
+    rows, detail, el("h3", { textContent: "Logs" }), when(!queryLogs.logs.length, () => el("p", { className: "empty", textContent: "No log of this trace." })), logs);
 }
 
 const key = (s) => `${s.segmentId}/${s.spanId}`;
@@ -131,6 +111,6 @@ function spanDetail(s) {
     ["type", s.type], ["peer", s.peer], ["component", s.component], ["layer", s.layer], ["error", String(s.isError)],
     ...s.tags.map((t) => [t.key, t.value])];
   const list = el("dl", {}, ...facts.flatMap(([k, v]) => [el("dt", { textContent: k }), el("dd", { textContent: v || "–" })]));
-  const logs = s.logs.map((l) => el("pre", { textContent: `${new Date(Number(l.time)).toISOString()} ${l.data.map((d) => `${d.key}=${d.value}`).join(" ")}` }));
+  const logs = s.logs.map((l) => el("pre", { textContent: `${time(l.time)} ${l.data.map((d) => `${d.key}=${d.value}`).join(" ")}` }));
   return [list, ...logs];
 }

@@ -1,0 +1,25 @@
+// Small helpers to build the pages' elements.
+
+// An element with properties and children.
+export function el(tag, props = {}, ...children) {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+}
+
+// What `make()` builds when `shown`, nothing otherwise.
+export const when = (shown, make) => (shown ? make() : "");
+
+// A number for a table: rounded to what can be read, "–" for none.
+export function figure(value, digits = 2) {
+  if (value == null) return "–";
+  return Number.isInteger(value) ? String(value) : String(Math.round(value * 10 ** digits) / 10 ** digits);
+}
+
+// A time as the UI shows it, in UTC (the zone of the node's time buckets).
+export const time = (ms) => new Date(Number(ms)).toISOString().replace("T", " ").slice(0, 19);
+
+// A <select> of `options` ([value, text] pairs) with `chosen` selected.
+export function select(name, options, chosen) {
+  return el("select", { name }, ...options.map(([value, text]) => el("option", { value, textContent: text, selected: value === (chosen || "") })));
+}
