@@ -17,8 +17,9 @@ from pathlib import Path
 
 from bench.registration import UNBOUNDED, register_new
 from bench.results import Figure, record
-from skyoap.deploy.cluster import LocalCluster, read_metrics
+from skyoap.deploy.cluster import LocalCluster
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.runtime.scrape import read_metrics
 
 
 def main() -> None:

@@ -36,12 +36,12 @@ from elasticsearch.serializer import OrjsonSerializer
 from bench.cpu import Usage, measuring
 from bench.registration import spawn, stop
 from bench.results import Figure, at_least, at_most, record
-from skyoap.deploy.cluster import read_metrics
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.model.records import SegmentRecord
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.receiver.segments import record_of
 from skyoap.receiver.skywalking import segment_of
+from skyoap.runtime.scrape import read_metrics
 from skyoap.storage.elasticsearch.client import mapping_of
 
 SERVICES, INSTANCES, ENDPOINTS = 20, 2, 10

@@ -78,9 +78,6 @@ class ClusterNodesQuery(Protocol):
     def remote_nodes(self) -> list[RemoteNode]:
         """The live nodes that take L1 results, this node included if it does."""
 
-    def members(self) -> list[Member]:
-        """Every live node, sorted by role then name."""
-
 
 class StandaloneCluster:
     """One node that routes to itself."""

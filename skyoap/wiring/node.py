@@ -43,7 +43,6 @@ from skyoap.receiver.services import add_agent_services
 from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, add_skywalking_services
 from skyoap.remote.client import RemoteClient, SelfRemoteClient
 from skyoap.remote.cluster import (
-    ClusterNodesQuery,
     Member,
     RedisCluster,
     RemoteNode,
@@ -252,7 +251,7 @@ class Node:
         yield cluster  # only now: other nodes may route to us from here on
         yield OnClose(self.server.refuse)  # NOT_SERVING to health checks before anything else
 
-    def _query_server(self, storage: OpenStorage, cluster: ClusterNodesQuery) -> QueryServer:
+    def _query_server(self, storage: OpenStorage, cluster: RedisCluster | StandaloneCluster) -> QueryServer:
         """SkyWalking's query protocol over what storage holds, on every role
         (each reads the storage its cluster shares)."""
         q, ttl = self.config.query, self.config.ttl
@@ -274,7 +273,7 @@ class Node:
                 lambda: [(n.address, n.is_self) for n in cluster.remote_nodes()]
             ),
             "/status/cluster/overview": overview_page(
-                cluster, self.name, self.instruments, storage.topics, storage.state
+                cluster.members, self.name, self.instruments, storage.topics, storage.state
             ),
         }
         self._query = QueryServer(

@@ -10,13 +10,14 @@ answer in ``PEER_READ_S`` is listed without figures, saying why."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from skyoap.consumer.group import load_group
 from skyoap.consumer.lag import group_names, lags
 from skyoap.query.status import Page, StatusPage, json_page
-from skyoap.remote.cluster import ClusterNodesQuery, Member
+from skyoap.remote.cluster import Member
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.scrape import Scrape, read_metrics
 from skyoap.storage.api import StateStore, TopicDAO
@@ -44,9 +45,14 @@ def figures(scrape: Scrape) -> dict[str, float | None]:
 
 
 def overview_page(
-    cluster: ClusterNodesQuery, me: str, instruments: Instruments, topics: TopicDAO, state: StateStore
+    members: Callable[[], list[Member]],
+    me: str,
+    instruments: Instruments,
+    topics: TopicDAO,
+    state: StateStore,
 ) -> StatusPage:
-    """The page of the node named ``me``, whose self-metrics are ``instruments``."""
+    """The page of the node named ``me``, whose self-metrics are ``instruments``,
+    in the cluster whose live nodes are ``members()``."""
 
     def node(member: Member) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -75,9 +81,9 @@ def overview_page(
         return entry
 
     def page(as_json: bool) -> Page:
-        members = cluster.members()
-        with ThreadPoolExecutor(max_workers=min(8, max(1, len(members)))) as pool:
-            nodes = list(pool.map(node, members))
+        live = members()
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(live)))) as pool:
+            nodes = list(pool.map(node, live))
         return json_page({"nodes": nodes, "groups": groups(topics, state)})
 
     return page

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from skyoap.deploy.cluster import NodeProcess, read_metrics
+from skyoap.deploy.cluster import NodeProcess
+from skyoap.runtime.scrape import read_metrics
 
 
 def metric(node: NodeProcess, name: str, **labels: str) -> float:

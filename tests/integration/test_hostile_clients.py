@@ -23,11 +23,11 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from skyoap.deploy.cluster import read_metrics
 from skyoap.edge.auth import METADATA_KEY
 from skyoap.edge.limits import HEALTH_THREADS, RESERVE_THREADS
 from skyoap.proto import register_pb2, register_pb2_grpc
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
+from skyoap.runtime.scrape import read_metrics
 from tests.integration.helpers import eventually
 from tests.integration.telemetry_data import span
 from tests.integration.test_node_process import ROOT, SKYOAP

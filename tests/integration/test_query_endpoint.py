@@ -27,8 +27,8 @@ from typing import Any
 import graphql
 import pytest
 
-from skyoap.deploy.cluster import read_metrics
 from skyoap.runtime import clock
+from skyoap.runtime.scrape import read_metrics
 from tests.certs import TestCa
 from tests.integration.helpers import eventually
 from tests.unit.test_query_schema import QUERY_FIELDS

@@ -9,7 +9,7 @@ import pytest
 
 from skyoap.model.metrics import ServiceMetrics
 from skyoap.model.records import LogRecord
-from skyoap.model.stream import Text
+from skyoap.model.stream import Words
 from skyoap.receiver.skywalking import Sinks
 from skyoap.runtime.budget import ITEM_OVERHEAD_BYTES, HeldBytes, MemoryBudget, Overloaded, memory_size
 from skyoap.runtime.buffer import BufferQueue, BufferStrategy
@@ -20,7 +20,7 @@ from tests.unit.fakes import Collect
 def log_line(n: int, body: str = "x" * 100) -> LogRecord:
     return LogRecord(
         time_bucket=202611221900, log_id=f"log-{n}", timestamp=1, service="shop", instance="shop-1",
-        endpoint="", trace_id="", segment_id="", span_id=0, content_type="text", content=Text(body), tags={},
+        endpoint="", trace_id="", segment_id="", span_id=0, content_type="text", content=Words(body), tags={},
     )  # fmt: skip
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from skyoap.deploy.cluster import Scrape
 from skyoap.runtime.buffer import BufferQueue, BufferStrategy
 from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.scrape import Scrape
 
 
 def test_the_exposition_carries_labelled_series_that_prometheus_parses() -> None:

@@ -33,6 +33,7 @@ const known = (lines) => lines.flatMap((l) => l).filter((p) => p != null);
 // A small line of `points` for a table's row.
 export function sparkline(points, width = 120, height = 28) {
   const root = svg("svg", { width, height, class: "sparkline" });
+  root.dataset.points = points.map((p) => p ?? "").join(",");
   const top = Math.max(0, ...known([points])) || 1;
   root.append(...trace(points, { x0: 2, y0: 3, w: width - 4, h: height - 6 }, top, COLOURS[0]));
   return root;

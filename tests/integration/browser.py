@@ -1,0 +1,50 @@
+"""A real browser for the web UI's tests: Debian's Chromium, headless, driven
+through Playwright (which downloads no browser of its own here), and where
+each test's screenshots go."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
+
+VIEWPORT: ViewportSize = {"width": 1366, "height": 800}
+"""A laptop's screen."""
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium")
+    assert found, "the web UI's tests need Debian's chromium: run deploy/install.sh"
+    return found
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where screenshots go: ``SKYOAP_SCREENSHOTS`` (``make screenshots`` points
+    it at docs/images), or the test's own directory."""
+    where = Path(os.environ.get("SKYOAP_SCREENSHOTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def open_page(page: Page, url: str, name: str) -> None:
+    """Opens ``url`` and waits until the page named ``name`` has been drawn
+    (the frame marks the page it showed, and is busy while it draws)."""
+    if page.url.startswith("http"):
+        page.evaluate("document.querySelector('main')?.removeAttribute('data-shown')")
+    page.goto(url)
+    page.wait_for_selector(f"main[data-shown='{name}']:not([aria-busy])")
+    errors = page.locator("main p.error")
+    assert errors.count() == 0, errors.first.text_content()

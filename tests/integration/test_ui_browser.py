@@ -1,0 +1,210 @@
+"""The web UI in a real browser (Debian's Chromium, headless), over a known
+workload from SkyWalking's own Python agent (``test_query_agents``: shop
+takes four ``/buy``, each calling stock, which calls Redis, and one
+``/buy-fail``). Every page is opened by a link that names its window (the
+workload's minutes), as a shared link would, and saves a screenshot."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from skyoap.consumer.client import Consumer
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
+from tests.certs import TestCa
+from tests.integration.browser import VIEWPORT, browser, open_page, shots
+from tests.integration.helpers import eventually
+from tests.integration.test_query_agents import (
+    SHOP,
+    Workload,
+    metrics,
+    passes,
+    topology,
+    traces_and_logs,
+    workload,
+)
+from tests.integration.test_query_traces import QUERY_TRACES
+
+__all__ = ["browser", "shots", "workload"]  # fixtures of this module's tests
+
+
+def figure(value: str | None) -> str:
+    """A value as the UI shows it (``dom.js``'s ``figure``)."""
+    if value is None:
+        return "\N{EN DASH}"
+    v = round(float(value), 2)
+    return str(int(v)) if v.is_integer() else str(v)
+
+
+def window(w: Workload) -> str:
+    """The URL parameters of a range window over the workload's minutes."""
+
+    def local(text: str) -> str:
+        return datetime.datetime.strptime(text, "%Y-%m-%d %H%M").strftime("%Y-%m-%dT%H:%M")
+
+    return f"last=range&from={local(w.minutes['start'])}&to={local(w.minutes['end'])}"
+
+
+def cells(page: Page, selector: str, attribute: str) -> list[str]:
+    return [
+        page.locator(selector).nth(i).get_attribute(attribute) or ""
+        for i in range(page.locator(selector).count())
+    ]
+
+
+@pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
+def test_the_ui_shows_what_the_python_agent_reported(
+    workload: Workload, browser: Browser, shots: Path, node_config: NodeConfig
+) -> None:
+    w = workload
+    for check in (metrics, topology, traces_and_logs):
+        eventually(functools.partial(passes, check, w), timeout_s=60)
+    assert w.node.ui_url is not None
+    base, when = w.node.ui_url, window(w)
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        services(page, base, when, w, shots)
+        graph(page, base, when, w, shots)
+        dashboard(page, w, shots)
+        traces(page, base, when, w, shots)
+        logs(page, base, when, shots)
+        cluster(page, base, w, node_config, shots)
+    finally:
+        page.close()
+
+
+def services(page: Page, base: str, when: str, w: Workload, shots: Path) -> None:
+    open_page(page, f"{base}#/services?{when}", "services")
+    assert cells(page, "table.services tbody tr", "data-service") == ["shop", "stock"]
+    for name in ("shop", "stock"):
+        load = w.single("avg(service_cpm)", w.minutes, serviceName=name, normal=True)
+        row = page.locator(f"table.services tr[data-service='{name}']")
+        assert row.locator("td[data-column='cpm']").text_content() == figure(load)
+        points = row.locator("svg.sparkline").get_attribute("data-points") or ""
+        assert sum(float(p) for p in points.split(",") if p) == {"shop": 5, "stock": 4}[name]
+    page.screenshot(path=shots / "services.png", full_page=True)
+    page.fill("input[type=search]", "sto")
+    page.press("input[type=search]", "Enter")
+    eventually(lambda: "q=sto" in page.url)
+    page.wait_for_selector("main[data-shown='services']:not([aria-busy])")
+    assert cells(page, "table.services tbody tr", "data-service") == ["stock"]
+
+
+def graph(page: Page, base: str, when: str, w: Workload, shots: Path) -> None:
+    open_page(page, f"{base}#/topology?{when}", "topology")
+    assert sorted(cells(page, "svg.topology g.node", "data-node")) == sorted(
+        ["User", "shop", "stock", w.redis]
+    )
+    assert sorted(cells(page, "svg.topology g.node.virtual", "data-node")) == sorted(["User", w.redis])
+    edges = dict(zip(cells(page, "svg.topology line.edge", "data-call"),
+                     cells(page, "svg.topology line.edge", "data-sides"), strict=True))  # fmt: skip
+    assert edges == {"User → shop": "SERVER", "shop → stock": "CLIENT,SERVER", f"stock → {w.redis}": "CLIENT"}
+    page.locator("line.edge[data-call='shop → stock']").dispatch_event("click")
+    sides = page.locator("aside.panel tr")
+    assert [sides.nth(i).locator("th").first.text_content() for i in range(1, sides.count())] == [
+        "caller's side",
+        "callee's side",
+    ]
+    relation = {"serviceName": "shop", "normal": True, "destServiceName": "stock", "destNormal": True}
+    for i, side in ((1, "client"), (2, "server")):
+        cpm = w.single(f"avg(service_relation_{side}_cpm)", w.minutes, **relation)
+        assert sides.nth(i).locator("td").first.text_content() == figure(cpm)
+    page.screenshot(path=shots / "topology.png")
+    page.locator("g.node[data-node='shop']").dispatch_event("click")
+    eventually(lambda: f"#/service?id={urllib.parse.quote(SHOP, safe='')}" in page.url)
+
+
+def dashboard(page: Page, w: Workload, shots: Path) -> None:
+    page.wait_for_selector("main[data-shown='service']:not([aria-busy])")
+    assert page.locator("main h1").text_content() == "shop"
+    assert cells(page, "table.instances tbody tr", "data-name") == ["shop-1"]
+    assert sorted(cells(page, "table.endpoints tbody tr", "data-name")) == ["/buy", "/buy-fail"]
+    assert cells(page, "table.relations tbody tr", "data-call") == ["shop → stock", "User → shop"]
+    assert page.locator("figure svg.chart").count() == 5
+    page.screenshot(path=shots / "service.png", full_page=True)
+
+
+def traces(page: Page, base: str, when: str, w: Workload, shots: Path) -> None:
+    condition = {"queryDuration": w.minutes, "traceState": "ALL", "queryOrder": "BY_START_TIME",
+                 "paging": {"pageNum": 1, "pageSize": 20}}  # fmt: skip
+    listed = w.ask(QUERY_TRACES, condition=condition)["data"]["traces"]
+    failing = next(t["traceIds"][0] for t in listed if t["isError"])
+    bought = next(t["traceIds"][0] for t in listed if t["endpointNames"] == ["/reserve"])
+    open_page(page, f"{base}#/traces?{when}&tags=http.status_code%3D500", "traces")
+    assert cells(page, "ol.trace-list li", "data-trace") == [failing]
+    open_page(page, f"{base}#/traces?{when}&service={SHOP}&trace={bought}", "traces")
+    assert len(page.locator("ol.trace-list li").all()) == 5
+    spans = page.locator(".waterfall .span")
+    assert [
+        (spans.nth(i).get_attribute("data-service"), spans.nth(i).locator(".label").text_content())
+        for i in range(spans.count())
+    ] == [
+        ("shop", "shop  /buy"),
+        ("shop", "shop  /reserve"),
+        ("stock", "stock  /reserve"),
+        ("stock", "stock  Redis/INCRBY"),
+    ]
+    spans.nth(3).click()
+    facts = page.locator(".span-detail dd")
+    assert [facts.nth(i).text_content() for i in (0, 3, 4, 6)] == ["stock", "Exit", w.redis, "Cache"]
+    page.screenshot(path=shots / "trace.png", full_page=True)
+    open_page(page, f"{base}#/traces?{when}&trace={failing}", "traces")
+    (line,) = page.locator("ul.trace-logs li").all()
+    assert "buying failed" in (line.text_content() or "")
+
+
+def logs(page: Page, base: str, when: str, shots: Path) -> None:
+    open_page(page, f"{base}#/logs?{when}&words=buying%20failed", "logs")
+    rows = page.locator("table.logs tbody tr")
+    assert rows.count() == 1
+    assert [rows.locator("td").nth(i).text_content() for i in (1, 3)] == ["shop", "/buy-fail"]
+    assert "buying failed" in (rows.locator("pre").text_content() or "")
+    page.screenshot(path=shots / "logs.png", full_page=True)
+    open_page(page, f"{base}#/logs?{when}&words=buying&without=failed", "logs")
+    assert page.locator("table.logs tbody tr").count() == 0
+
+
+def cluster(page: Page, base: str, w: Workload, config: NodeConfig, shots: Path) -> None:
+    assert w.node.storage is not None
+    ends = {b.partition: b.end for b in w.node.storage.topics.bounds("segment")}
+    assert sum(ends.values()) == 9  # shop's five segments and stock's four
+    reader = Consumer.open(config.storage, "segment-readers", member_id="reader", enable_auto_commit=False)
+    try:
+        reader.subscribe(["segment"])
+        eventually(lambda: reader.poll(0.1) is not None and len(reader.assignment()) == len(ends))
+        open_page(page, f"{base}#/cluster", "cluster")
+    finally:
+        reader.close()
+    assert cells(page, "table.nodes tbody tr", "data-node") == [w.node.name]
+    group = page.locator("section.group[data-group='segment-readers']")
+    assert group.locator("h3").text_content() == "segment-readers: 9 records behind"
+    page.screenshot(path=shots / "cluster.png", full_page=True)
+
+
+@pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
+def test_the_ui_works_through_tls_and_basic_auth(
+    node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], browser: Browser, tmp_path: Path
+) -> None:
+    cert, key = TestCa(tmp_path).issue("localhost")
+    node = start_node(
+        node_config.with_options(
+            query_tls_cert=str(cert), query_tls_key=str(key), query_username="ui", query_password="secret"
+        )
+    )
+    assert node.ui_url is not None and node.ui_url.startswith("https://")
+    allowed = browser.new_context(
+        ignore_https_errors=True, http_credentials={"username": "ui", "password": "secret"}
+    )
+    try:
+        page = allowed.new_page()
+        open_page(page, f"{node.ui_url}#/services", "services")
+        assert page.locator("main p").last.text_content() == "No service has reported yet."
+    finally:
+        allowed.close()
