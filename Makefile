@@ -1,5 +1,5 @@
 # The two commands of the README. Each does its own set-up (deploy/install.sh).
-.PHONY: install install-node demo test test-busy lint bench
+.PHONY: install install-node demo test test-busy lint bench screenshots
 
 # What `make test` needs: the tools, Spark, Redis, Elasticsearch, the agents.
 install:
@@ -36,3 +36,7 @@ test-busy: lint
 
 bench: install
 	.venv/bin/python -m bench.registration
+
+# The README's pictures of the web UI, taken by its tests in Chromium.
+screenshots: install
+	SKYOAP_SCREENSHOTS=docs/images .venv/bin/pytest tests/integration/test_ui_browser.py

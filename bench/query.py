@@ -102,9 +102,11 @@ def calls(rng: random.Random, bucket: int, scale: int) -> dict[str, Any]:
             "histogram": tuple(histogram)}  # fmt: skip
 
 
-def rows(services: int, endpoints: int, first: int) -> Iterator[tuple[type[CallMetrics], CallMetrics]]:
+def rows(
+    services: int, endpoints: int, first: int, minutes: int = MINUTES
+) -> Iterator[tuple[type[CallMetrics], CallMetrics]]:
     rng = random.Random(7)
-    for m in range(MINUTES):
+    for m in range(minutes):
         bucket = minute_bucket((first + m) * 60_000)
         for s in range(services):
             name, callee = f"svc-{s}", f"svc-{(s + 1) % services}"
@@ -149,7 +151,15 @@ def segment(trace: int, side: int, services: int, start_ms: int) -> SegmentRecor
     )  # fmt: skip
 
 
-def populate(storage: OpenStorage, services: int, endpoints: int, first_minute: int, traces: int) -> int:
+def populate(
+    storage: OpenStorage,
+    services: int,
+    endpoints: int,
+    first_minute: int,
+    traces: int,
+    minutes: int = MINUTES,
+) -> int:
+    """Writes ``minutes`` of metrics and ``traces`` traces from ``first_minute`` on."""
     storage.inventory.install(INVENTORY_TYPES)
     storage.metrics.install(METRICS_TYPES)
     storage.records.install(RECORD_TYPES)
@@ -167,7 +177,7 @@ def populate(storage: OpenStorage, services: int, endpoints: int, first_minute: 
     )
     pending: dict[type[CallMetrics], list[MetricsWrite[Any]]] = {}
     written = 0
-    for model, row in rows(services, endpoints, first_minute):
+    for model, row in rows(services, endpoints, first_minute, minutes):
         batch = pending.setdefault(model, [])
         batch.append(MetricsWrite(None, row, {"bench": 1}))
         if len(batch) >= CHUNK:
@@ -177,7 +187,7 @@ def populate(storage: OpenStorage, services: int, endpoints: int, first_minute: 
     for model, batch in pending.items():
         storage.metrics.put(model, Downsampling.MINUTE, batch)
         written += len(batch)
-    step_ms = MINUTES * 60_000 // traces
+    step_ms = minutes * 60_000 // traces
     for first in range(0, traces, CHUNK // 2):
         chunk = range(first, min(traces, first + CHUNK // 2))
         starts = [(t, first_minute * 60_000 + t * step_ms) for t in chunk]

@@ -1,7 +1,8 @@
 """Fetches and runs the real servers skyoap uses, on loopback and free ports:
 Elasticsearch (Elastic's zip from Maven Central, run with the machine's Java)
-and Redis (Debian's redis-server). Tests, benchmarks and local clusters start
-them through here."""
+and Redis (Debian's redis-server); and finds the browser the web UI's tests
+and benchmark drive (Debian's chromium). Tests, benchmarks and local clusters
+start them through here."""
 
 from __future__ import annotations
 
@@ -36,6 +37,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def chromium_path() -> str:
+    """Debian's Chromium, which Playwright drives in place of a browser of its own."""
+    found = shutil.which("chromium")
+    if not found:
+        raise ServerError("chromium is needed (Debian's package): run deploy/install.sh all")
+    return found
 
 
 def cache_dir() -> Path:

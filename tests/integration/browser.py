@@ -5,21 +5,16 @@ each test's screenshots go."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
+from skyoap.deploy.servers import chromium_path
+
 VIEWPORT: ViewportSize = {"width": 1366, "height": 800}
 """A laptop's screen."""
-
-
-def chromium_path() -> str:
-    found = shutil.which("chromium")
-    assert found, "the web UI's tests need Debian's chromium: run deploy/install.sh"
-    return found
 
 
 @pytest.fixture(scope="session")

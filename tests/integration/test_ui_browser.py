@@ -128,6 +128,10 @@ def dashboard(page: Page, w: Workload, shots: Path) -> None:
     assert sorted(cells(page, "table.endpoints tbody tr", "data-name")) == ["/buy", "/buy-fail"]
     assert cells(page, "table.relations tbody tr", "data-call") == ["shop → stock", "User → shop"]
     assert page.locator("figure svg.chart").count() == 5
+    page.locator("table.endpoints th", has_text="Latency (ms)").click()
+    assert page.locator("table.endpoints th.sorted").text_content() == "Latency (ms)"
+    latencies = [float(v or -1) for v in cells(page, "table.endpoints tbody td:nth-child(3)", "data-value")]
+    assert len(latencies) == 2 and latencies == sorted(latencies, reverse=True)
     page.screenshot(path=shots / "service.png", full_page=True)
 
 
@@ -208,3 +212,44 @@ def test_the_ui_works_through_tls_and_basic_auth(
         assert page.locator("main p").last.text_content() == "No service has reported yet."
     finally:
         allowed.close()
+
+
+LAYOUT_100 = """async () => {
+  const { layout } = await import("/ui/layout.js");
+  const { canvasSize } = await import("/ui/topology.js");
+  // 100 services, each called by one before it, a few calling a second one,
+  // and 20 databases: 120 nodes.
+  const nodes = [...Array(120).keys()].map((i) => ({ id: String(i) }));
+  const edges = [];
+  for (let i = 1; i < 100; i++) {
+    edges.push({ source: String((i * 7919) % i), target: String(i) });
+    if (i % 3 === 0) edges.push({ source: String(i), target: String(100 + (i % 20)) });
+    if (i % 5 === 0) edges.push({ source: String(i), target: String((i * 31) % 100) });
+  }
+  const { width, height } = canvasSize(nodes.length);
+  const pos = layout(nodes, edges, width, height);
+  let closest = Infinity;
+  for (let i = 0; i < pos.length; i++) {
+    for (let j = i + 1; j < pos.length; j++) {
+      closest = Math.min(closest, Math.hypot(pos[i].x - pos[j].x, pos[i].y - pos[j].y));
+    }
+  }
+  const inside = pos.every((p) => p.x >= 0 && p.x <= width && p.y >= 0 && p.y <= height);
+  return { closest, inside, width };
+}"""
+
+
+@pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
+def test_a_topology_of_a_hundred_services_is_laid_out_without_nodes_overlapping(
+    node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], browser: Browser
+) -> None:
+    node = start_node(node_config)
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        open_page(page, f"{node.ui_url}#/services", "services")
+        found = page.evaluate(LAYOUT_100)
+    finally:
+        page.close()
+    # A node is a circle of radius 14 with its name under it: at least two radii apart.
+    assert found["inside"] is True
+    assert found["closest"] >= 28, found

@@ -79,6 +79,7 @@ async function show() {
   } finally {
     page.removeAttribute("aria-busy");
     page.dataset.shown = name;
+    page.dataset.drawnMs = String(Math.round(performance.now())); // since the UI was opened
   }
 }
 

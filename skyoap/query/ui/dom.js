@@ -23,3 +23,19 @@ export const time = (ms) => new Date(Number(ms)).toISOString().replace("T", " ")
 export function select(name, options, chosen) {
   return el("select", { name }, ...options.map(([value, text]) => el("option", { value, textContent: text, selected: value === (chosen || "") })));
 }
+
+// Makes a table's columns after the first sort its rows when their heading
+// is clicked, highest first, by each cell's data-value.
+export function sortable(table) {
+  const body = table.tBodies[0];
+  [...table.tHead.rows[0].cells].forEach((th, i) => {
+    if (i === 0 || body?.rows[0]?.cells[i]?.dataset.value === undefined) return;
+    th.classList.add("sortable");
+    th.addEventListener("click", () => {
+      const value = (row) => Number(row.cells[i].dataset.value || -1);
+      body.append(...[...body.rows].sort((a, b) => value(b) - value(a)));
+      for (const other of table.tHead.rows[0].cells) other.classList.toggle("sorted", other === th);
+    });
+  });
+  return table;
+}

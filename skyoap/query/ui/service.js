@@ -1,10 +1,11 @@
 // A service's dashboard: its load, latency with percentiles, success rate
-// and apdex over the window; its instances and endpoints, busiest and
-// slowest first; the services it calls and that call it.
+// and apdex over the window; its instances and endpoints, busiest first
+// (or slowest, by a click on a heading); the services it calls and that
+// call it.
 
 import { expressions, gql, series, single } from "/ui/api.js";
 import { lineChart, sparkline } from "/ui/chart.js";
-import { el, figure } from "/ui/dom.js";
+import { el, figure, sortable } from "/ui/dom.js";
 import { callFigures, judged } from "/ui/relations.js";
 
 
@@ -51,8 +52,9 @@ export async function service(page, state) {
       const tr = body.insertRow();
       tr.dataset.name = r.n;
       tr.append(el("td", { textContent: r.n }), ...r.figures.map((f) => el("td", { className: "number", textContent: figure(f) })), el("td", {}, sparkline(r.trend)));
+      r.figures.forEach((f, j) => (tr.cells[j + 1].dataset.value = f ?? ""));
     }
-    return table;
+    return sortable(table);
   };
   const figures = await callFigures(t, d);
   const names = new Map(t.nodes.map((n) => [n.id, n]));

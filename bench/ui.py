@@ -1,0 +1,132 @@
+"""The web UI in Debian's Chromium (headless, through Playwright), over half
+an hour of ``--services`` services (each calling the next, as
+``bench.query`` writes them) on the embedded storage:
+
+- first paint: from navigation to the first contentful paint of the UI's
+  page, beside the same for an empty page in the same browser (the ceiling:
+  what no page paints faster than);
+- the services page drawn: from navigation until every service's row and
+  chart is on the page (the page times it: ``page.dataset.drawnMs``);
+- the topology's layout: the time the page itself measures for laying out
+  every service (``page.dataset.layoutMs``), beside the whole topology page
+  drawn (its queries, the layout and the drawing).
+
+Each is measured ``--rounds`` times, in a new page each time.
+
+    .venv/bin/python -m bench.ui [--services 100] [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from playwright.sync_api import Page, ViewportSize, sync_playwright
+
+from bench.query import populate
+from bench.results import Figure, at_most, pct, record
+from skyoap.deploy.servers import chromium_path
+from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.execution import Execution
+from skyoap.query.resolvers import resolvers
+from skyoap.query.server import QueryServer
+from skyoap.runtime.instruments import Instruments
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import open_storage
+
+MINUTES = 30
+VIEWPORT: ViewportSize = {"width": 1366, "height": 800}  # a laptop's screen, as the UI's tests
+FIRST_PAINT = "performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null"
+
+
+def first_paint(page: Page, url: str) -> float:
+    page.goto(url)
+    for _ in range(100):
+        painted = page.evaluate(FIRST_PAINT)
+        if painted is not None:
+            return float(painted)
+        page.wait_for_timeout(20)
+    raise RuntimeError(f"{url} never painted")
+
+
+def drawn(page: Page, url: str, name: str) -> float:
+    """Milliseconds from navigation until the page ``name`` was drawn, as the
+    page itself times it."""
+    page.goto(url)
+    page.wait_for_selector(f"main[data-shown='{name}']:not([aria-busy])", timeout=60_000)
+    return float(page.locator("main").get_attribute("data-drawn-ms") or "nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--services", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = open_storage(
+            StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(Path(tmp) / "u.db"))
+        )
+        now_minute = int(time.time()) // 60
+        populate(storage, args.services, 5, now_minute - MINUTES + 1, 200, minutes=MINUTES)
+        context = QueryContext(
+            storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7)
+        )  # fmt: skip
+        execution = Execution(resolvers(), context, threads=8, max_waiting=32, deadline_s=60.0, max_depth=15)
+        server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20)
+        server.start()
+        base = server.url.removesuffix("graphql")
+        try:
+            figures = measure(base, args)
+        finally:
+            server.close()
+            storage.close()
+    record("ui", figures)
+
+
+def measure(base: str, args: argparse.Namespace) -> list[Figure]:
+    empty: list[float] = []
+    painted: list[float] = []
+    services: list[float] = []
+    layout: list[float] = []
+    topology: list[float] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        try:
+            for _ in range(args.rounds):
+                for url, into in (("data:text/html,<p>skyoap</p>", empty), (f"{base}#/services", painted)):
+                    page = browser.new_page(viewport=VIEWPORT)
+                    into.append(first_paint(page, url))
+                    page.close()
+                page = browser.new_page(viewport=VIEWPORT)
+                services.append(drawn(page, f"{base}#/services", "services"))
+                rows = page.locator("table.services tbody tr").count()
+                assert rows == args.services, f"the services page drew {rows} rows of {args.services}"
+                page.close()
+                page = browser.new_page(viewport=VIEWPORT)
+                topology.append(drawn(page, f"{base}#/topology", "topology"))
+                nodes = page.locator("svg.topology g.node").count()
+                assert nodes == args.services, f"the topology drew {nodes} nodes of {args.services}"
+                layout.append(float(page.locator("main").get_attribute("data-layout-ms") or "nan"))
+                page.close()
+        finally:
+            browser.close()
+    n = args.services
+
+    def spread(values: list[float]) -> str:
+        return f"p50 {pct(values, 50):.0f} ms, p99 {pct(values, 99):.0f} ms"
+
+    print(f"first paint: {spread(painted)} (an empty page: {spread(empty)})")
+    print(f"the services page of {n} services drawn: {spread(services)}")
+    print(f"a topology of {n} services laid out: {spread(layout)} (the page drawn: {spread(topology)})")
+    return [
+        Figure("first paint p99", pct(painted, 99), "ms", pct(empty, 99), "an empty page's", at_most(1000)),
+        Figure(f"services page of {n} services drawn p99", pct(services, 99), "ms"),
+        Figure(f"topology of {n} services laid out p99", pct(layout, 99), "ms", pct(topology, 99),
+               "the whole topology page drawn", at_most(1000)),
+    ]  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
