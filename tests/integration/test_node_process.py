@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -105,3 +107,37 @@ def test_the_demo_registers_its_fleet_and_prints_the_inventory() -> None:
     )
     assert calls == {"demo-service-0": "10", "demo-service-1": "20", "demo-service-2": "30"}
     assert re.search(r"^1\s+demo-service-\d\s+2\s+2\s", out.stdout, re.MULTILINE)
+    assert out.stdout.splitlines()[-1] == (
+        "To look at it in a browser: `skyoap demo --serve`, then open http://127.0.0.1:12800/"
+    )
+
+
+def test_the_served_demo_keeps_its_node_and_web_ui_up_until_interrupted() -> None:
+    demo = subprocess.Popen(
+        [*SKYOAP, "demo", "--serve", "--query-port", "0", "--services", "2", "--instances", "1",
+         "--traces", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "SKYOAP_PORT": "0"},
+    )  # fmt: skip
+    try:
+        assert demo.stdout is not None
+        line = demo.stdout.readline()
+        found = re.fullmatch(r"the web UI: (http://127\.0\.0\.1:\d+/)  \(Ctrl-C stops the demo\)\n", line)
+        assert found, line + (demo.stderr.read() if demo.stderr else "")
+        with urllib.request.urlopen(found[1], timeout=30) as page:
+            assert b"<title>skyoap</title>" in page.read()
+        request = urllib.request.Request(
+            f"{found[1]}graphql",
+            data=json.dumps({"query": 'query { s: listServices(layer: "GENERAL") { name } }'}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert json.loads(answer.read()) == {
+                "data": {"s": [{"name": "demo-service-0"}, {"name": "demo-service-1"}]}
+            }
+        demo.send_signal(signal.SIGINT)
+        out, err = demo.communicate(timeout=120)
+        assert demo.returncode == 0, err
+        assert "services (2)" in out
+    finally:
+        demo.kill()
