@@ -5,7 +5,7 @@ each test's screenshots go."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,11 +35,16 @@ def shots(tmp_path: Path) -> Path:
 
 
 def open_page(page: Page, url: str, name: str) -> None:
-    """Opens ``url`` and waits until the page named ``name`` has been drawn
-    (the frame marks the page it showed, and is busy while it draws)."""
+    """Opens ``url`` and waits until the page named ``name`` has been drawn."""
+    redrawn(page, name, lambda: page.goto(url))
+
+
+def redrawn(page: Page, name: str, action: Callable[[], object]) -> None:
+    """Does ``action`` and waits until the page named ``name`` has been drawn
+    anew (the frame marks the page it drew last, and is busy while it draws)."""
     if page.url.startswith("http"):
         page.evaluate("document.querySelector('main')?.removeAttribute('data-shown')")
-    page.goto(url)
+    action()
     page.wait_for_selector(f"main[data-shown='{name}']:not([aria-busy])")
     errors = page.locator("main p.error")
     assert errors.count() == 0, errors.first.text_content()

@@ -19,7 +19,7 @@ from skyoap.consumer.client import Consumer
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests.certs import TestCa
-from tests.integration.browser import VIEWPORT, browser, open_page, shots
+from tests.integration.browser import VIEWPORT, browser, open_page, redrawn, shots
 from tests.integration.helpers import eventually
 from tests.integration.test_query_agents import (
     SHOP,
@@ -91,9 +91,8 @@ def services(page: Page, base: str, when: str, w: Workload, shots: Path) -> None
         assert sum(float(p) for p in points.split(",") if p) == {"shop": 5, "stock": 4}[name]
     page.screenshot(path=shots / "services.png", full_page=True)
     page.fill("input[type=search]", "sto")
-    page.press("input[type=search]", "Enter")
-    eventually(lambda: "q=sto" in page.url)
-    page.wait_for_selector("main[data-shown='services']:not([aria-busy])")
+    redrawn(page, "services", lambda: page.press("input[type=search]", "Enter"))
+    assert "q=sto" in page.url
     assert cells(page, "table.services tbody tr", "data-service") == ["stock"]
 
 
@@ -117,12 +116,11 @@ def graph(page: Page, base: str, when: str, w: Workload, shots: Path) -> None:
         cpm = w.single(f"avg(service_relation_{side}_cpm)", w.minutes, **relation)
         assert sides.nth(i).locator("td").first.text_content() == figure(cpm)
     page.screenshot(path=shots / "topology.png")
-    page.locator("g.node[data-node='shop']").dispatch_event("click")
-    eventually(lambda: f"#/service?id={urllib.parse.quote(SHOP, safe='')}" in page.url)
+    redrawn(page, "service", lambda: page.locator("g.node[data-node='shop']").dispatch_event("click"))
+    assert f"#/service?id={urllib.parse.quote(SHOP, safe='')}" in page.url
 
 
 def dashboard(page: Page, w: Workload, shots: Path) -> None:
-    page.wait_for_selector("main[data-shown='service']:not([aria-busy])")
     assert page.locator("main h1").text_content() == "shop"
     assert cells(page, "table.instances tbody tr", "data-name") == ["shop-1"]
     assert sorted(cells(page, "table.endpoints tbody tr", "data-name")) == ["/buy", "/buy-fail"]
