@@ -15,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
+
 from skyoap.agent import Agent
 from skyoap.agent.traces import chain_trace, report
 from skyoap.deploy.inventory_table import print_inventory
@@ -85,6 +87,8 @@ def run_demo(
             host="127.0.0.1",
             port=0 if default_port else config.server.port,
             query_port=0 if default_query_port and not serve else config.query.port,
+            # The demo's queries and UI stay on this machine unless told otherwise.
+            query_host="127.0.0.1" if config.query.host == QueryConfig.host else config.query.host,
         )
         with Node(config) as node:
             target = node.address
@@ -144,8 +148,14 @@ def run_demo(
 def _serve(ui_url: str | None, report_more: Callable[[], object]) -> None:
     """Keeps the demo up, reporting more every ``SERVE_REPORT_S``, until SIGINT or SIGTERM."""
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     print(f"the web UI: {ui_url or 'off (the query port is off)'}  (Ctrl-C stops the demo)", flush=True)
-    while not stop.wait(SERVE_REPORT_S):
-        report_more()
+    try:
+        while not stop.wait(SERVE_REPORT_S):
+            try:
+                report_more()
+            except grpc.RpcError as e:  # the node shedding load, say: the demo goes on
+                log.warning("the demo's traces were not all reported: %s", e.details())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -28,6 +28,15 @@ def query_logs(
     return {"logs": [log_answer(r) for r in records], "errorReason": None}
 
 
+MAX_KEYWORDS = 10
+"""Keywords one log search takes, wanted and unwanted together."""
+
+
+def _keywords(condition: Mapping[str, Any], field: str) -> list[str]:
+    """The keywords of ``field``, blank ones dropped (they would match every log)."""
+    return [k.strip() for k in condition.get(field) or () if k.strip()]
+
+
 def log_search(condition: Mapping[str, Any]) -> RecordSearch:
     """The search of a ``LogQueryCondition``; ValueError for one that cannot be answered."""
     trace, duration = condition.get("relatedTrace"), condition.get("queryDuration")
@@ -37,6 +46,14 @@ def log_search(condition: Mapping[str, Any]) -> RecordSearch:
         )
     if condition.get("tags"):
         raise ValueError("skyoap does not search logs by tags: leave tags out")
+    wanted, unwanted = (
+        _keywords(condition, "keywordsOfContent"),
+        _keywords(condition, "excludingKeywordsOfContent"),
+    )
+    if len(wanted) + len(unwanted) > MAX_KEYWORDS:
+        raise ValueError(
+            f"a log search takes at most {MAX_KEYWORDS} keywords, not {len(wanted) + len(unwanted)}"
+        )
     equal: dict[str, str | int | bool] = {}
     if condition.get("serviceId"):
         equal["service"] = service_name(condition["serviceId"])
@@ -64,8 +81,8 @@ def log_search(condition: Mapping[str, Any]) -> RecordSearch:
         equal=equal,
         at_least=at_least,
         at_most=at_most,
-        contains={"content": condition.get("keywordsOfContent") or ()},
-        lacks={"content": condition.get("excludingKeywordsOfContent") or ()},
+        contains={"content": wanted},
+        lacks={"content": unwanted},
         order_by="timestamp",
         descending=(condition.get("queryOrder") or "DES") == "DES",
         offset=page.offset,

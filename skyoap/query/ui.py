@@ -25,12 +25,16 @@ _NAME = re.compile(r"[a-z][a-z0-9_-]*\.(html|js|css|svg)")
 
 
 @functools.cache
+def _files() -> dict[str, Page]:
+    """Every file of the UI, read once: what a request names is looked up here."""
+    folder = importlib.resources.files(__package__).joinpath("ui")
+    return {
+        f.name: Page(CONTENT_TYPES[f.name[f.name.rindex(".") :]], f.read_bytes())
+        for f in folder.iterdir()
+        if f.is_file() and _NAME.fullmatch(f.name)
+    }
+
+
 def ui_file(name: str) -> Page | None:
     """The UI's file ``name``, None if the UI has none by that name."""
-    if not _NAME.fullmatch(name):
-        return None
-    path = importlib.resources.files(__package__).joinpath("ui", name)
-    if not path.is_file():
-        return None
-    suffix = name[name.rindex(".") :]
-    return Page(CONTENT_TYPES[suffix], path.read_bytes())
+    return _files().get(name)

@@ -41,7 +41,12 @@ class Scrape:
         return next(le for le in sorted(buckets) if buckets[le] >= q * count)
 
 
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Nodes are read directly, whatever proxy the environment names."""
+
+
 def read_metrics(admin: str, timeout_s: float = 10.0) -> Scrape:
-    """The /metrics of the node whose admin endpoint is ``admin`` (host:port)."""
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=timeout_s) as r:
+    """The /metrics of the node whose admin endpoint is ``admin`` (host:port);
+    ``timeout_s`` bounds each socket operation of the read."""
+    with _DIRECT.open(f"http://{admin}/metrics", timeout=timeout_s) as r:
         return Scrape(r.read().decode())

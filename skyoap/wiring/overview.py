@@ -74,8 +74,8 @@ def overview_page(
             else:
                 entry["unread"] = "it serves no /metrics (its --admin-port is off)"
                 return entry
-        except OSError as e:
-            entry["unread"] = f"its /metrics at {member.admin} did not answer: {e}"
+        except Exception as e:  # a peer that answers no Prometheus text is shown, not raised
+            entry["unread"] = f"its /metrics at {member.admin} could not be read: {e}"
             return entry
         entry["figures"] = figures(scrape)
         return entry

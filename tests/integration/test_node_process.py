@@ -112,18 +112,19 @@ def test_the_demo_registers_its_fleet_and_prints_the_inventory() -> None:
     )
 
 
-def test_the_served_demo_keeps_its_node_and_web_ui_up_until_interrupted() -> None:
+def test_the_served_demo_keeps_its_node_and_web_ui_up_until_interrupted(tmp_path: Path) -> None:
+    errors = tmp_path / "stderr"
     demo = subprocess.Popen(
         [*SKYOAP, "demo", "--serve", "--query-port", "0", "--services", "2", "--instances", "1",
          "--traces", "10"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=errors.open("w"), text=True, cwd=ROOT,
         env={**os.environ, "SKYOAP_PORT": "0"},
     )  # fmt: skip
     try:
         assert demo.stdout is not None
         line = demo.stdout.readline()
         found = re.fullmatch(r"the web UI: (http://127\.0\.0\.1:\d+/)  \(Ctrl-C stops the demo\)\n", line)
-        assert found, line + (demo.stderr.read() if demo.stderr else "")
+        assert found, line + errors.read_text()
         with urllib.request.urlopen(found[1], timeout=30) as page:
             assert b"<title>skyoap</title>" in page.read()
         request = urllib.request.Request(
@@ -136,8 +137,8 @@ def test_the_served_demo_keeps_its_node_and_web_ui_up_until_interrupted() -> Non
                 "data": {"s": [{"name": "demo-service-0"}, {"name": "demo-service-1"}]}
             }
         demo.send_signal(signal.SIGINT)
-        out, err = demo.communicate(timeout=120)
-        assert demo.returncode == 0, err
+        out, _ = demo.communicate(timeout=120)
+        assert demo.returncode == 0, errors.read_text()
         assert "services (2)" in out
     finally:
         demo.kill()

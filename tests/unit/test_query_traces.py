@@ -389,6 +389,10 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
     assert found(queryDuration=DURATION, keywordsOfContent=["LINE 1"]) == ["line 1"]
     assert found(queryDuration=DURATION, keywordsOfContent=["line", "2"]) == ["line 2"]
     assert found(queryDuration=DURATION, excludingKeywordsOfContent=["line"]) == ["{}"]
+    # A blank keyword would match every log: it is left out.
+    assert found(queryDuration=DURATION, keywordsOfContent=[" ", "2"], excludingKeywordsOfContent=[""]) == [
+        "line 2"
+    ]
     assert found(
         queryDuration=DURATION, serviceInstanceId="Qg==.1_Yi0x", paging={"pageNum": 2, "pageSize": 2}
     ) == ["line 0"]
@@ -428,6 +432,10 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
         (
             {"queryDuration": DURATION, "tags": [{"key": "level", "value": "ERROR"}]},
             "skyoap does not search logs by tags",
+        ),
+        (
+            {"queryDuration": DURATION, "keywordsOfContent": [str(i) for i in range(11)]},
+            "a log search takes at most 10 keywords, not 11",
         ),
         (
             {"queryDuration": DURATION, "paging": {"pageSize": 5000}},

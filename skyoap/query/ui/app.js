@@ -12,9 +12,11 @@ import { traces } from "/ui/traces.js";
 const PAGES = { services, service, topology, traces, logs, cluster };
 const REFRESH_MS = 30_000;
 const WINDOW = ["last", "from", "to", "refresh"];
+const LASTS = ["15", "60", "1440", "range"];
 const form = document.getElementById("window");
 let kept = new URLSearchParams({ last: "15" }); // the window, carried from page to page
 let timer = null;
+let drawing = 0; // the latest draw: an earlier one that ends later is dropped
 
 function route() {
   const [path, query] = (location.hash.replace(/^#\/?/, "") || "services").split("?");
@@ -22,20 +24,24 @@ function route() {
 }
 
 function go(name, params) {
-  location.hash = `#/${name}?${params}`;
+  const hash = `#/${name}?${params}`;
+  if (location.hash === hash) show(); // the same search again: drawn again
+  else location.hash = hash;
 }
 
 // The Duration the window's parameters describe: the last minutes, or a
 // range of UTC times.
 function durationOf(params) {
   if (params.get("last") === "range" && params.get("from") && params.get("to")) {
-    return between(new Date(`${params.get("from")}Z`), new Date(`${params.get("to")}Z`));
+    const [a, b] = [new Date(`${params.get("from")}Z`), new Date(`${params.get("to")}Z`)];
+    return a <= b ? between(a, b) : between(b, a);
   }
   return lastMinutes(Number(params.get("last")) || 15);
 }
 
 function showWindow(params) {
-  form.last.value = params.get("last") || "15";
+  if (!LASTS.includes(params.get("last"))) params.set("last", "15");
+  form.last.value = params.get("last");
   form.from.value = params.get("from") || "";
   form.to.value = params.get("to") || "";
   form.classList.toggle("range", form.last.value === "range");
@@ -60,27 +66,40 @@ async function show() {
     page.textContent = `There is no page ${name}.`;
     return;
   }
+  const update = (changes) => {
+    for (const [k, v] of Object.entries(changes)) v == null || v === "" ? params.delete(k) : params.set(k, v);
+  };
   const state = {
     params,
     duration: durationOf(params),
+    // Changes the URL and draws the page anew.
     set(changes) {
-      for (const [k, v] of Object.entries(changes)) v == null || v === "" ? params.delete(k) : params.set(k, v);
+      update(changes);
       go(name, params);
     },
+    // Changes the URL only: the page has already shown the change.
+    note(changes) {
+      update(changes);
+      history.replaceState(null, "", `#/${name}?${params}`);
+    },
   };
+  // The page is drawn aside and shown whole, unless another draw began meanwhile.
+  const mine = ++drawing;
+  const drawn = document.createElement("main");
   page.setAttribute("aria-busy", "true");
   try {
-    await render(page, state);
+    await render(drawn, state);
   } catch (e) {
     const message = document.createElement("p");
     message.className = "error";
     message.textContent = e instanceof QueryError ? e.message : `The page failed: ${e}`;
-    page.replaceChildren(message);
-  } finally {
-    page.removeAttribute("aria-busy");
-    page.dataset.shown = name;
-    page.dataset.drawnMs = String(Math.round(performance.now())); // since the UI was opened
+    drawn.replaceChildren(message);
   }
+  if (mine !== drawing) return;
+  page.replaceChildren(...drawn.childNodes);
+  for (const k of Object.keys(page.dataset)) delete page.dataset[k];
+  Object.assign(page.dataset, drawn.dataset, { shown: name, drawnMs: String(Math.round(performance.now())) });
+  page.removeAttribute("aria-busy");
 }
 
 function start() {

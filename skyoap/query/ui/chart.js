@@ -1,14 +1,8 @@
 // Charts drawn as SVG by our own code.
 
-const SVG = "http://www.w3.org/2000/svg";
-const COLOURS = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626"];
+import { svg } from "/ui/dom.js";
 
-function svg(tag, attrs = {}, text = "") {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  if (text) node.textContent = text;
-  return node;
-}
+const COLOURS = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626"];
 
 // The path of `points` (numbers, or null for a gap) over a box, and a dot
 // for each point that has no neighbour to draw a line to.

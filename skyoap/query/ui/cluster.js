@@ -31,7 +31,7 @@ function nodeRow(n) {
   if (!f) return [name, n.role, addresses, time(n.startedMs), el("span", { className: "unread", textContent: n.unread }), "", "", "", ""];
   return [name, n.role, addresses, time(n.startedMs), `${f.queued} / ${f.capacity}`, f.dropped + f.shed,
     `${figure(f.memoryHeld / MB, 1)} of ${figure(f.memoryLimit / MB, 0)} MB`,
-    f.persistMeanMs == null ? "–" : `${figure(f.persistMeanMs, 1)} ms (p99 ≤ ${figure(f.persistP99Ms, 0)} ms)`, `${f.received} / ${f.stored}`];
+    f.persistMeanMs == null ? "–" : `${figure(f.persistMeanMs, 1)} ms` + (f.persistP99Ms == null ? "" : ` (p99 ≤ ${figure(f.persistP99Ms, 0)} ms)`), `${f.received} / ${f.stored}`];
 }
 
 export async function cluster(page) {

@@ -1,5 +1,13 @@
 // Small helpers to build the pages' elements.
 
+// An SVG element with attributes.
+export function svg(tag, attrs = {}, text = "") {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text) node.textContent = text;
+  return node;
+}
+
 // An element with properties and children.
 export function el(tag, props = {}, ...children) {
   const node = Object.assign(document.createElement(tag), props);
@@ -25,8 +33,9 @@ export function select(name, options, chosen) {
 }
 
 // Makes a table's columns after the first sort its rows when their heading
-// is clicked, highest first, by each cell's data-value.
-export function sortable(table) {
+// is clicked, highest first, by each cell's data-value; `sorted(i)` is told
+// of the column.
+export function sortable(table, sorted = () => {}) {
   const body = table.tBodies[0];
   [...table.tHead.rows[0].cells].forEach((th, i) => {
     if (i === 0 || body?.rows[0]?.cells[i]?.dataset.value === undefined) return;
@@ -35,6 +44,7 @@ export function sortable(table) {
       const value = (row) => Number(row.cells[i].dataset.value || -1);
       body.append(...[...body.rows].sort((a, b) => value(b) - value(a)));
       for (const other of table.tHead.rows[0].cells) other.classList.toggle("sorted", other === th);
+      sorted(i);
     });
   });
   return table;

@@ -5,7 +5,8 @@ import { gql } from "/ui/api.js";
 import { el, time, when } from "/ui/dom.js";
 import { entityCondition, entityPickers, input, searchForm } from "/ui/search.js";
 
-const LOGS = `query ($condition: LogQueryCondition) {
+export const PAGE_SIZE = 100;
+export const LOGS = `query ($condition: LogQueryCondition) {
   queryLogs(condition: $condition) {
     logs { serviceName serviceInstanceName endpointName traceId timestamp contentType content tags { key value } }
   }
@@ -15,7 +16,7 @@ const words = (text) => (text || "").split(",").map((w) => w.trim()).filter(Bool
 
 function condition(state) {
   const p = state.params;
-  const c = { paging: { pageNum: 1, pageSize: 100 }, queryOrder: "DES" };
+  const c = { paging: { pageNum: 1, pageSize: PAGE_SIZE }, queryOrder: "DES" };
   if (p.get("traceId")) c.relatedTrace = { traceId: p.get("traceId") };
   else c.queryDuration = state.duration;
   Object.assign(c, entityCondition(p));
@@ -38,5 +39,6 @@ export async function logs(page, state) {
       el("td", { textContent: l.serviceName }), el("td", { textContent: l.serviceInstanceName || "–" }),
       el("td", { textContent: l.endpointName || "–" }), el("td", {}, trace), el("td", {}, el("pre", { textContent: l.content })));
   }
-  page.replaceChildren(form, table, when(!queryLogs.logs.length, () => el("p", { className: "empty", textContent: "No log matches." })));
+  page.replaceChildren(form, table, when(!queryLogs.logs.length, () => el("p", { className: "empty", textContent: "No log matches." })),
+    when(queryLogs.logs.length === PAGE_SIZE, () => el("p", { className: "meta", textContent: `The newest ${PAGE_SIZE} shown: narrow the search for others.` })));
 }

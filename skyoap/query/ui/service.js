@@ -32,13 +32,6 @@ export async function service(page, state) {
     gql('query ($id: ID!) { pods: findEndpoint(serviceId: $id, keyword: "", limit: 100) { name } }', { id }),
     gql("query ($id: ID!, $d: Duration!) { t: getServiceTopology(serviceId: $id, duration: $d) { nodes { id name isReal } calls { id source target detectPoints } } }", { id, d }),
   ]);
-  const charts = await expressions([...CHARTS.map(([, e]) => [e, entity]), [PERCENTILES, entity]], d);
-  const grid = el("div", { className: "charts" });
-  const times = [d.start, d.end];
-  CHARTS.forEach(([title], i) => grid.append(el("figure", {}, el("figcaption", { textContent: title }), lineChart([{ name: title, points: series(charts[i]) }], times))));
-  const percentiles = charts[CHARTS.length].results.map((r) => ({ name: `p${r.metric.labels[0]?.value}`, points: r.values.map((v) => (v.value == null ? null : Number(v.value))) }));
-  grid.append(el("figure", {}, el("figcaption", { textContent: "Latency percentiles (ms)" }), lineChart(percentiles, times)));
-
   const list = async (kind, names, prefix, named) => {
     const asked = names.flatMap((n) => FIGURES.map(([, f]) => [`avg(${prefix}_${f})`, { ...entity, [named]: n }]).concat([[`${prefix}_cpm`, { ...entity, [named]: n }]]));
     const results = await expressions(asked, d);
@@ -56,7 +49,18 @@ export async function service(page, state) {
     }
     return sortable(table);
   };
-  const figures = await callFigures(t, d);
+  const [charts, instancesTable, endpointsTable, figures] = await Promise.all([
+    expressions([...CHARTS.map(([, e]) => [e, entity]), [PERCENTILES, entity]], d),
+    list("instances", instances.map((i) => i.name), "service_instance", "serviceInstanceName"),
+    list("endpoints", endpoints.map((e) => e.name), "endpoint", "endpointName"),
+    callFigures(t, d),
+  ]);
+  const grid = el("div", { className: "charts" });
+  const times = [d.start, d.end];
+  CHARTS.forEach(([title], i) => grid.append(el("figure", {}, el("figcaption", { textContent: title }), lineChart([{ name: title, points: series(charts[i]) }], times))));
+  const percentiles = charts[CHARTS.length].results.map((r) => ({ name: `p${r.metric.labels[0]?.value}`, points: r.values.map((v) => (v.value == null ? null : Number(v.value))) }));
+  grid.append(el("figure", {}, el("figcaption", { textContent: "Latency percentiles (ms)" }), lineChart(percentiles, times)));
+
   const names = new Map(t.nodes.map((n) => [n.id, n]));
   const relations = (mine) => {
     const table = el("table", { className: "relations" });
@@ -76,8 +80,8 @@ export async function service(page, state) {
   };
   page.replaceChildren(
     el("h1", { textContent: s.name }), grid,
-    el("h2", { textContent: "Instances" }), await list("instances", instances.map((i) => i.name), "service_instance", "serviceInstanceName"),
-    el("h2", { textContent: "Endpoints" }), await list("endpoints", endpoints.map((e) => e.name), "endpoint", "endpointName"),
+    el("h2", { textContent: "Instances" }), instancesTable,
+    el("h2", { textContent: "Endpoints" }), endpointsTable,
     el("h2", { textContent: "Calls it makes" }), relations((c) => c.source === id),
     el("h2", { textContent: "Calls it serves" }), relations((c) => c.target === id),
   );

@@ -3,20 +3,13 @@
 // service's dashboard, an edge shows both sides' figures.
 
 import { expressions, gql, single } from "/ui/api.js";
-import { el, figure } from "/ui/dom.js";
+import { el, figure, svg } from "/ui/dom.js";
 import { layout } from "/ui/layout.js";
 import { callFigures, judged } from "/ui/relations.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 const UNHEALTHY_SLA = 95; // % of calls that succeed, below which a node or edge is red
 const TOPOLOGY = `query ($d: Duration!) { t: getGlobalTopology(duration: $d) {
   nodes { id name type isReal } calls { id source target detectPoints } } }`;
-
-const svg = (tag, attrs = {}) => {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
-};
 
 // The drawing's size: room for every node, at least a laptop screen's.
 export function canvasSize(nodes) {
@@ -54,9 +47,7 @@ export async function topology(page, state) {
     const line = svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "edge" + (ok != null && ok < UNHEALTHY_SLA ? " unhealthy" : "") });
     line.dataset.call = name;
     line.dataset.sides = c.detectPoints.join(",");
-    const title = svg("title");
-    title.textContent = `${name}: ${figure(cpm)} calls / min, ${figure(ok)} % succeeded`;
-    line.append(title);
+    line.append(svg("title", {}, `${name}: ${figure(cpm)} calls / min, ${figure(ok)} % succeeded`));
     line.addEventListener("click", () => panel.replaceChildren(...edgePanel(name, sides)));
     root.append(line);
   }
@@ -65,10 +56,8 @@ export async function topology(page, state) {
     const g = svg("g", { class: `node${n.isReal ? "" : " virtual"}${health}`, transform: `translate(${pos[i].x},${pos[i].y})` });
     g.dataset.node = n.name;
     g.append(svg("circle", { r: 14 }));
-    const label = svg("text", { y: 30, "text-anchor": "middle" });
-    label.textContent = n.name;
-    g.append(label);
-    if (n.isReal) g.addEventListener("click", () => (location.hash = `#/service?id=${encodeURIComponent(n.id)}`));
+    g.append(svg("text", { y: 30, "text-anchor": "middle" }, n.name));
+    if (n.isReal) g.addEventListener("click", () => dragged || (location.hash = `#/service?id=${encodeURIComponent(n.id)}`));
     root.append(g);
   });
   zoomAndPan(root, width, height);
@@ -86,6 +75,8 @@ function edgePanel(name, sides) {
   return [el("h3", { textContent: name }), table];
 }
 
+let dragged = false; // the pointer moved the view since it went down: not a click
+
 function zoomAndPan(root, width, height) {
   let view = { x: 0, y: 0, w: width, h: height };
   const apply = () => root.setAttribute("viewBox", `${view.x} ${view.y} ${view.w} ${view.h}`);
@@ -96,12 +87,17 @@ function zoomAndPan(root, width, height) {
     apply();
   });
   let from = null;
-  root.addEventListener("pointerdown", (e) => (from = { x: e.clientX, y: e.clientY, view }));
+  root.addEventListener("pointerdown", (e) => {
+    from = { x: e.clientX, y: e.clientY, view };
+    dragged = false;
+  });
   root.addEventListener("pointerup", () => (from = null));
   root.addEventListener("pointerleave", () => (from = null));
   root.addEventListener("pointermove", (e) => {
-    if (!from) return;
-    const scale = from.view.w / root.clientWidth;
+    if (!from || Math.hypot(e.clientX - from.x, e.clientY - from.y) < 4) return;
+    dragged = true;
+    // The drawing keeps its proportions: the larger of the two scales is the one in use.
+    const scale = Math.max(from.view.w / root.clientWidth, from.view.h / root.clientHeight);
     view = { ...from.view, x: from.view.x - (e.clientX - from.x) * scale, y: from.view.y - (e.clientY - from.y) * scale };
     apply();
   });

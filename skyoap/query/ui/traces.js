@@ -2,8 +2,9 @@
 // and tags; the list; a trace as a waterfall of every span across its
 // services, with the chosen span's tags and logs, and the trace's logs.
 
-import { gql } from "/ui/api.js";
+import { gql, QueryError } from "/ui/api.js";
 import { el, select, time, when } from "/ui/dom.js";
+import { LOGS } from "/ui/logs.js";
 import { entityCondition, entityPickers, input, searchForm } from "/ui/search.js";
 
 const TRACES = `query ($condition: TraceQueryCondition) {
@@ -16,20 +17,21 @@ const TRACE = `query ($traceId: ID!) {
       tags { key value } logs { time data { key value } } }
   }
 }`;
-const LOGS = `query ($condition: LogQueryCondition) {
-  queryLogs(condition: $condition) { logs { serviceName endpointName timestamp contentType content } }
-}`;
+const PAGE_SIZE = 50;
 
 function condition(state) {
   const p = state.params;
   const c = { traceState: p.get("state") || "ALL", queryOrder: p.get("order") || "BY_START_TIME",
-    paging: { pageNum: 1, pageSize: 50 }, ...entityCondition(p) };
+    paging: { pageNum: 1, pageSize: PAGE_SIZE }, ...entityCondition(p) };
   if (p.get("traceId")) c.traceId = p.get("traceId");
   else c.queryDuration = state.duration;
   if (p.get("min")) c.minTraceDuration = Number(p.get("min"));
   if (p.get("max")) c.maxTraceDuration = Number(p.get("max"));
   const tags = (p.get("tags") || "").split(",").map((t) => t.trim()).filter(Boolean);
-  if (tags.length) c.tags = tags.map((t) => ({ key: t.split("=")[0], value: t.slice(t.indexOf("=") + 1) }));
+  for (const t of tags) {
+    if (!t.includes("=")) throw new QueryError(`A tag is searched as key=value (http.status_code=500), not as ${t}.`);
+  }
+  if (tags.length) c.tags = tags.map((t) => ({ key: t.slice(0, t.indexOf("=")), value: t.slice(t.indexOf("=") + 1) }));
   return c;
 }
 
@@ -52,7 +54,8 @@ export async function traces(page, state) {
   }));
   const view = el("section", { className: "trace" }, el("p", { className: "empty", textContent: "Choose a trace to see its spans." }));
   page.replaceChildren(form, el("div", { className: "split" },
-    el("div", {}, list, when(!data.traces.length, () => el("p", { className: "empty", textContent: "No trace matches." }))), view));
+    el("div", {}, list, when(!data.traces.length, () => el("p", { className: "empty", textContent: "No trace matches." })),
+      when(data.traces.length === PAGE_SIZE, () => el("p", { className: "meta", textContent: `The first ${PAGE_SIZE} shown: narrow the search for others.` }))), view));
   if (p.get("trace")) await showTrace(view, p.get("trace"));
 }
 
