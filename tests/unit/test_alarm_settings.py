@@ -96,7 +96,8 @@ def test_exclusions_win_over_inclusions() -> None:
     [
         ("metrics-name: service_sla\n    op: <\n    threshold: 8000\n    count: 2",
          "sum(service_sla < 8000) >= 2"),
-        ("metrics-name: service_resp_time\n    op: '='\n    threshold: 5", "sum(service_resp_time == 5) >= 1"),
+        ("metrics-name: service_resp_time\n    op: '='\n    threshold: 5",
+         "sum(service_resp_time == 5) >= 1"),
         ("metrics-name: service_percentile\n    op: '>'\n    threshold: -,-,1000,1000,2000\n"
          "    count: 3",
          "sum(service_percentile{p='90'} > 1000) >= 3 || sum(service_percentile{p='95'} > 1000) >= 3 "
