@@ -1,0 +1,135 @@
+"""What each hook is sent, in its service's own format: SkyWalking's webhook
+payload (a JSON list of alarm messages), Slack's blocks, WeChat's,
+DingTalk's and Feishu's text messages (signed when the hook has a secret),
+Discord's content and PagerDuty's Events API v2, whose ``dedup_key`` is the
+firing's id, so that a recovery resolves what its firing triggered."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from skyoap.alarm.settings import Hook
+
+DEFAULT_TEMPLATES = {
+    "slack": '{"type": "section", "text": {"type": "mrkdwn", '
+    '"text": ":alarm_clock: *skyoap alarm* \\n **%s**."}}',
+    "wechat": '{"msgtype": "text", "text": {"content": "skyoap alarm: \\n %s."}}',
+    "dingtalk": '{"msgtype": "text", "text": {"content": "skyoap alarm: \\n %s."}}',
+    "feishu": '{"msg_type": "text", "content": {"text": "skyoap alarm: \\n %s."}}',
+    "discord": "skyoap alarm: \n %s.",
+    "pagerduty": "skyoap alarm: \n %s.",
+}
+DEFAULT_RECOVERY_TEMPLATES = {
+    kind: text.replace("alarm", "alarm recovered").replace(":alarm_clock:", ":green_heart:")
+    for kind, text in DEFAULT_TEMPLATES.items()
+}
+
+
+@dataclass(frozen=True)
+class AlarmMessage:
+    """One firing or recovery, as SkyWalking's ``AlarmMessage``."""
+
+    scope_id: int
+    scope: str
+    name: str
+    id0: str
+    id1: str
+    rule_name: str
+    message: str
+    firing: str
+    """The firing's id (``uuid``): its recovery, and any resend, carry it too."""
+    start_ms: int
+    tags: tuple[tuple[str, str], ...] = ()
+    recovery_ms: int | None = None
+
+    @property
+    def is_recovery(self) -> bool:
+        return self.recovery_ms is not None
+
+    def webhook(self) -> dict[str, Any]:
+        """As SkyWalking's webhook payload names its fields."""
+        out: dict[str, Any] = {
+            "scopeId": self.scope_id, "scope": self.scope, "name": self.name, "uuid": self.firing,
+            "id0": self.id0, "id1": self.id1, "ruleName": self.rule_name, "alarmMessage": self.message,
+            "startTime": self.start_ms, "tags": [{"key": k, "value": v} for k, v in self.tags],
+        }  # fmt: skip
+        if self.recovery_ms is not None:
+            out["recoveryTime"] = self.recovery_ms
+        return out
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP POST of JSON to a hook's target."""
+
+    url: str
+    body: bytes
+    headers: Mapping[str, str]
+
+
+def requests(hook: Hook, message: AlarmMessage, now_ms: int) -> list[Request]:
+    """What ``hook`` is sent for ``message``: one request per target (none
+    for a recovery to a webhook that names no target for recoveries)."""
+    targets = hook.recovery_targets if message.is_recovery else hook.targets
+    template = (hook.recovery_text_template if message.is_recovery else hook.text_template) or (
+        (DEFAULT_RECOVERY_TEMPLATES if message.is_recovery else DEFAULT_TEMPLATES).get(hook.kind, "")
+    )
+    return [_request(hook.kind, target, template, message, now_ms) for target in targets]
+
+
+def _text(template: str, message: AlarmMessage) -> str:
+    return template.replace("%s", message.message)
+
+
+def _json_text(template: str, message: AlarmMessage) -> Any:
+    """A template that is JSON with the message in its place, escaped as JSON
+    (a message may hold quotes)."""
+    escaped = json.dumps(message.message)[1:-1]
+    return json.loads(template.replace("%s", escaped))
+
+
+def _request(kind: str, target: Mapping[str, Any], template: str, m: AlarmMessage, now_ms: int) -> Request:
+    url = str(target["url"])
+    headers = {str(k): str(v) for k, v in (target.get("headers") or {}).items()}
+    body: Any
+    if kind == "webhook":
+        body = [m.webhook()]
+    elif kind == "slack":
+        body = {"blocks": [_json_text(template, m)]}
+    elif kind == "discord":
+        body = {"username": target.get("username", "skyoap"), "content": _text(template, m)}
+    elif kind == "pagerduty":
+        body = {
+            "routing_key": target["integration-key"],
+            "dedup_key": m.firing,
+            "event_action": "resolve" if m.is_recovery else "trigger",
+            "payload": {"summary": _text(template, m), "severity": "warning", "source": "skyoap"},
+        }
+    else:  # wechat, dingtalk, feishu: their text message, from the template
+        body = _json_text(template, m)
+        secret = target.get("secret")
+        if secret and kind == "dingtalk":
+            url = _dingtalk_signed(url, str(secret), now_ms)
+        elif secret and kind == "feishu":
+            body = {**body, **_feishu_signature(str(secret), now_ms // 1000)}
+    return Request(url, json.dumps(body, separators=(",", ":")).encode(), headers)
+
+
+def _dingtalk_signed(url: str, secret: str, now_ms: int) -> str:
+    """DingTalk's signature: HMAC-SHA256 of "timestamp\\nsecret" by the secret, in the URL."""
+    digest = hmac.new(secret.encode(), f"{now_ms}\n{secret}".encode(), hashlib.sha256).digest()
+    sign = urllib.parse.quote_plus(base64.b64encode(digest).decode())
+    return f"{url}{'&' if '?' in url else '?'}timestamp={now_ms}&sign={sign}"
+
+
+def _feishu_signature(secret: str, now_s: int) -> dict[str, str]:
+    """Feishu's signature: HMAC-SHA256 keyed by "timestamp\\nsecret" of nothing, in the body."""
+    digest = hmac.new(f"{now_s}\n{secret}".encode(), b"", hashlib.sha256).digest()
+    return {"timestamp": str(now_s), "sign": base64.b64encode(digest).decode()}
