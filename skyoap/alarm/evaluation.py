@@ -1,0 +1,181 @@
+"""A rule's expression over the minute metrics: the scope its metrics share,
+the entities that have rows in a window, and whether the expression held
+for one of them in the ``period`` minutes up to a minute. Expressions are
+evaluated by the query protocol's MQE engine, as ``execExpression`` would
+evaluate them for that entity and Duration."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from skyoap.alarm.settings import Rule
+from skyoap.model.metrics import SEP, Downsampling
+from skyoap.query import ids
+from skyoap.query.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
+from skyoap.query.duration import Duration, Step
+from skyoap.query.entity import Entity, Scope
+from skyoap.query.metrics import StoredMetrics
+from skyoap.query.mqe import syntax
+from skyoap.query.mqe.arithmetic import ExpressionError
+from skyoap.query.mqe.evaluator import Evaluator
+from skyoap.query.mqe.parser import parse
+from skyoap.storage.api import MetricsDAO
+
+SCOPES = {
+    Scope.SERVICE: (1, "SERVICE"),
+    Scope.SERVICE_INSTANCE: (2, "SERVICE_INSTANCE"),
+    Scope.ENDPOINT: (3, "ENDPOINT"),
+    Scope.SERVICE_RELATION: (4, "SERVICE_RELATION"),
+    Scope.SERVICE_INSTANCE_RELATION: (5, "SERVICE_INSTANCE_RELATION"),
+    Scope.ENDPOINT_RELATION: (6, "ENDPOINT_RELATION"),
+}
+"""The scopes alarms watch, with SkyWalking's scope id and name (DefaultScopeDefine)."""
+MAX_WINDOW_ROWS = 100_000
+"""Rows of one metric one evaluation round reads at most; past it, entities are dropped (counted)."""
+
+
+class RuleError(ValueError):
+    """A rule whose expression no entity can be watched by."""
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A rule, with what its expression reads."""
+
+    rule: Rule
+    tree: syntax.Expression
+    scope: Scope
+    metric: MetricDef
+    """The first metric it reads: its rows in a window name the entities."""
+
+
+def watched(rule: Rule) -> Watched:
+    """The rule with its scope; RuleError for a metric skyoap does not
+    measure, or metrics of more than one scope."""
+    tree = parse(rule.expression)
+    defs = []
+    for name in _metric_names(tree):
+        metric = CATALOGUE.get(name)
+        if metric is None:
+            raise RuleError(f"there is no metric {name}")
+        if not metric.measured:
+            raise RuleError(f"{name} is SkyWalking's; skyoap does not measure it")
+        defs.append(metric)
+    if not defs:
+        raise RuleError("the expression reads no metric")
+    scopes = {d.scope for d in defs}
+    if len(scopes) > 1:
+        named = ", ".join(sorted(s.value for s in scopes))
+        raise RuleError(f"its metrics are of several scopes ({named}): a rule watches one kind of entity")
+    scope = defs[0].scope
+    if scope not in SCOPES:
+        raise RuleError(f"alarms watch services, instances, endpoints and their relations, not {scope.value}")
+    return Watched(rule, tree, scope, defs[0])
+
+
+def _metric_names(node: Any) -> Iterator[str]:
+    """The names of the metrics in an expression tree (its nodes are dataclasses)."""
+    if isinstance(node, syntax.Metric):
+        yield node.name
+        return
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        for child in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(child):
+                yield from _metric_names(child)
+
+
+def window(minute: int, period: int) -> Duration:
+    """The ``period`` minutes up to ``minute`` (minutes since the epoch), both included."""
+
+    def text(m: int) -> str:
+        return datetime.datetime.fromtimestamp(m * 60, datetime.UTC).strftime("%Y-%m-%d %H%M")
+
+    return Duration(text(minute - period + 1), text(minute), Step.MINUTE)
+
+
+def entities(metrics: MetricsDAO, w: Watched, duration: Duration) -> list[Entity]:
+    """The entities with rows of the rule's first metric in ``duration``."""
+    model = w.metric.model
+    assert model is not None
+    rows = metrics.query(
+        model,
+        Downsampling.MINUTE,
+        duration.start_bucket,
+        duration.end_bucket,
+        w.metric.where,
+        MAX_WINDOW_ROWS,
+    )
+    found: dict[tuple[str, ...], Entity] = {}
+    for row in rows:
+        names = tuple(getattr(row, column) for column, _ in ENTITY_COLUMNS[model])
+        if names not in found:
+            found[names] = Entity(**{attr: getattr(row, column) for column, attr in ENTITY_COLUMNS[model]})
+    return [found[k] for k in sorted(found)]
+
+
+def entity_key(w: Watched, entity: Entity) -> str:
+    """The entity as its metrics are routed (``Metrics.entity``): its names joined."""
+    assert w.metric.model is not None
+    return SEP.join(getattr(entity, attr) for _, attr in ENTITY_COLUMNS[w.metric.model])
+
+
+def entity_name(scope: Scope, e: Entity) -> str:
+    """SkyWalking's name of an entity in alarms: ``{instance} of {service}``,
+    ``{endpoint} in {service}``, ``{source} to {dest}``."""
+    match scope:
+        case Scope.SERVICE:
+            return str(e.service_name)
+        case Scope.SERVICE_INSTANCE:
+            return f"{e.service_instance_name} of {e.service_name}"
+        case Scope.ENDPOINT:
+            return f"{e.endpoint_name} in {e.service_name}"
+        case Scope.SERVICE_RELATION:
+            return f"{e.service_name} to {e.dest_service_name}"
+        case Scope.SERVICE_INSTANCE_RELATION:
+            return (
+                f"{e.service_instance_name} of {e.service_name} to "
+                f"{e.dest_service_instance_name} of {e.dest_service_name}"
+            )
+        case _:
+            return f"{e.endpoint_name} in {e.service_name} to {e.dest_endpoint_name} in {e.dest_service_name}"
+
+
+def entity_ids(scope: Scope, e: Entity) -> tuple[str, str]:
+    """SkyWalking's ``id0`` and ``id1``: the entity's id, or a relation's two ends'."""
+    service, dest = str(e.service_name), str(e.dest_service_name)
+    match scope:
+        case Scope.SERVICE:
+            return ids.service_id(service, True), ""
+        case Scope.SERVICE_INSTANCE:
+            return ids.instance_id(service, True, str(e.service_instance_name)), ""
+        case Scope.ENDPOINT:
+            return ids.endpoint_id(service, True, str(e.endpoint_name)), ""
+        case Scope.SERVICE_RELATION:
+            return ids.service_id(service, True), ids.service_id(dest, True)
+        case Scope.SERVICE_INSTANCE_RELATION:
+            return (
+                ids.instance_id(service, True, str(e.service_instance_name)),
+                ids.instance_id(dest, True, str(e.dest_service_instance_name)),
+            )
+        case _:
+            return (
+                ids.endpoint_id(service, True, str(e.endpoint_name)),
+                ids.endpoint_id(dest, True, str(e.dest_endpoint_name)),
+            )
+
+
+def held(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) -> bool:
+    """Whether the rule's expression is true (1) for ``entity`` over
+    ``duration``: with labelled values (percentiles), any of them. A reader
+    made for a round (``StoredMetrics(metrics, {})``) reads each window once
+    for all its entities."""
+    try:
+        result = Evaluator(reader, entity, duration).evaluate(w.tree)
+    except ExpressionError:
+        return False
+    return any(p.value == 1 for series in result.series for p in series.points)
