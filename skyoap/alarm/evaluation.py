@@ -124,6 +124,14 @@ def entity_key(w: Watched, entity: Entity) -> str:
     return SEP.join(getattr(entity, attr) for _, attr in ENTITY_COLUMNS[w.metric.model])
 
 
+def entity_of_key(w: Watched, key: str) -> Entity:
+    """The entity whose routing key is ``key`` (``entity_key``'s inverse)."""
+    assert w.metric.model is not None
+    columns = ENTITY_COLUMNS[w.metric.model]
+    names: dict[str, Any] = {attr: name for (_, attr), name in zip(columns, key.split(SEP), strict=True)}
+    return Entity(**names)
+
+
 def entity_name(scope: Scope, e: Entity) -> str:
     """SkyWalking's name of an entity in alarms: ``{instance} of {service}``,
     ``{endpoint} in {service}``, ``{source} to {dest}``."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from skyoap.alarm.settings import Rule
 
@@ -45,6 +47,13 @@ class Course:
     """The id of the firing in force (its recovery carries it too)."""
     started_minute: int = 0
     """The minute of that firing."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "state": self.state.value}
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Course:
+        return cls(**{**doc, "state": State(doc["state"])})
 
 
 class Kind(enum.Enum):

@@ -38,6 +38,11 @@ def _weight(key: str, address: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+def owner(key: str, addresses: Sequence[str]) -> str:
+    """The address (of a non-empty list) ``RendezvousHash`` sends ``key`` to."""
+    return max(addresses, key=lambda a: _weight(key, a))
+
+
 class RendezvousHash:
     """Highest-random-weight hashing: a key goes to the node whose (node, key)
     hash is largest. One key always lands on one node while membership is
