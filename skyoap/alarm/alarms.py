@@ -44,11 +44,14 @@ from skyoap.query.entity import Entity
 from skyoap.query.metrics import StoredMetrics
 from skyoap.remote.selector import owner
 from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.periodic import Periodic
 from skyoap.storage.api import MetricsDAO, StateStore
 
 log = logging.getLogger(__name__)
 
 BUCKETS = 64
+ROUND_S = 10.0
+"""How often a node looks for minutes to evaluate."""
 CATCH_UP_MINUTES = 10
 """Minutes a bucket's new owner evaluates at most, back from now, when the last
 owner stopped evaluating it earlier: older ones are left."""
@@ -97,6 +100,13 @@ class Alarms:
             "skyoap_alarm_minutes_taken_total", "bucket minutes another node evaluated first"
         )
         self._bad: set[str] = set()
+        self._task = Periodic("alarms", ROUND_S, self.run_once, "evaluating the alarm rules")
+
+    def start(self) -> None:
+        self._task.start()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._task.close(timeout_s)
 
     def minute(self) -> int:
         """The last minute to evaluate now: settled, whole (minutes since the epoch)."""

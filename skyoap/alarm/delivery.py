@@ -74,6 +74,8 @@ class Delivery:
             threading.Thread(target=self._run, name=f"alarm-delivery-{i}", daemon=True)
             for i in range(threads)
         ]
+
+    def start(self) -> None:
         for t in self._threads:
             t.start()
 
@@ -93,9 +95,9 @@ class Delivery:
         with self._changed:
             return not self._due and not self._sending
 
-    def close(self, grace_s: float = 5.0) -> None:
-        """Sends what is due within ``grace_s``; what is left is dropped."""
-        deadline = time.monotonic() + grace_s
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Sends what is due within ``timeout_s``; what is left is dropped."""
+        deadline = time.monotonic() + timeout_s
         with self._changed:
             while (self._due or self._sending) and time.monotonic() < deadline:
                 self._changed.wait(0.05)

@@ -34,8 +34,6 @@ SCOPES = {
     Scope.ENDPOINT_RELATION: (6, "ENDPOINT_RELATION"),
 }
 """The scopes alarms watch, with SkyWalking's scope id and name (DefaultScopeDefine)."""
-MAX_WINDOW_ROWS = 100_000
-"""Rows of one metric one evaluation round reads at most; past it, entities are dropped (counted)."""
 
 
 class RuleError(ValueError):
@@ -99,23 +97,16 @@ def window(minute: int, period: int) -> Duration:
 
 
 def entities(metrics: MetricsDAO, w: Watched, duration: Duration) -> list[Entity]:
-    """The entities with rows of the rule's first metric in ``duration``."""
+    """The entities with rows of the rule's model from the start of ``duration``
+    on (those measured only later are at rest in it: nothing holds for them)."""
     model = w.metric.model
     assert model is not None
-    rows = metrics.query(
-        model,
-        Downsampling.MINUTE,
-        duration.start_bucket,
-        duration.end_bucket,
-        w.metric.where,
-        MAX_WINDOW_ROWS,
-    )
-    found: dict[tuple[str, ...], Entity] = {}
-    for row in rows:
-        names = tuple(getattr(row, column) for column, _ in ENTITY_COLUMNS[model])
-        if names not in found:
-            found[names] = Entity(**{attr: getattr(row, column) for column, attr in ENTITY_COLUMNS[model]})
-    return [found[k] for k in sorted(found)]
+    columns = ENTITY_COLUMNS[model]
+    found = metrics.distinct(model, Downsampling.MINUTE, duration.start_bucket, [c for c, _ in columns])
+    named: list[dict[str, Any]] = [
+        dict(zip((a for _, a in columns), names, strict=True)) for names in sorted(found)
+    ]
+    return [Entity(**n) for n in named]
 
 
 def entity_key(w: Watched, entity: Entity) -> str:

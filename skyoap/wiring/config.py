@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from skyoap.aggregator.housekeeping import Ttl
+from skyoap.alarm.reload import load_checked
+from skyoap.alarm.settings import SettingsError
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
 from skyoap.query.config import QueryConfig
@@ -420,6 +422,47 @@ class AnalysisConfig:
 
 
 @dataclass(frozen=True)
+class AlarmConfig:
+    """Alarm rules over the minute metrics, evaluated by the aggregators."""
+
+    settings: str = option(
+        "",
+        "SkyWalking's alarm-settings.yml, read as is: rules (MQE expressions, or the older metrics-name, "
+        "op, threshold, count) and hooks (webhook, slack, wechat, dingtalk, feishu, pagerduty, discord); "
+        "a file with an error refuses the start; a file changed on disk is read again (none: no alarms)",
+        name="alarm_settings",
+    )
+    reload_s: float = option(
+        10.0, "how often the alarm settings file is looked at for changes", name="alarm_reload_s"
+    )
+    settle_s: float = option(
+        30.0,
+        "seconds after a minute ends before its alarms are evaluated: time for its metrics to be persisted",
+        name="alarm_settle_s",
+    )
+    hook_timeout_s: float = option(5.0, "how long one send to a hook may take", name="alarm_hook_timeout_s")
+    max_queued: int = option(10_000, "alarm notices waiting to be sent, at most; more are dropped (counted)",
+                             name="alarm_max_queued")  # fmt: skip
+
+    def check(self) -> None:
+        for name, value in (
+            ("--alarm-reload-s", self.reload_s),
+            ("--alarm-hook-timeout-s", self.hook_timeout_s),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be above 0, not {value:g}")
+        if self.settle_s < 0:
+            raise ValueError(f"--alarm-settle-s must be at least 0, not {self.settle_s:g}")
+        if self.max_queued < 1:
+            raise ValueError(f"--alarm-max-queued must be at least 1, not {self.max_queued}")
+        if self.settings:
+            try:
+                load_checked(Path(self.settings))
+            except SettingsError as e:
+                raise ValueError(f"--alarm-settings {e}") from None
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     server: ServerConfig = section(ServerConfig, "server")
     query: QueryConfig = section(QueryConfig, "query endpoint")
@@ -430,6 +473,7 @@ class NodeConfig:
     topics: TopicsConfig = section(TopicsConfig, "topics")
     ttl: TtlConfig = section(TtlConfig, "time to live")
     analysis: AnalysisConfig = section(AnalysisConfig, "analysis")
+    alarm: AlarmConfig = section(AlarmConfig, "alarms")
 
     def with_options(self, **values: Any) -> NodeConfig:
         """A copy with the fields named by their options changed, whatever
@@ -464,7 +508,16 @@ class NodeConfig:
                 "able to hand L1 results to the internal port"
             )
         self._check_query_token()
-        parts = (self.server, self.query, self.cluster, self.limits, self.topics, self.ttl, self.analysis)
+        parts = (
+            self.server,
+            self.query,
+            self.cluster,
+            self.limits,
+            self.topics,
+            self.ttl,
+            self.analysis,
+            self.alarm,
+        )
         for part in parts:
             part.check()
 

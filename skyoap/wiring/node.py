@@ -7,11 +7,15 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 
 from skyoap.aggregator.housekeeping import HeartbeatExpiry, TimeToLive, TopicRetention
 from skyoap.aggregator.topics import Topics
+from skyoap.alarm.alarms import Alarms
+from skyoap.alarm.delivery import Delivery
+from skyoap.alarm.reload import SettingsFile
 from skyoap.consumer.lag import LagCollector, lags
 from skyoap.edge.auth import AgentToken, ClusterSecret, RequiredMetadata, SendingClusterSecret
 from skyoap.edge.limits import CallLimits
@@ -233,7 +237,7 @@ class Node:
                 self.incarnation,
             )
         if role.is_target:
-            yield from self._housekeeping(storage, topics)
+            yield from self._housekeeping(storage, topics, cluster)
         if role.takes_agents:
             inventory, metrics, records = chains
             yield from self._agent_services(cache, edge_reads, inventory, metrics, records)
@@ -352,8 +356,10 @@ class Node:
         )
         return inventory, metrics, records
 
-    def _housekeeping(self, storage: OpenStorage, topics: Topics | None) -> Iterator[Component]:
-        """An aggregator's periodic tasks: heartbeat expiry, topic retention, time to live."""
+    def _housekeeping(
+        self, storage: OpenStorage, topics: Topics | None, cluster: RedisCluster | StandaloneCluster
+    ) -> Iterator[Component]:
+        """An aggregator's periodic tasks: heartbeat expiry, topic retention, time to live, alarms."""
         cfg = self.config
         interval_s = cfg.workers.housekeeping_interval_s
         yield HeartbeatExpiry(storage.inventory, cfg.workers.heartbeat_expiry_s, interval_s, topics)
@@ -367,6 +373,30 @@ class Node:
             storage.sequences,
             cfg.ttl.interval_s,
             topics,
+        )
+        if cfg.alarm.settings:
+            yield from self._alarms(storage, cluster)
+
+    def _alarms(self, storage: OpenStorage, cluster: RedisCluster | StandaloneCluster) -> Iterator[Component]:
+        """Alarm rules evaluated over the entities this aggregator owns, their notices sent."""
+        a = self.config.alarm
+        settings = SettingsFile(Path(a.settings), self.instruments, a.reload_s)
+        yield settings
+        delivery = Delivery(self.instruments, a.max_queued, a.hook_timeout_s)
+        yield delivery  # closes after the evaluation: the last notices are sent
+
+        def nodes() -> list[str]:
+            return [n.address for n in cluster.remote_nodes()]
+
+        yield Alarms(
+            settings,
+            storage.metrics,
+            storage.state,
+            self.address,
+            nodes,
+            delivery,
+            self.instruments,
+            a.settle_s,
         )
 
     def _agent_services(

@@ -60,6 +60,7 @@ def instruments() -> Iterator[Instruments]:
 def test_a_hook_that_answers_500_twice_then_200_gets_the_notice_once(instruments: Instruments) -> None:
     hook = Hook([500, 500])
     delivery = Delivery(instruments, retries=FAST)
+    delivery.start()
     try:
         assert delivery.send("webhook", Request(hook.url, b'[{"uuid": "f1"}]', {}))
         eventually(lambda: delivery.idle() and hook.taken == [b'[{"uuid": "f1"}]'])
@@ -74,6 +75,7 @@ def test_a_hook_that_answers_500_twice_then_200_gets_the_notice_once(instruments
 def test_a_refusal_is_not_sent_again_and_a_hook_always_down_is_given_up(instruments: Instruments) -> None:
     refusing, failing = Hook([400]), Hook([503] * 10)
     delivery = Delivery(instruments, retries=FAST)
+    delivery.start()
     try:
         delivery.send("webhook", Request(refusing.url, b"[]", {}))
         delivery.send("slack", Request(failing.url, b"{}", {}))
@@ -91,6 +93,7 @@ def test_a_hung_hook_never_blocks_the_sender_and_a_full_queue_drops(instruments:
     hang = threading.Event()
     hung, well = Hook([], hang), Hook([])
     delivery = Delivery(instruments, max_queued=3, threads=2, retries=FAST, timeout_s=30)
+    delivery.start()
     try:
         assert delivery.send("webhook", Request(hung.url, b"1", {}))  # takes one thread
         assert delivery.send("webhook", Request(well.url, b"2", {}))  # the other sends it

@@ -63,6 +63,7 @@ def alarms(
     settings = parse_settings(SETTINGS.replace("URL", hook.url))
     instruments = Instruments()
     delivery = Delivery(instruments, retries=FAST)
+    delivery.start()
     a = Alarms(
         lambda: settings, storage.metrics, storage.state, me, lambda: nodes, delivery, instruments, 0.5, clock
     )
@@ -131,6 +132,7 @@ def test_two_nodes_that_both_evaluate_a_minute_raise_its_alarm_once(storage: Ope
     settings = parse_settings(SETTINGS.replace("URL", hook.url))
     instruments = Instruments()
     d1 = Delivery(instruments, retries=FAST)
+    d1.start()
     one = Alarms(lambda: settings, storage.metrics, racing, "n1", lambda: ["n1"], d1, instruments, 0.5, clock)
     two, d2 = alarms(storage, hook, "n2", ["n2"], clock)
     for m in range(9):
