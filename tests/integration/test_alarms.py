@@ -46,8 +46,8 @@ def test_an_error_spike_fires_the_rule_at_its_webhook(
     try:
         agent = Agent(node.address, "shop", retry_interval_s=0.2)
         agent.register(timeout_s=60)
-        segments = chain_trace("t1", ["shop"], clock.now_ms(), random.Random(1), {"shop": [agent.instance_uuid]},
-                               {"shop": ["GET:/buy"]}, error_rate=1.0)  # fmt: skip
+        instances, endpoints = {"shop": [agent.instance_uuid]}, {"shop": ["GET:/buy"]}
+        segments = chain_trace("t1", ["shop"], clock.now_ms(), random.Random(1), instances, endpoints, 1.0)
         report(node.address, segments)
         eventually(lambda: len(hook.taken) == 1, timeout_s=150)
         ((fired,),) = [json.loads(hook.taken[0])]
