@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from skyoap.alarm.delivery import Delivery
 from skyoap.alarm.evaluation import (
@@ -123,13 +124,13 @@ class Alarms:
         for minute in sorted({m for b in buckets for m in self._due(b, now)}):
             self._evaluate(minute, rules, [b for b in buckets if minute in self._due(b, now)])
         for b in buckets:
-            self._store(b, now)
+            self._store(b, now, rules)
 
-    def _watched(self, settings: AlarmSettings) -> list[tuple[Watched, AlarmSettings]]:
+    def _watched(self, settings: AlarmSettings) -> list[Watched]:
         out = []
         for rule in settings.rules:
             try:
-                out.append((watched(rule), settings))
+                out.append(watched(rule))
             except RuleError as e:
                 if rule.name not in self._bad:
                     self._bad.add(rule.name)
@@ -149,39 +150,28 @@ class Alarms:
     def _due(b: _Bucket, now: int) -> range:
         return range(max(b.last + 1, now - CATCH_UP_MINUTES + 1), now + 1)
 
-    def _evaluate(
-        self, minute: int, rules: Iterable[tuple[Watched, AlarmSettings]], buckets: list[_Bucket]
-    ) -> None:
+    def _evaluate(self, minute: int, rules: Iterable[Watched], buckets: list[_Bucket]) -> None:
         by_number = {b.number: b for b in buckets}
         reader = StoredMetrics(self._metrics, {})  # each window read once for the minute's entities
-        for w, settings in rules:
+        listed: dict[tuple[Any, int], list[Entity]] = {}  # the entities of each model and window, once
+        for w in rules:
             duration = window(minute, w.rule.period)
-            seen: dict[str, Entity] = {
-                entity_key(w, e): e
-                for e in entities(self._metrics, w, duration)
-                if w.rule.covers(entity_name(w.scope, e))
-            }
+            found = listed.get((w.metric.model, duration.start_bucket))
+            if found is None:
+                found = listed[(w.metric.model, duration.start_bucket)] = entities(self._metrics, w, duration)
+            seen = {entity_key(w, e): e for e in found if w.rule.covers(entity_name(w.scope, e))}
             for key, e in seen.items():
                 b = by_number.get(bucket_of(key))
                 if b is not None:
-                    self._step(b, w, settings, key, e, held(w, e, duration, reader), minute)
+                    self._step(b, w, key, e, held(w, e, duration, reader), minute)
             # An alarm whose entity has no rows left in the window: the expression no longer holds.
             for b in buckets:
                 for course_key in [k for k in b.courses if k.startswith(f"{w.rule.name}\x00")]:
                     key = course_key.split("\x00", 1)[1]
                     if key not in seen:
-                        self._step(b, w, settings, key, None, False, minute)
+                        self._step(b, w, key, None, False, minute)
 
-    def _step(
-        self,
-        b: _Bucket,
-        w: Watched,
-        settings: AlarmSettings,
-        key: str,
-        e: Entity | None,
-        is_held: bool,
-        minute: int,
-    ) -> None:
+    def _step(self, b: _Bucket, w: Watched, key: str, e: Entity | None, is_held: bool, minute: int) -> None:
         course_key = f"{w.rule.name}\x00{key}"
         course, notice = step(b.courses.get(course_key, Course()), is_held, minute, w.rule)
         if course.state is State.NORMAL:
@@ -207,8 +197,11 @@ class Alarms:
             recovery_ms=None if notice.recovered_minute is None else (notice.recovered_minute + 1) * 60_000,
         )
 
-    def _store(self, b: _Bucket, now: int) -> None:
-        doc = {"minute": now, "courses": {k: c.to_json() for k, c in b.courses.items()}}
+    def _store(self, b: _Bucket, now: int, rules: Iterable[Watched]) -> None:
+        # The courses of rules no longer in the settings end here.
+        kept = {f"{w.rule.name}\x00" for w in rules}
+        courses = {k: c.to_json() for k, c in b.courses.items() if k[: k.index("\x00") + 1] in kept}
+        doc = {"minute": now, "courses": courses}
         if not self._state.swap(f"alarm:{b.number}", b.version, doc):
             self._lost.inc()
             return
