@@ -40,6 +40,9 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
         "skyoap/proto/skywalking/tracing.proto",
         "skyoap/proto/register_pb2.pyi",
         "skyoap/query/mqe/mqe.lark",
+        # The web UI the query port serves.
+        "skyoap/query/ui/index.html",
+        "skyoap/query/ui/app.js",
         # The query protocol's schema is read from these at run time.
         *(f"skyoap/query/sdl/{f.name}" for f in sdl_files()),
     }
@@ -50,7 +53,8 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
     core = sorted(r.split("<")[0].split(">")[0] for r in requires if "extra ==" not in r)
     assert core == [
         "aiohttp", "cryptography", "elasticsearch[orjson]", "graphql-core", "grpcio",
-        "grpcio-health-checking", "grpcio-reflection", "lark", "prometheus-client", "protobuf", "redis",
+        "grpcio-health-checking", "grpcio-reflection", "lark", "prometheus-client", "protobuf", "pyyaml",
+        "redis",
     ]  # fmt: skip
     spark = sorted(r.split(";")[0].split("<")[0].split(">")[0] for r in requires if 'extra == "spark"' in r)
     assert spark == ["pandas", "pyarrow", "pyspark[sql]"]
