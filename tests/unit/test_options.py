@@ -57,6 +57,7 @@ def test_every_option_is_documented_under_its_section(capsys: pytest.CaptureFixt
         "topics",
         "time to live",
         "analysis",
+        "alarms",
     ]
     for i, holder in enumerate(sections):
         # Each section's options stand between its heading and the next one's.
@@ -149,3 +150,18 @@ def test_apdex_thresholds_come_from_a_file_and_a_bad_one_is_refused_naming_it(tm
         str(missing.value)
         == f"--apdex-thresholds: cannot read {tmp_path / 'none.yml'}: No such file or directory"
     )
+
+
+def test_an_alarm_settings_file_with_an_error_refuses_the_start(tmp_path: Path) -> None:
+    bad = tmp_path / "alarm-settings.yml"
+    bad.write_text("rules:\n  sla_rule:\n    expression: sum(service_slaa < 8000) >= 2\n    period: 10\n")
+    with pytest.raises(ValueError) as refused:
+        NodeConfig().with_options(alarm_settings=str(bad)).check()
+    assert (
+        str(refused.value) == f"--alarm-settings {bad} line 3: rule sla_rule: there is no metric service_slaa"
+    )
+    bad.write_text("rules:\n  sla_rule:\n    expression: sum(service_sla < 8000) >= 2\n")
+    with pytest.raises(
+        ValueError, match=f"^--alarm-settings {bad} line 3: rule sla_rule: a rule needs a period"
+    ):
+        NodeConfig().with_options(alarm_settings=str(bad)).check()
