@@ -1,6 +1,7 @@
-"""Records: what agents report that is kept as it came (trace segments, log
-lines), stored once and never merged. A record is persisted by the node that
-received it, in its day's index or partition (see ``day``)."""
+"""Records: what is kept as it came (trace segments and log lines from
+agents, alarms from the rules), stored once and never merged. A record is
+persisted by the node that received or raised it, in its day's index or
+partition (see ``day``)."""
 
 from __future__ import annotations
 
@@ -79,5 +80,40 @@ class LogRecord(Record):
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlarmRecord(Record):
+    """An alarm a rule raised for an entity, as SkyWalking's query protocol
+    answers it. Its recovery stores it again, by the same key, with
+    ``recovery_time`` set; ``time_bucket`` stays the firing's minute, so both
+    land in the same day."""
+
+    STREAM_ID = 32
+    MODEL = "alarm"
+    KEY = "uuid"
+
+    uuid: str
+    """The firing's id, which its notices carry."""
+    scope: int
+    """SkyWalking's scope id (1 service, 2 instance, 3 endpoint, 4-6 their relations)."""
+    name: str
+    """The entity's name in alarms (``{instance} of {service}``, ...)."""
+    id0: str
+    id1: str
+    service: str
+    """The entity's service (a relation's source)."""
+    rule_name: str
+    message: Words
+    start_time: int
+    """Milliseconds since the epoch."""
+    expression: Text
+    """The rule's expression."""
+    recovery_time: int = 0
+    """Milliseconds since the epoch; 0 while the alarm lasts."""
+    tags: tuple[str, ...] = ()
+    """The rule's tags, each ``key=value``, sorted."""
+
+
+AGENT_RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord)
+"""The records agents report, which the node that received them stores."""
+RECORD_TYPES: tuple[type[Record], ...] = (*AGENT_RECORD_TYPES, AlarmRecord)
 RECORD_MODELS: dict[str, type[Record]] = {r.MODEL: r for r in RECORD_TYPES}

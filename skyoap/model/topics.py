@@ -30,6 +30,8 @@ class Topic(enum.Enum):
     """Services, instances, endpoints and addresses as L2 registered or updated them."""
     SEGMENT = "segment"
     LOG = "log"
+    ALARM = "alarm"
+    """Alarms and their recoveries as the rules raised them."""
     METRICS = "metrics"
     """Metric rows (every scope and level) as L2 stored them after merging."""
 

@@ -24,7 +24,7 @@ from skyoap.aggregator.records import RecordPersistentWorker
 from skyoap.aggregator.topics import Topics
 from skyoap.model.inventory import INVENTORY_TYPES, Inventory
 from skyoap.model.metrics import METRICS_TYPES, Metrics
-from skyoap.model.records import RECORD_TYPES, Record
+from skyoap.model.records import AGENT_RECORD_TYPES, Record
 from skyoap.model.stream import Stage, worker_id
 from skyoap.receiver.aggregate import MetricsAggregateWorker
 from skyoap.receiver.distinct import DistinctWorker
@@ -337,7 +337,7 @@ class RecordStreamProcessor:
         if not config.cluster.role.takes_agents:
             return
         pool = DrainPool(RECORD_POOL, w.record_pool_size, instruments)
-        for model in RECORD_TYPES:
+        for model in AGENT_RECORD_TYPES:
             worker = RecordPersistentWorker(
                 worker_id(model, Stage.L2),
                 f"{model.MODEL}_records",

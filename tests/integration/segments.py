@@ -14,7 +14,7 @@ from skyoap.runtime.instruments import Instruments
 from skyoap.storage.select import OpenStorage
 
 SEGMENTS = Table(SegmentRecord)
-PARTITIONS = {Topic.SEGMENT: 2, Topic.LOG: 2, Topic.METRICS: 2, Topic.INVENTORY: 2}
+PARTITIONS = {t: 2 for t in Topic}
 
 
 def segments(n: int, prefix: str = "s", at_ms: int | None = None) -> list[SegmentRecord]:
