@@ -149,7 +149,6 @@ class Alarms:
         stored = [
             (b.number, outbox) for b in buckets if (outbox := self._store(b, now, rules, nodes)) is not None
         ]
-        crash_point("alarms-stored")
         self._handle(settings, stored)
 
     def _watched(self, settings: AlarmSettings) -> list[Watched]:
@@ -262,6 +261,8 @@ class Alarms:
         self._handling.forget(b.number, outbox)
         for entry in b.raised:
             self._fired.labels("recovery" if entry.message.is_recovery else "firing").inc()
+        if b.raised:
+            crash_point("alarms-raised")  # stored, not yet recorded or sent
         return outbox
 
     def _handle(self, settings: AlarmSettings, stored: Sequence[tuple[int, list[Entry]]]) -> None:
