@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import dashboards, identity, logs, metadata, metrics, topology, traces
+from skyoap.query import alarms, dashboards, identity, logs, metadata, metrics, topology, traces
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -62,4 +62,7 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("queryTraceTagAutocompleteValues", traces.tag_values)
         .query("queryLogs", logs.query_logs)
         .query("supportQueryLogsByKeywords", logs.supports_keywords)
+        .query("getAlarm", alarms.get_alarm)
+        .query("queryAlarmTagAutocompleteKeys", alarms.tag_keys)
+        .query("queryAlarmTagAutocompleteValues", alarms.tag_values)
     )

@@ -1,8 +1,10 @@
 """The web UI in a real browser (Debian's Chromium, headless), over a known
 workload from SkyWalking's own Python agent (``test_query_agents``: shop
 takes four ``/buy``, each calling stock, which calls Redis, and one
-``/buy-fail``). Every page is opened by a link that names its window (the
-workload's minutes), as a shared link would, and saves a screenshot."""
+``/buy-fail``), and two alarms of shop stored in the node's storage as the
+alarm rules store them (``tests/alarm_records.py``: shop's, firing, and its
+instance's, recovered). Every page is opened by a link that names its window
+(the workload's minutes), as a shared link would, and saves a screenshot."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from playwright.sync_api import Browser, Page
 from skyoap.consumer.client import Consumer
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
+from tests import alarm_records
 from tests.certs import TestCa
 from tests.integration.browser import VIEWPORT, browser, open_page, redrawn, shots
 from tests.integration.helpers import eventually
@@ -52,6 +55,24 @@ def window(w: Workload) -> str:
     return f"last=range&from={local(w.minutes['start'])}&to={local(w.minutes['end'])}"
 
 
+@pytest.fixture
+def alarmed(workload: Workload) -> int:
+    """Stores shop's alarm (firing) and its instance's (recovered) from the
+    first minute of the workload's window; returns that minute (ms)."""
+    assert workload.node.storage is not None
+    start = datetime.datetime.strptime(workload.minutes["start"], "%Y-%m-%d %H%M").replace(
+        tzinfo=datetime.UTC
+    )
+    t0 = int(start.timestamp() * 1000)
+    alarm_records.store(workload.node.storage.records, t0, ["shop-resp", "shop-inst-sla"])
+    return t0
+
+
+def shown_time(ms: int) -> str:
+    """A time as the UI shows it (``dom.js``'s ``time``)."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def cells(page: Page, selector: str, attribute: str) -> list[str]:
     return [
         page.locator(selector).nth(i).get_attribute(attribute) or ""
@@ -61,7 +82,7 @@ def cells(page: Page, selector: str, attribute: str) -> list[str]:
 
 @pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
 def test_the_ui_shows_what_the_python_agent_reported(
-    workload: Workload, browser: Browser, shots: Path, node_config: NodeConfig
+    workload: Workload, alarmed: int, browser: Browser, shots: Path, node_config: NodeConfig
 ) -> None:
     w = workload
     for check in (metrics, topology, traces_and_logs):
@@ -75,6 +96,7 @@ def test_the_ui_shows_what_the_python_agent_reported(
         dashboard(page, w, shots)
         traces(page, base, when, w, shots)
         logs(page, base, when, shots)
+        alarms(page, base, when, alarmed, shots)
         cluster(page, base, w, node_config, shots)
     finally:
         page.close()
@@ -173,6 +195,33 @@ def logs(page: Page, base: str, when: str, shots: Path) -> None:
     page.screenshot(path=shots / "logs.png", full_page=True)
     open_page(page, f"{base}#/logs?{when}&words=buying&without=failed", "logs")
     assert page.locator("table.logs tbody tr").count() == 0
+
+
+def alarms(page: Page, base: str, when: str, t0: int, shots: Path) -> None:
+    open_page(page, f"{base}#/alarms?{when}", "alarms")
+    rows = page.locator("table.alarms tbody tr")
+    assert cells(page, "table.alarms tbody tr", "data-name") == ["inst of shop", "shop"]
+    texts = [[rows.nth(i).locator("td").nth(c).text_content() for c in range(6)] for i in range(rows.count())]
+    assert texts == [
+        [shown_time(t0 + 70_000), shown_time(t0 + 190_000), "instance", "inst of shop",
+         "avg(service_instance_sla) < 8000", "Success rate of instance inst of shop is lower than 80%"],
+        [shown_time(t0 + 10_000), "firing", "service", "shop", "avg(service_resp_time) > 1000",
+         "Response time of service shop is more than 1000ms in 2 minutes of last 10 minutes"],
+    ]  # fmt: skip
+    assert [rows.nth(i).locator("span.tag").all_text_contents() for i in range(rows.count())] == [
+        ["level=CRITICAL"],
+        ["level=WARNING", "team=shop"],
+    ]
+    assert (
+        rows.nth(1).locator("a").get_attribute("href") == f"#/service?id={urllib.parse.quote(SHOP, safe='')}"
+    )
+    page.screenshot(path=shots / "alarms.png", full_page=True)
+    page.fill("input[name=keyword]", "success rate")
+    redrawn(page, "alarms", lambda: page.locator("form.search button").click())
+    assert "keyword=success+rate" in page.url
+    assert cells(page, "table.alarms tbody tr", "data-name") == ["inst of shop"]
+    open_page(page, f"{base}#/alarms?{when}&scope=Service&tags=team%3Dshop", "alarms")
+    assert cells(page, "table.alarms tbody tr", "data-name") == ["shop"]
 
 
 def cluster(page: Page, base: str, w: Workload, config: NodeConfig, shots: Path) -> None:

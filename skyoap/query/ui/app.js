@@ -1,6 +1,7 @@
 // The UI's frame: pages by the URL's hash (#/page?key=value…, so that a link
 // shows what its sender saw), the time window and auto-refresh.
 
+import { alarms } from "/ui/alarms.js";
 import { between, lastMinutes, QueryError } from "/ui/api.js";
 import { cluster } from "/ui/cluster.js";
 import { logs } from "/ui/logs.js";
@@ -9,7 +10,7 @@ import { services } from "/ui/services.js";
 import { topology } from "/ui/topology.js";
 import { traces } from "/ui/traces.js";
 
-const PAGES = { services, service, topology, traces, logs, cluster };
+const PAGES = { services, service, topology, traces, logs, alarms, cluster };
 const REFRESH_MS = 30_000;
 const WINDOW = ["last", "from", "to", "refresh"];
 const LASTS = ["15", "60", "1440", "range"];
