@@ -289,8 +289,8 @@ class TopicsConfig:
     retention_s: float = option(
         3 * 86_400.0,
         "the inventory and metrics topics keep versions younger than this (whole days of the rows' "
-        "history are dropped; rows stay stored, below the start); segments and logs are their own "
-        "topics, kept --records-ttl-days",
+        "history are dropped; rows stay stored, below the start); segments, logs and alarms are "
+        "their own topics, kept --records-ttl-days",
         name="topic_retention_s",
     )
     retention_records: int = option(
@@ -317,7 +317,7 @@ class TtlConfig:
     day is that many days ago. Aggregators remove it, one at a time."""
 
     records_days: int = option(
-        3, "segments and logs (and their topics) are kept this many days", name="records_ttl_days"
+        3, "segments, logs and alarms (and their topics) are kept this many days", name="records_ttl_days"
     )
     minute_metrics_days: int = option(
         1, "minute metrics are kept this many days", name="minute_metrics_ttl_days"

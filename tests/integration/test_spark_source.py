@@ -15,15 +15,17 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import EqualTo, In, StringStartsWith
 
+from skyoap.aggregator.records import insert_published
 from skyoap.analytics.source import FilteringTopicReader
 from skyoap.consumer.group import Group
-from skyoap.model.records import SegmentRecord
+from skyoap.model.records import AlarmRecord, SegmentRecord
 from skyoap.model.topics import Topic
 from skyoap.storage.select import OpenStorage
 from skyoap.wiring.config import NodeConfig
+from tests.alarm_records import firings
 from tests.entries import Entry, publish
 from tests.integration.helpers import eventually, storage_options
-from tests.integration.segments import install, record_topics, segments, write
+from tests.integration.segments import PARTITIONS, install, record_topics, segments, write
 
 
 def append(storage: OpenStorage, partition: int, first: int, count: int) -> None:
@@ -130,6 +132,28 @@ def test_a_topic_reads_with_typed_columns_and_its_filters_run_in_the_storage(
     assert sorted(r["key"] for batch in fetched for r in batch) == sorted(
         k for k, s in items.items() if (s.service, s.endpoint) == ("shop", "/1")
     )
+
+
+def test_the_alarm_topic_holds_each_firing_then_its_recovery(
+    spark: SparkSession, node_config: NodeConfig, storage: OpenStorage
+) -> None:
+    """Alarms are published as the rules store them (``insert_published``):
+    a firing, then the same record again, by its uuid, once it recovered."""
+    storage.records.install([AlarmRecord])
+    storage.topics.install({t.value: n for t, n in PARTITIONS.items()})
+    topics = record_topics(storage)
+    t0 = 1_795_000_000_000
+    fired = [a for a in firings(t0) if a.uuid == "shop-inst-sla"]
+    recovered = [dataclasses.replace(a, recovery_time=t0 + 190_000) for a in fired]
+    for records in (fired, recovered):
+        assert insert_published(storage.records, AlarmRecord, records, 0, topics) == {}
+    topics.run_once()
+    options = {**storage_options(node_config.storage), "topic": "alarm"}
+    rows = spark.read.format("skyoap").options(**options).load().orderBy("offset").collect()
+    assert [(r.key, r.name, r.rule_name, r.recovery_time) for r in rows] == [
+        ("shop-inst-sla", "inst of shop", "instance_sla_rule", 0),
+        ("shop-inst-sla", "inst of shop", "instance_sla_rule", t0 + 190_000),
+    ]
 
 
 def test_a_topic_read_starts_and_ends_where_kafkas_options_say(
