@@ -42,6 +42,7 @@ def alarm(
 ) -> AlarmRecord:
     start = t0 + at_s * 1000
     return AlarmRecord(
+        alarm_id=uuid,
         time_bucket=minute_bucket(start),
         uuid=uuid,
         scope=scope,

@@ -44,10 +44,10 @@ class Entry:
         return f"{self.message.firing}/recovery" if self.message.is_recovery else self.message.firing
 
     def record(self) -> AlarmRecord:
-        """The alarm as stored: a recovery stores its firing again, by the same
-        key, with the recovery time."""
+        """The notice as stored and published."""
         m = self.message
         return AlarmRecord(
+            alarm_id=self.key,
             uuid=m.firing,
             time_bucket=minute_bucket(m.start_ms),
             scope=m.scope_id,

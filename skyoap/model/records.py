@@ -82,15 +82,17 @@ class LogRecord(Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlarmRecord(Record):
-    """An alarm a rule raised for an entity, as SkyWalking's query protocol
-    answers it. Its recovery stores it again, by the same key, with
-    ``recovery_time`` set; ``time_bucket`` stays the firing's minute, so both
-    land in the same day."""
+    """A firing a rule raised for an entity, or its recovery: each a record
+    of its own, so that the ``alarm`` topic carries both. A recovery repeats
+    its firing's columns, with ``recovery_time`` set, and keeps its
+    ``time_bucket``: both land in the same day."""
 
     STREAM_ID = 32
     MODEL = "alarm"
-    KEY = "uuid"
+    KEY = "alarm_id"
 
+    alarm_id: str
+    """The firing's ``uuid``; for its recovery, that and ``/recovery``."""
     uuid: str
     """The firing's id, which its notices carry."""
     scope: int
@@ -108,7 +110,7 @@ class AlarmRecord(Record):
     expression: Text
     """The rule's expression."""
     recovery_time: int = 0
-    """Milliseconds since the epoch; 0 while the alarm lasts."""
+    """Milliseconds since the epoch; 0 in a firing."""
     tags: tuple[str, ...] = ()
     """The rule's tags, each ``key=value``, sorted."""
 

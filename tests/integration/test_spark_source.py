@@ -138,21 +138,23 @@ def test_the_alarm_topic_holds_each_firing_then_its_recovery(
     spark: SparkSession, node_config: NodeConfig, storage: OpenStorage
 ) -> None:
     """Alarms are published as the rules store them (``insert_published``):
-    a firing, then the same record again, by its uuid, once it recovered."""
+    a firing, then its recovery."""
     storage.records.install([AlarmRecord])
     storage.topics.install({t.value: n for t, n in PARTITIONS.items()})
     topics = record_topics(storage)
     t0 = 1_795_000_000_000
     fired = [a for a in firings(t0) if a.uuid == "shop-inst-sla"]
-    recovered = [dataclasses.replace(a, recovery_time=t0 + 190_000) for a in fired]
+    recovered = [
+        dataclasses.replace(a, alarm_id="shop-inst-sla/recovery", recovery_time=t0 + 190_000) for a in fired
+    ]
     for records in (fired, recovered):
         assert insert_published(storage.records, AlarmRecord, records, 0, topics) == {}
     topics.run_once()
     options = {**storage_options(node_config.storage), "topic": "alarm"}
     rows = spark.read.format("skyoap").options(**options).load().orderBy("offset").collect()
-    assert [(r.key, r.name, r.rule_name, r.recovery_time) for r in rows] == [
-        ("shop-inst-sla", "inst of shop", "instance_sla_rule", 0),
-        ("shop-inst-sla", "inst of shop", "instance_sla_rule", t0 + 190_000),
+    assert [(r.key, r.uuid, r.rule_name, r.recovery_time) for r in rows] == [
+        ("shop-inst-sla", "shop-inst-sla", "instance_sla_rule", 0),
+        ("shop-inst-sla/recovery", "shop-inst-sla", "instance_sla_rule", t0 + 190_000),
     ]
 
 

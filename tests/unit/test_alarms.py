@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -112,16 +113,15 @@ def test_a_firing_and_its_recovery_are_sent_once(storage: OpenStorage, hook: Hoo
     assert (first["uuid"], first["startTime"], first["scope"], first["tags"]) == (
         second["uuid"], (FIRST + 4) * 60_000, "SERVICE", [{"key": "level", "value": "WARNING"}],
     )  # fmt: skip
-    # Stored once, by the firing's id; the recovery stored it again with its time.
-    assert stored_alarms(storage) == [
-        AlarmRecord(
-            uuid=first["uuid"], time_bucket=minute_bucket((FIRST + 4) * 60_000), scope=1, name="shop",
-            id0=first["id0"], id1="", service="shop", rule_name="shop_sla_rule",
-            message=Words("Service shop fails"), start_time=(FIRST + 4) * 60_000,
-            expression=Text("sum(service_sla < 9000) >= 2"), recovery_time=(FIRST + 8) * 60_000,
-            tags=("level=WARNING",),
-        )
-    ]  # fmt: skip
+    # The firing stored by its id; the recovery by that and /recovery, with its time.
+    firing = AlarmRecord(
+        alarm_id=first["uuid"], uuid=first["uuid"], time_bucket=minute_bucket((FIRST + 4) * 60_000), scope=1,
+        name="shop", id0=first["id0"], id1="", service="shop", rule_name="shop_sla_rule",
+        message=Words("Service shop fails"), start_time=(FIRST + 4) * 60_000,
+        expression=Text("sum(service_sla < 9000) >= 2"), tags=("level=WARNING",),
+    )  # fmt: skip
+    recovery = replace(firing, alarm_id=f"{first['uuid']}/recovery", recovery_time=(FIRST + 8) * 60_000)
+    assert sorted(stored_alarms(storage), key=lambda r: r.recovery_time) == [firing, recovery]
     a.run_once()  # recorded and sent: the outboxes are empty again
     assert outboxes(storage) == []
     delivery.close()
@@ -157,7 +157,9 @@ def test_a_notice_its_node_did_not_send_is_sent_by_the_next_owner(storage: OpenS
     two.run_once()  # the same minute: nothing evaluated, the firing taken over
     eventually(lambda: delivery.idle() and len(hook.taken) == 1)
     assert received(hook) == [("shop", "Service shop fails", None)]
-    assert [(r.name, r.recovery_time) for r in stored_alarms(storage)] == [("shop", 0)]
+    assert [(r.alarm_id, r.recovery_time) for r in stored_alarms(storage)] == [
+        (entry["message"]["firing"], 0)
+    ]
     two.run_once()
     assert outboxes(storage) == []
     delivery.close()
