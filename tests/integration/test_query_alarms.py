@@ -1,17 +1,23 @@
 """Alarms asked of a node's query endpoint as SkyWalking's UI asks them, on
 both storages: the alarms of ``tests/alarm_records.py`` stored in the node's
 storage as the alarm rules store them (a firing, then its recovery under the
-same uuid), found by window, scope, keyword, tag and page."""
+same uuid), found by window, scope, keyword, tag and page; and the record
+searches for one of several values, on each storage."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
 
+from skyoap.model.records import AlarmRecord
+from skyoap.storage.api import RecordSearch
+from skyoap.storage.select import OpenStorage
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests import alarm_records
+from tests.alarm_records import SHOP, SHOP_BUY, STOCK
 from tests.integration.helpers import eventually
 from tests.integration.test_query_traces import ask, minute
 from tests.unit.test_query_schema import CLIENT_QUERIES
@@ -77,3 +83,30 @@ def test_alarms_are_answered_as_the_ui_asks(
             }
         ],
     }
+
+
+def test_a_record_search_matches_one_of_several_values_and_alternatives(storage: OpenStorage) -> None:
+    storage.records.install([AlarmRecord])
+    t0 = 1_795_514_400_000  # 2026-11-24 10:00 UTC
+    alarm_records.store(storage.records, t0)
+    minutes = RecordSearch(first_bucket=202611241000, last_bucket=202611241010, order_by="start_time")
+
+    def uuids(**filters: Any) -> list[str]:
+        return [r.uuid for r in storage.records.search(AlarmRecord, dataclasses.replace(minutes, **filters))]
+
+    every = ["stock-resp", "shop-stock-resp", "shop-buy-resp", "shop-inst-sla", "shop-resp"]
+    eventually(lambda: uuids() == every)
+    assert uuids(one_of={"rule_name": ("service_resp_time_rule", "instance_sla_rule")}) == [
+        "stock-resp",
+        "shop-inst-sla",
+        "shop-resp",
+    ]
+    assert uuids(one_of={"scope": (3, 4), "service": ("shop",)}) == ["shop-stock-resp", "shop-buy-resp"]
+    assert uuids(one_of={"rule_name": ()}) == []
+    assert uuids(any_of=({"id0": (STOCK,)}, {"id1": (STOCK,)})) == ["stock-resp", "shop-stock-resp"]
+    relation = {"id0": (SHOP,), "id1": (STOCK, SHOP_BUY)}
+    assert uuids(any_of=(relation, {"id0": (SHOP_BUY,)})) == ["shop-stock-resp", "shop-buy-resp"]
+    assert uuids(any_of=({"id0": ()}, {"id0": (SHOP_BUY,)})) == ["shop-buy-resp"]
+    assert uuids(any_of=({"id0": (STOCK, SHOP)},), one_of={"scope": (1,)}) == ["stock-resp", "shop-resp"]
+    assert uuids(any_of=({"id1": (SHOP,)},)) == []
+    assert uuids(any_of=({"id0": (SHOP,)},), offset=1, limit=1) == ["shop-resp"]

@@ -12,7 +12,7 @@ from typing import Any
 import graphql
 import pytest
 
-from skyoap.model.records import RECORD_TYPES
+from skyoap.model.records import RECORD_TYPES, AlarmRecord
 from skyoap.query import alarms
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.resolvers import resolvers
@@ -176,3 +176,32 @@ def test_arguments_that_cannot_be_answered_say_why(
     data, errors = ask(storage, NAMES, **{"d": DURATION, "p": PAGE, **arguments})
     assert data in (None, {"getAlarm": None})
     assert errors == [error]
+
+
+@pytest.mark.parametrize(
+    ("search", "error"),
+    [
+        (
+            RecordSearch(one_of={"message": ("slow",)}),
+            "alarm has no column message of type string, int, bool to match one of several values",
+        ),
+        (
+            RecordSearch(any_of=({"id0": (SHOP,)}, {"tags": ("level=WARNING",)})),
+            "alarm has no column tags of type string, int, bool to match one of several values",
+        ),
+        (
+            RecordSearch(one_of={"rule_name": "service_resp_time_rule"}),
+            "a record search takes a column's values as a list, not as one string",
+        ),
+        (
+            RecordSearch(any_of=({"id0": (SHOP,)}, {})),
+            "an alternative of a record search names no column: it would match every record",
+        ),
+    ],
+)
+def test_a_search_for_one_of_several_values_names_columns_that_hold_them(
+    storage: OpenStorage, search: RecordSearch, error: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        storage.records.search(AlarmRecord, search)
+    assert str(raised.value) == error
