@@ -1,5 +1,7 @@
-"""Alarms: those the rules raised in a Duration (``getAlarm``), and the tags
-they carry (``queryAlarmTagAutocompleteKeys`` and ``...Values``).
+"""Alarms: those the rules raised in a Duration (``getAlarm``, and
+SkyWalking 11's ``queryAlarms``, which also filters by entity, layer and
+rule), and the tags they carry (``queryAlarmTagAutocompleteKeys`` and
+``...Values``).
 
 A firing is stored as an ``AlarmRecord`` with ``recovery_time`` 0, and its
 recovery stores the same record again with it set: one row per firing,
@@ -7,12 +9,16 @@ found by its minute (``time_bucket``) as SkyWalking finds it by its second."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import AlarmRecord
+from skyoap.query import ids
 from skyoap.query.context import QueryContext
+from skyoap.query.entity import Entity, Scope, entity_of
+from skyoap.query.metadata import GENERAL
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
 
@@ -21,6 +27,12 @@ MAX_TAG_VALUES = 100
 
 MAX_TAGS_READ = 10_000
 """The most distinct ``key=value`` tags read for ``queryAlarmTagAutocompleteKeys``."""
+
+MAX_ENTITIES = 100
+"""The most entities one ``queryAlarms`` filters by: each adds its ids to the search."""
+
+MAX_RULE_NAMES = 1000
+"""The most rule names one ``queryAlarms`` filters by."""
 
 
 class AlarmScope(enum.Enum):
@@ -33,6 +45,10 @@ class AlarmScope(enum.Enum):
     ServiceRelation = 4
     ServiceInstanceRelation = 5
     EndpointRelation = 6
+
+    @property
+    def relation(self) -> bool:
+        return self.value >= AlarmScope.ServiceRelation.value
 
 
 SCOPE_NAMES = {scope.value: scope.name for scope in AlarmScope}
@@ -48,7 +64,16 @@ def get_alarm(
     tags: Iterable[Mapping[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """The alarms raised in ``duration`` that match, the newest first."""
-    search = alarm_search(duration, paging, scope, keyword, tags)
+    return _alarms(context, alarm_search(duration, paging, scope, keyword, tags))
+
+
+def query_alarms(context: QueryContext, condition: Mapping[str, Any]) -> dict[str, Any]:
+    """SkyWalking 11's ``queryAlarms``: as ``getAlarm``, filtered by
+    ``AlarmQueryCondition`` (``condition_search``)."""
+    return _alarms(context, condition_search(condition))
+
+
+def _alarms(context: QueryContext, search: RecordSearch | None) -> dict[str, Any]:
     if search is None:
         return {"msgs": []}
     return {"msgs": [alarm_answer(r) for r in context.records.search(AlarmRecord, search)]}
@@ -65,18 +90,51 @@ def alarm_search(
     a scope no alarm is raised for (``All``, whose id is 0 in SkyWalking,
     and the process scopes), which SkyWalking answers with no alarm too.
     ValueError for arguments that cannot be answered."""
+    search = _window_search(duration, paging, keyword, tags)
+    if scope is None:
+        return search
+    if scope not in AlarmScope.__members__:
+        return None
+    return dataclasses.replace(search, equal={"scope": AlarmScope[scope].value})
+
+
+def condition_search(condition: Mapping[str, Any]) -> RecordSearch | None:
+    """The search of an ``AlarmQueryCondition``: within a list the values
+    are alternatives, across fields each must hold, and a null or empty list
+    filters nothing. None when no alarm can match: a layer but GENERAL, the
+    one every service skyoap knows is in (``metadata.py``). ValueError for a
+    condition that cannot be answered."""
+    search = _window_search(
+        condition["duration"], condition["paging"], condition.get("keyword"), condition.get("tags")
+    )
+    alternatives = entity_alternatives(condition.get("entities") or ())
+    rule_names = tuple(condition.get("ruleNames") or ())
+    if len(rule_names) > MAX_RULE_NAMES:
+        raise ValueError(
+            f"queryAlarms filters by at most {MAX_RULE_NAMES} ruleNames, not {len(rule_names)}: "
+            "split them over several queries"
+        )
+    if condition.get("layer") not in (None, "", GENERAL):
+        return None
+    return dataclasses.replace(
+        search, one_of={"rule_name": rule_names} if rule_names else {}, any_of=alternatives
+    )
+
+
+def _window_search(
+    duration: Mapping[str, Any],
+    paging: Mapping[str, Any],
+    keyword: str | None,
+    tags: Iterable[Mapping[str, Any] | None] | None,
+) -> RecordSearch:
+    """What ``getAlarm`` and ``queryAlarms`` both filter by: the minutes of
+    ``duration``, the words of ``keyword`` and each tag, paged newest first."""
     window, page = Window.of(duration), Page.of(paging)
     terms = tag_terms(tags or ())
-    if scope is not None and scope not in AlarmScope.__members__:
-        return None
-    equal: dict[str, str | int | bool] = {}
-    if scope is not None:
-        equal["scope"] = AlarmScope[scope].value
     words = (keyword or "").strip()
     return RecordSearch(
         first_bucket=window.first_bucket,
         last_bucket=window.last_bucket,
-        equal=equal,
         tags=terms,
         contains={"message": [words]} if words else {},
         order_by="start_time",
@@ -84,6 +142,75 @@ def alarm_search(
         offset=page.offset,
         limit=page.limit,
     )
+
+
+def entity_alternatives(entities: Sequence[Mapping[str, Any]]) -> tuple[dict[str, tuple[str, ...]], ...]:
+    """The ``any_of`` of a search for the alarms of ``entities``: those where
+    an entity is either end (``id0`` or ``id1``: a service is also the
+    destination of its callers' relation alarms), and for a relation those
+    of exactly its two ends, as SkyWalking 11 matches them. Ids are kept
+    together (one alternative per column, one per relation's source) so that
+    the search stays one however many entities are given."""
+    if len(entities) > MAX_ENTITIES:
+        raise ValueError(
+            f"queryAlarms filters by at most {MAX_ENTITIES} entities, not {len(entities)}: "
+            "split them over several queries"
+        )
+    either_end: dict[str, None] = {}
+    dests: dict[str, dict[str, None]] = {}
+    for index, given in enumerate(entities):
+        entity = entity_of(given)
+        source, dest = entity_ids(alarm_scope(given.get("scope"), entity, index), entity)
+        if dest is None:
+            either_end[source] = None
+        else:
+            dests.setdefault(source, {})[dest] = None
+    ends = tuple(either_end)
+    alternatives = [{"id0": ends}, {"id1": ends}] if ends else []
+    alternatives += [{"id0": (source,), "id1": tuple(targets)} for source, targets in dests.items()]
+    return tuple(alternatives)
+
+
+def alarm_scope(named: str | None, entity: Entity, index: int) -> AlarmScope:
+    """The scope of the ``index``-th entity of a ``queryAlarms``: the one
+    ``named``, or the most specific its names fit. ValueError for a scope no
+    alarm is raised for, or an entity lacking the names its scope needs."""
+    scope = Scope(named) if named is not None else entity.inferred_scope()
+    what = f"queryAlarms entities[{index}]"
+    if scope is None:
+        raise ValueError(f"{what} names nothing: give its serviceName, and the other names of its scope")
+    if scope.value not in AlarmScope.__members__:
+        raise ValueError(
+            f"{what} is of scope {scope.value}, which alarms are never raised for: they are raised for "
+            f"{', '.join(AlarmScope.__members__)}"
+        )
+    missing = entity.missing(scope)
+    if missing:
+        raise ValueError(f"{what} is of scope {scope.value}: give its {', '.join(missing)} too")
+    return AlarmScope[scope.value]
+
+
+def entity_ids(scope: AlarmScope, e: Entity) -> tuple[str, str | None]:
+    """The entity's id and, for a relation, its destination's: as the alarm
+    rules store them in ``id0`` and ``id1``, a missing ``normal`` read as true."""
+    source = _end_id(scope, e.service_name, e.normal, e.service_instance_name, e.endpoint_name)
+    if not scope.relation:
+        return source, None
+    dest = _end_id(
+        scope, e.dest_service_name, e.dest_normal, e.dest_service_instance_name, e.dest_endpoint_name
+    )
+    return source, dest
+
+
+def _end_id(
+    scope: AlarmScope, service: str | None, normal: bool | None, instance: str | None, endpoint: str | None
+) -> str:
+    reporting = normal is not False
+    if scope in (AlarmScope.ServiceInstance, AlarmScope.ServiceInstanceRelation):
+        return ids.instance_id(service or "", reporting, instance or "")
+    if scope in (AlarmScope.Endpoint, AlarmScope.EndpointRelation):
+        return ids.endpoint_id(service or "", reporting, endpoint or "")
+    return ids.service_id(service or "", reporting)
 
 
 def tag_terms(tags: Iterable[Mapping[str, Any] | None]) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ name), and its ``Scope``, the kinds of entity."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 class Scope(enum.Enum):
@@ -27,8 +29,8 @@ class Entity:
     destination of a relation. ``normal`` says whether a service runs an agent
     (True) or was only seen by others (a database, a peer address); clients
     send it, and an id built from a name carries it. The protocol's ``scope``
-    field is left out: SkyWalking ignores it too and takes the scope from the
-    metric's name."""
+    field is left out: for metrics SkyWalking ignores it too and takes the
+    scope from the metric's name (``queryAlarms`` reads it from the input)."""
 
     service_name: str | None = None
     normal: bool | None = None
@@ -44,6 +46,31 @@ class Entity:
     def missing(self, scope: Scope) -> list[str]:
         """The protocol's names of the fields a metric of ``scope`` needs and this entity lacks."""
         return [name for name, attr in _NEEDS[scope] if getattr(self, attr) is None]
+
+    def inferred_scope(self) -> Scope | None:
+        """The most specific scope the names given fit, as SkyWalking infers
+        it where a client leaves ``scope`` out: a relation's when a ``dest``
+        name is given; None when no name is."""
+        for scope, attr in _INFERRED_BY:
+            if getattr(self, attr) is not None:
+                return scope
+        return None
+
+
+def entity_of(given: Mapping[str, Any]) -> Entity:
+    """The protocol's ``Entity`` input, as a resolver receives it."""
+    return Entity(
+        service_name=given.get("serviceName"),
+        normal=given.get("normal"),
+        service_instance_name=given.get("serviceInstanceName"),
+        endpoint_name=given.get("endpointName"),
+        process_name=given.get("processName"),
+        dest_service_name=given.get("destServiceName"),
+        dest_normal=given.get("destNormal"),
+        dest_service_instance_name=given.get("destServiceInstanceName"),
+        dest_endpoint_name=given.get("destEndpointName"),
+        dest_process_name=given.get("destProcessName"),
+    )
 
 
 _SERVICE = ("serviceName", "service_name")
@@ -68,3 +95,15 @@ _NEEDS: dict[Scope, tuple[tuple[str, str], ...]] = {
     Scope.ENDPOINT_RELATION: (_SERVICE, _ENDPOINT, _DEST_SERVICE, _DEST_ENDPOINT),
     Scope.PROCESS_RELATION: (_SERVICE, _INSTANCE, _PROCESS, _DEST_SERVICE, _DEST_INSTANCE, _DEST_PROCESS),
 }
+
+_INFERRED_BY: tuple[tuple[Scope, str], ...] = (
+    (Scope.PROCESS_RELATION, "dest_process_name"),
+    (Scope.ENDPOINT_RELATION, "dest_endpoint_name"),
+    (Scope.SERVICE_INSTANCE_RELATION, "dest_service_instance_name"),
+    (Scope.SERVICE_RELATION, "dest_service_name"),
+    (Scope.PROCESS, "process_name"),
+    (Scope.ENDPOINT, "endpoint_name"),
+    (Scope.SERVICE_INSTANCE, "service_instance_name"),
+    (Scope.SERVICE, "service_name"),
+)
+"""The scope a name points to, the most specific first."""

@@ -25,7 +25,7 @@ from skyoap.query.catalogue import (
 )
 from skyoap.query.context import QueryContext
 from skyoap.query.duration import Duration
-from skyoap.query.entity import Entity, Scope
+from skyoap.query.entity import Entity, Scope, entity_of
 from skyoap.query.metadata import GENERAL
 from skyoap.query.mqe.evaluator import execute
 from skyoap.query.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
@@ -182,22 +182,6 @@ def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:
     if scope is Scope.ENDPOINT:
         return Ranked(value=mean, service=names[0], normal=True, endpoint=names[1])
     return Ranked(value=mean, service=names[0], normal=True)
-
-
-def entity_of(given: Mapping[str, Any]) -> Entity:
-    """The protocol's ``Entity`` input, as a resolver receives it."""
-    return Entity(
-        service_name=given.get("serviceName"),
-        normal=given.get("normal"),
-        service_instance_name=given.get("serviceInstanceName"),
-        endpoint_name=given.get("endpointName"),
-        process_name=given.get("processName"),
-        dest_service_name=given.get("destServiceName"),
-        dest_normal=given.get("destNormal"),
-        dest_service_instance_name=given.get("destServiceInstanceName"),
-        dest_endpoint_name=given.get("destEndpointName"),
-        dest_process_name=given.get("destProcessName"),
-    )
 
 
 def exec_expression(

@@ -63,6 +63,7 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("queryLogs", logs.query_logs)
         .query("supportQueryLogsByKeywords", logs.supports_keywords)
         .query("getAlarm", alarms.get_alarm)
+        .query("queryAlarms", alarms.query_alarms)
         .query("queryAlarmTagAutocompleteKeys", alarms.tag_keys)
         .query("queryAlarmTagAutocompleteValues", alarms.tag_values)
     )

@@ -242,6 +242,13 @@ class RecordSearch:
     by an indexed column (``trace_id``) that must not scan."""
     equal: Mapping[str, str | int | bool] = field(default_factory=dict)
     """Columns (string, integer or boolean) and the value each must equal."""
+    one_of: Mapping[str, Sequence[str | int | bool]] = field(default_factory=dict)
+    """Columns (string, integer or boolean) and the values one of which each
+    must equal; a column given no value matches no record."""
+    any_of: Sequence[Mapping[str, Sequence[str | int | bool]]] = ()
+    """Alternatives a record must match at least one of (none given: no such
+    condition), each columns and their values as in ``one_of``: a search by
+    a value in either of two columns, or by pairs of values, stays one."""
     at_least: Mapping[str, int] = field(default_factory=dict)
     at_most: Mapping[str, int] = field(default_factory=dict)
     """Integer columns and their bounds, included."""
@@ -268,7 +275,14 @@ class RecordSearch:
                     kinds = ", ".join(t.value for t in allowed)
                     raise ValueError(f"{model.MODEL} has no column {name} of type {kinds} to {use}")
 
-        need(self.equal, (ColumnType.STRING, ColumnType.INT, ColumnType.BOOL), "match a value")
+        scalars = (ColumnType.STRING, ColumnType.INT, ColumnType.BOOL)
+        need(self.equal, scalars, "match a value")
+        for values in (self.one_of, *self.any_of):
+            need(values, scalars, "match one of several values")
+            if any(isinstance(v, str) for v in values.values()):
+                raise ValueError("a record search takes a column's values as a list, not as one string")
+        if any(not alternative for alternative in self.any_of):
+            raise ValueError("an alternative of a record search names no column: it would match every record")
         need([*self.at_least, *self.at_most, self.order_by], (ColumnType.INT,), "bound or sort by")
         need(["tags"] if self.tags else [], (ColumnType.STRINGS,), "search by tag")
         need([*self.contains, *self.lacks], (ColumnType.WORDS,), "search by keyword")

@@ -47,7 +47,8 @@ QUERY_FIELDS = {
     "supportQueryLogsByKeywords", "queryLogs", "queryLogsByName", "test", "queryLogTagAutocompleteKeys",
     "queryLogTagAutocompleteValues", "queryBrowserErrorLogs",
     # alarms and events
-    "getAlarm", "queryAlarmTagAutocompleteKeys", "queryAlarmTagAutocompleteValues", "queryEvents",
+    "getAlarm", "queryAlarms", "queryAlarmTagAutocompleteKeys", "queryAlarmTagAutocompleteValues",
+    "queryEvents",
     # hierarchy
     "getServiceHierarchy", "getInstanceHierarchy", "listLayerLevels",
     # ui
@@ -83,6 +84,7 @@ SIGNATURES = {
     "getAlarm":
         "(duration: Duration!, scope: Scope, keyword: String, paging: Pagination!, tags: [AlarmTag])"
         ": Alarms",
+    "queryAlarms": "(condition: AlarmQueryCondition!): Alarms",
     "getMenuItems": "(): [MenuItem!]!",
     "getAllTemplates": "(): [DashboardConfiguration!]!",
     "hasQueryTracesV2Support": "(): Boolean!",
@@ -131,6 +133,10 @@ INPUT_FIELDS = {
         "tags": "[LogTag!]", "keywordsOfContent": "[String!]", "excludingKeywordsOfContent": "[String!]",
         "queryOrder": "Order",
     },
+    "AlarmQueryCondition": {
+        "duration": "Duration!", "paging": "Pagination!", "entities": "[Entity!]", "layer": "String",
+        "ruleNames": "[String!]", "keyword": "String", "tags": "[AlarmTag]",
+    },
 }
 # fmt: on
 
@@ -164,7 +170,7 @@ def test_the_sdl_files_are_joined_root_file_first_then_by_name() -> None:
 def test_query_has_exactly_the_protocols_root_fields() -> None:
     query = load_schema().query_type
     assert query is not None
-    assert len(QUERY_FIELDS) == 101
+    assert len(QUERY_FIELDS) == 102
     assert set(query.fields) == QUERY_FIELDS
 
 
@@ -195,6 +201,16 @@ def test_inputs_clients_send_have_exactly_the_protocols_fields(name: str) -> Non
     input_type = load_schema().type_map[name]
     assert isinstance(input_type, GraphQLInputObjectType)
     assert {key: str(field.type) for key, field in input_type.fields.items()} == INPUT_FIELDS[name]
+
+
+def test_get_alarm_is_deprecated_for_query_alarms_as_in_skywalking_11() -> None:
+    query = load_schema().query_type
+    assert query is not None
+    deprecated = sorted(name for name, f in query.fields.items() if f.deprecation_reason is not None)
+    assert deprecated == ["getAlarm"]
+    assert query.fields["getAlarm"].deprecation_reason == (
+        "Use queryAlarms, which also filters by entity, layer and rule."
+    )
 
 
 def test_no_argument_or_input_field_has_a_default() -> None:
@@ -289,6 +305,13 @@ CLIENT_QUERIES = {
                         parameters { key value } startTime endTime }
                     snapshot { expression metrics { name results { metric { labels { key value } }
                         values { id value traceID owner { scope serviceName } } } } } } } }
+    """,
+    "horizon ui alarms": """
+        query ($condition: AlarmQueryCondition!) {
+            queryAlarms(condition: $condition) {
+                msgs { id startTime recoveryTime scope name message tags { key value }
+                    snapshot { expression metrics { name results { metric { labels { key value } }
+                        values { id value traceID } } } } } } }
     """,
     "cli health and global topology": """
         query ($duration: Duration!, $layer: String) {

@@ -145,6 +145,13 @@ def _search_query(search: RecordSearch, more: list[dict[str, Any]] | None = None
     if search.first_bucket is not None and search.last_bucket is not None:
         filters.append({"range": {"time_bucket": {"gte": search.first_bucket, "lte": search.last_bucket}}})
     filters += [{"term": {name: value}} for name, value in search.equal.items()]
+    filters += [{"terms": {name: list(values)}} for name, values in search.one_of.items()]
+    if search.any_of:
+        alternatives = [
+            {"bool": {"filter": [{"terms": {name: list(values)}} for name, values in alternative.items()]}}
+            for alternative in search.any_of
+        ]
+        filters.append({"bool": {"should": alternatives, "minimum_should_match": 1}})
     filters += [{"range": {name: {"gte": low}}} for name, low in search.at_least.items()]
     filters += [{"range": {name: {"lte": high}}} for name, high in search.at_most.items()]
     filters += [{"term": {"tags": tag}} for tag in search.tags]

@@ -135,7 +135,15 @@ def _search_clause(model: type[Record], search: RecordSearch) -> tuple[str, list
         args += [search.first_bucket, search.last_bucket]
     for name, value in search.equal.items():
         clauses.append(f"{name} = ?")
-        args.append(int(value) if isinstance(value, bool) else value)
+        args.append(_sql_scalar(value))
+    for name, values in search.one_of.items():
+        clauses.append(_in_clause(name, values, args))
+    if search.any_of:
+        alternatives = [
+            " AND ".join(_in_clause(name, values, args) for name, values in alternative.items())
+            for alternative in search.any_of
+        ]
+        clauses.append("(" + " OR ".join(f"({a})" for a in alternatives) + ")")
     for name, low in search.at_least.items():
         clauses.append(f"{name} >= ?")
         args.append(low)
@@ -150,3 +158,15 @@ def _search_clause(model: type[Record], search: RecordSearch) -> tuple[str, list
             clauses += [f"instr(lower({name}), lower(?)) {sign} 0"] * len(keywords)
             args += keywords
     return " AND ".join(clauses) or "1", args
+
+
+def _sql_scalar(value: str | int | bool) -> str | int:
+    return int(value) if isinstance(value, bool) else value
+
+
+def _in_clause(name: str, values: Sequence[str | int | bool], args: list[Any]) -> str:
+    """``name IN (...)``, its values appended to ``args``; no value matches no row."""
+    if not values:
+        return "0"
+    args += [_sql_scalar(v) for v in values]
+    return f"{name} IN ({', '.join('?' * len(values))})"
