@@ -79,17 +79,18 @@ def firings(t0: int) -> list[AlarmRecord]:
 
 def store(records: RecordDAO, t0: int, uuids: Sequence[str] | None = None) -> list[AlarmRecord]:
     """Stores the alarms named by ``uuids`` (all by default) as they fired,
-    then again as they recovered; returns them as they are then stored."""
+    then the recoveries of those that recovered; returns each firing with
+    the time it recovered."""
     fired = [a for a in firings(t0) if uuids is None or a.uuid in uuids]
     assert records.insert(AlarmRecord, fired) == {}
     recovered = [
-        replace(a, recovery_time=t0 + RECOVERED_AT_S[a.uuid] * 1000)
+        replace(a, alarm_id=f"{a.uuid}/recovery", recovery_time=t0 + RECOVERED_AT_S[a.uuid] * 1000)
         for a in fired
         if a.uuid in RECOVERED_AT_S
     ]
     assert records.insert(AlarmRecord, recovered) == {}
-    now = {a.uuid: a for a in [*fired, *recovered]}
-    return list(now.values())
+    recovered_at = {a.uuid: a.recovery_time for a in recovered}
+    return [replace(a, recovery_time=recovered_at.get(a.uuid, 0)) for a in fired]
 
 
 def ui_message(

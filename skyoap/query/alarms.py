@@ -3,9 +3,10 @@ SkyWalking 11's ``queryAlarms``, which also filters by entity, layer and
 rule), and the tags they carry (``queryAlarmTagAutocompleteKeys`` and
 ``...Values``).
 
-A firing is stored as an ``AlarmRecord`` with ``recovery_time`` 0, and its
-recovery stores the same record again with it set: one row per firing,
-found by its minute (``time_bucket``) as SkyWalking finds it by its second."""
+A firing is stored as an ``AlarmRecord`` with ``recovery_time`` 0, found
+by its minute (``time_bucket``) as SkyWalking finds it by its second; its
+recovery is a record of its own in the same minute, read to answer the
+firing's ``recoveryTime``."""
 
 from __future__ import annotations
 
@@ -74,9 +75,26 @@ def query_alarms(context: QueryContext, condition: Mapping[str, Any]) -> dict[st
 
 
 def _alarms(context: QueryContext, search: RecordSearch | None) -> dict[str, Any]:
+    """The firings ``search`` finds, each with the time of its recovery, if any."""
     if search is None:
         return {"msgs": []}
-    return {"msgs": [alarm_answer(r) for r in context.records.search(AlarmRecord, search)]}
+    fired = context.records.search(AlarmRecord, search)
+    recoveries = {f"{r.uuid}/recovery" for r in fired}
+    recovered = (
+        context.records.search(
+            AlarmRecord,
+            RecordSearch(
+                first_bucket=search.first_bucket,
+                last_bucket=search.last_bucket,
+                one_of={"alarm_id": sorted(recoveries)},
+                limit=len(recoveries),
+            ),
+        )
+        if recoveries
+        else []
+    )
+    recovery_times = {r.uuid: r.recovery_time for r in recovered}
+    return {"msgs": [alarm_answer(r, recovery_times.get(r.uuid, 0)) for r in fired]}
 
 
 def alarm_search(
@@ -95,7 +113,7 @@ def alarm_search(
         return search
     if scope not in AlarmScope.__members__:
         return None
-    return dataclasses.replace(search, equal={"scope": AlarmScope[scope].value})
+    return dataclasses.replace(search, equal={**search.equal, "scope": AlarmScope[scope].value})
 
 
 def condition_search(condition: Mapping[str, Any]) -> RecordSearch | None:
@@ -128,13 +146,15 @@ def _window_search(
     tags: Iterable[Mapping[str, Any] | None] | None,
 ) -> RecordSearch:
     """What ``getAlarm`` and ``queryAlarms`` both filter by: the minutes of
-    ``duration``, the words of ``keyword`` and each tag, paged newest first."""
+    ``duration``, the words of ``keyword`` and each tag, paged newest first;
+    firings only (their recoveries are records too)."""
     window, page = Window.of(duration), Page.of(paging)
     terms = tag_terms(tags or ())
     words = (keyword or "").strip()
     return RecordSearch(
         first_bucket=window.first_bucket,
         last_bucket=window.last_bucket,
+        equal={"recovery_time": 0},
         tags=terms,
         contains={"message": [words]} if words else {},
         order_by="start_time",
@@ -228,13 +248,14 @@ def tag_terms(tags: Iterable[Mapping[str, Any] | None]) -> tuple[str, ...]:
     return tuple(terms)
 
 
-def alarm_answer(record: AlarmRecord) -> dict[str, Any]:
-    """An ``AlarmMessage`` of the protocol. skyoap records no events and no
-    metrics of the firing: those lists are empty."""
+def alarm_answer(record: AlarmRecord, recovery_time: int = 0) -> dict[str, Any]:
+    """An ``AlarmMessage`` of the protocol, of a firing and the time it
+    recovered (0: it has not). skyoap records no events and no metrics of
+    the firing: those lists are empty."""
     pairs = sorted((key, value) for key, _, value in (tag.partition("=") for tag in record.tags))
     return {
         "startTime": record.start_time,
-        "recoveryTime": record.recovery_time or None,
+        "recoveryTime": recovery_time or None,
         "scope": SCOPE_NAMES.get(record.scope),
         "id": record.id0,
         "name": record.name,

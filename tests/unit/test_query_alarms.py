@@ -138,7 +138,7 @@ def test_the_arguments_become_one_storage_search() -> None:
     assert search == RecordSearch(
         first_bucket=MINUTE,
         last_bucket=MINUTE + 4,
-        equal={"scope": 3},
+        equal={"recovery_time": 0, "scope": 3},
         tags=("level=WARNING",),
         contains={"message": ["slow"]},
         order_by="start_time",
@@ -294,6 +294,7 @@ def test_a_condition_becomes_one_storage_search() -> None:
     assert alarms.condition_search(condition) == RecordSearch(
         first_bucket=MINUTE,
         last_bucket=MINUTE + 4,
+        equal={"recovery_time": 0},
         one_of={"rule_name": (RESP_RULE, "instance_sla_rule")},
         any_of=(
             {"id0": (SHOP, SHOP_INST)},
