@@ -16,18 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import AlarmRecord
-from skyoap.query import ids
+from skyoap.query import ids, tag_completion
 from skyoap.query.context import QueryContext
 from skyoap.query.entity import Entity, Scope, entity_of
 from skyoap.query.metadata import GENERAL
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
-
-MAX_TAG_VALUES = 100
-"""The most values ``queryAlarmTagAutocompleteValues`` answers."""
-
-MAX_TAGS_READ = 10_000
-"""The most distinct ``key=value`` tags read for ``queryAlarmTagAutocompleteKeys``."""
 
 MAX_ENTITIES = 100
 """The most entities one ``queryAlarms`` filters by: each adds its ids to the search."""
@@ -267,17 +261,8 @@ def alarm_answer(record: AlarmRecord, recovery_time: int = 0) -> dict[str, Any]:
 
 
 def tag_keys(context: QueryContext, duration: Mapping[str, Any]) -> list[str]:
-    """The keys of the tags of the alarms raised in ``duration``."""
-    window = Window.of(duration)
-    stored = context.records.tag_values(AlarmRecord, window.first_bucket, window.last_bucket, MAX_TAGS_READ)
-    return sorted({tag.partition("=")[0] for tag in stored})
+    return tag_completion.tag_keys(context, AlarmRecord, duration)
 
 
 def tag_values(context: QueryContext, tagKey: str, duration: Mapping[str, Any]) -> list[str]:
-    """The values of ``tagKey`` among the alarms raised in ``duration``, at most ``MAX_TAG_VALUES``."""
-    window = Window.of(duration)
-    prefix = f"{tagKey}="
-    stored = context.records.tag_values(
-        AlarmRecord, window.first_bucket, window.last_bucket, MAX_TAG_VALUES, prefix
-    )
-    return [tag[len(prefix) :] for tag in stored]
+    return tag_completion.tag_values(context, AlarmRecord, tagKey, duration)

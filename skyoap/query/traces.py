@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import SegmentRecord
+from skyoap.query import tag_completion
 from skyoap.query.components import component_name
 from skyoap.query.context import QueryContext
 from skyoap.query.ids import endpoint_names, instance_names, service_name
@@ -21,12 +22,6 @@ log = logging.getLogger(__name__)
 
 MAX_TRACE_SEGMENTS = 10_000
 """The most segments of one trace read (what Elasticsearch reads of a search by default)."""
-
-MAX_TAG_VALUES = 100
-"""The most values ``queryTraceTagAutocompleteValues`` answers."""
-
-MAX_TAGS_READ = 10_000
-"""The most distinct ``key=value`` tags read for ``queryTraceTagAutocompleteKeys``."""
 
 SPAN_TYPES = ("Entry", "Exit", "Local")
 LAYERS = ("Unknown", "Database", "RPCFramework", "Http", "MQ", "Cache", "FAAS")
@@ -219,17 +214,8 @@ def span_answer(seg: StoredSegment, span: StoredSpan) -> dict[str, Any]:
 
 
 def tag_keys(context: QueryContext, duration: Mapping[str, Any]) -> list[str]:
-    """The keys of the searchable tags stored in ``duration``."""
-    window = Window.of(duration)
-    stored = context.records.tag_values(SegmentRecord, window.first_bucket, window.last_bucket, MAX_TAGS_READ)
-    return sorted({tag.partition("=")[0] for tag in stored})
+    return tag_completion.tag_keys(context, SegmentRecord, duration)
 
 
 def tag_values(context: QueryContext, tagKey: str, duration: Mapping[str, Any]) -> list[str]:
-    """The values of ``tagKey`` stored in ``duration``, at most ``MAX_TAG_VALUES``."""
-    window = Window.of(duration)
-    prefix = f"{tagKey}="
-    stored = context.records.tag_values(
-        SegmentRecord, window.first_bucket, window.last_bucket, MAX_TAG_VALUES, prefix
-    )
-    return [tag[len(prefix) :] for tag in stored]
+    return tag_completion.tag_values(context, SegmentRecord, tagKey, duration)

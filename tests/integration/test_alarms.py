@@ -39,18 +39,22 @@ hooks:
 """
 
 
+def with_alarms(config: NodeConfig, settings: str, tmp_path: Path) -> NodeConfig:
+    """``config`` with the alarm ``settings``, a minute evaluated 3 s after
+    it ends, and metrics persisted within a second."""
+    path = tmp_path / "alarm-settings.yml"
+    path.write_text(settings)
+    return config.with_options(
+        alarm_settings=str(path), alarm_settle_s=3.0, metrics_persist_interval_s=0.5,
+        metrics_l1_flush_period_s=0.2,
+    )  # fmt: skip
+
+
 def test_an_error_spike_fires_the_rule_at_its_webhook(
     node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], tmp_path: Path
 ) -> None:
     hook = Hook([])
-    settings = tmp_path / "alarm-settings.yml"
-    settings.write_text(SETTINGS.replace("URL", hook.url))
-    node = start_node(
-        node_config.with_options(
-            alarm_settings=str(settings), alarm_settle_s=1.0, metrics_persist_interval_s=0.5,
-            metrics_l1_flush_period_s=0.2,
-        )
-    )  # fmt: skip
+    node = start_node(with_alarms(node_config, SETTINGS.replace("URL", hook.url), tmp_path))
     try:
         agent = Agent(node.address, "shop", retry_interval_s=0.2)
         agent.register(timeout_s=60)
@@ -103,14 +107,7 @@ def test_an_error_spike_from_the_python_agent_fires_is_silenced_and_recovers(
     The hook answers 500 twice before it takes anything: it gets each notice once."""
     assert AGENT_PYTHON.exists(), "run deploy/install.sh: it installs SkyWalking's Python agent"
     hook = Hook([500, 500])
-    settings = tmp_path / "alarm-settings.yml"
-    settings.write_text(SPIKE.replace("URL", hook.url))
-    node = start_node(
-        node_config.with_options(
-            alarm_settings=str(settings), alarm_settle_s=3.0, metrics_persist_interval_s=0.5,
-            metrics_l1_flush_period_s=0.2,
-        )
-    )  # fmt: skip
+    node = start_node(with_alarms(node_config, SPIKE.replace("URL", hook.url), tmp_path))
     shop, port = start_app("shop", node, STOCK_URL="http://127.0.0.1:9")
     try:
         away_from_midnight()
