@@ -17,13 +17,11 @@ its metrics have been persisted."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -32,7 +30,6 @@ from skyoap.alarm.evaluation import (
     SCOPES,
     RuleError,
     Watched,
-    entities,
     entity_ids,
     entity_name,
     entity_of_key,
@@ -42,7 +39,7 @@ from skyoap.alarm.evaluation import (
 from skyoap.alarm.messages import AlarmMessage, requests
 from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step
-from skyoap.alarm.vectorized import Frames, Listing, held_all
+from skyoap.alarm.vectorized import Frames, Listings, held_all
 from skyoap.query.entity import Entity
 from skyoap.query.metrics import StoredMetrics
 from skyoap.remote.selector import owner
@@ -155,9 +152,8 @@ class Alarms:
     def _evaluate(self, minute: int, rules: Iterable[Watched], buckets: list[_Bucket]) -> None:
         by_number = {b.number: b for b in buckets}
         frames = Frames(self._metrics)  # each minute's rows read once for all the rules
+        listings = Listings(frames, self._metrics, bucket_of, by_number)  # each window's entities, once
         reader = StoredMetrics(self._metrics, {})  # for what is evaluated entity by entity
-        listed: dict[tuple[Any, int], Listing] = {}  # the entities of each model and window, once
-        bucket = functools.cache(bucket_of)
         alarms: dict[str, list[tuple[_Bucket, str]]] = {}  # each rule's courses (none at rest), by key
         for b in buckets:
             for course_key in b.courses:
@@ -165,12 +161,7 @@ class Alarms:
                 alarms.setdefault(name, []).append((b, key))
         for w in rules:
             duration = window(minute, w.rule.period)
-            found = listed.get((w.metric.model, duration.start_bucket))
-            if found is None:
-                seen = entities(self._metrics, w, duration)
-                found = listed[(w.metric.model, duration.start_bucket)] = Listing.of(
-                    frames, w, seen, bucket, by_number
-                )
+            found = listings.of(w, duration)
             covered = found.covered(w.rule)
             wanted = covered & found.mine
             is_held = held_all(w, found.population, duration, frames, reader, wanted)

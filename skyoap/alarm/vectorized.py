@@ -23,7 +23,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from skyoap.alarm.evaluation import Watched, entity_name, held
+from skyoap.alarm.evaluation import Watched, entities, entity_name, held
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import LATENCY_BUCKETS_MS, SEP, CallMetrics, Downsampling, Metrics
 from skyoap.query.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
@@ -487,36 +487,16 @@ def held_all(
 class Listing:
     """The entities of a scope with rows in a window, as a round of alarms
     takes them: each one's routing key (``entity_key``), alarm bucket and
-    place, and whether this node evaluates its bucket."""
+    name, where it is by key, and whether this node evaluates its bucket."""
 
     population: Population
-    scope: Any
     keys: list[str]
     place: dict[str, int]
     """By key."""
     buckets: list[int]
     mine: Flags
-
-    @classmethod
-    def of(
-        cls,
-        frames: Frames,
-        w: Watched,
-        entities: Sequence[Entity],
-        bucket_of: Callable[[str], int],
-        owned: Collection[int],
-    ) -> Listing:
-        assert w.metric.model is not None
-        population = frames.population(entities, w.metric.model)
-        keys = [SEP.join(names) for names in population.names]
-        buckets = [bucket_of(k) for k in keys]
-        mine = np.fromiter((b in owned for b in buckets), np.bool_, len(buckets))
-        return cls(population, w.scope, keys, {k: i for i, k in enumerate(keys)}, buckets, mine)
-
-    @functools.cached_property
-    def names(self) -> list[str]:
-        """SkyWalking's names of the entities, which rules include and exclude by."""
-        return [entity_name(self.scope, e) for e in self.population.entities]
+    names: list[str]
+    """SkyWalking's names of the entities, which rules include and exclude by."""
 
     @functools.cached_property
     def _by_name(self) -> dict[str, list[int]]:
@@ -528,9 +508,8 @@ class Listing:
     def covered(self, rule: Rule) -> Flags:
         """The entities ``rule`` watches (``Rule.covers``)."""
         everyone = len(self.keys)
-        if not (
-            rule.include_names or rule.exclude_names or rule.include_names_regex or rule.exclude_names_regex
-        ):
+        named = rule.include_names or rule.exclude_names
+        if not (named or rule.include_names_regex or rule.exclude_names_regex):
             return np.ones(everyone, np.bool_)
         out = np.zeros(everyone, np.bool_)
         if rule.include_names:  # no other name is covered: look those up
@@ -541,3 +520,39 @@ class Listing:
         for i, name in enumerate(self.names):
             out[i] = rule.covers(name)
         return out
+
+
+class Listings:
+    """The entities each rule of a round watches, listed once for each model
+    and window start (``evaluation.entities``), each entity's bucket and name
+    found once for the round."""
+
+    def __init__(
+        self, frames: Frames, metrics: MetricsDAO, bucket_of: Callable[[str], int], owned: Collection[int]
+    ) -> None:
+        self._frames, self._metrics, self._bucket_of, self._owned = frames, metrics, bucket_of, owned
+        self._listed: dict[tuple[Any, int], Listing] = {}
+        self._entities: dict[tuple[Any, str], tuple[int, str]] = {}
+        """Bucket and name by scope and key (an instance and an endpoint may have the same key)."""
+
+    def of(self, w: Watched, duration: Duration) -> Listing:
+        found = self._listed.get((w.metric.model, duration.start_bucket))
+        if found is None:
+            found = self._listed[(w.metric.model, duration.start_bucket)] = self._list(w, duration)
+        return found
+
+    def _list(self, w: Watched, duration: Duration) -> Listing:
+        assert w.metric.model is not None
+        population = self._frames.population(entities(self._metrics, w, duration), w.metric.model)
+        keys = [SEP.join(names) for names in population.names]
+        known = [
+            self._entities.get((w.scope, k)) or self._entity(k, e, w)
+            for k, e in zip(keys, population.entities, strict=True)
+        ]
+        buckets, names = [b for b, _ in known], [n for _, n in known]
+        mine = np.fromiter((b in self._owned for b in buckets), np.bool_, len(buckets))
+        return Listing(population, keys, {k: i for i, k in enumerate(keys)}, buckets, mine, names)
+
+    def _entity(self, key: str, e: Entity, w: Watched) -> tuple[int, str]:
+        found = self._entities[(w.scope, key)] = (self._bucket_of(key), entity_name(w.scope, e))
+        return found

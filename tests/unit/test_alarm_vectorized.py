@@ -21,12 +21,13 @@ from skyoap.alarm.evaluation import entities, entity_key, entity_name, entity_of
 from skyoap.alarm.messages import Request
 from skyoap.alarm.settings import AlarmSettings, Rule, parse_settings
 from skyoap.alarm.states import Course, step
-from skyoap.alarm.vectorized import Frames, held_all, supported
+from skyoap.alarm.vectorized import Frames, Listings, held_all, supported
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     CallMetrics,
     Downsampling,
+    EndpointMetrics,
     MeterMetrics,
     Metrics,
     ServiceInstanceMetrics,
@@ -480,3 +481,20 @@ def test_a_round_of_rules_raises_what_evaluating_each_entity_alone_raises(storag
     rules = {rule for rule, *_ in expected}
     assert rules == {r.name for r in settings.rules}  # every rule fired
     assert any(recovered for *_, recovered in expected) and any(not recovered for *_, recovered in expected)
+
+
+def test_an_instance_and_an_endpoint_of_the_same_key_keep_their_names(tmp_path: Path) -> None:
+    opened = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "k.db")))
+    opened.metrics.install(METRICS_TYPES)
+    at = bucket(FIRST)
+    instance = ServiceInstanceMetrics(time_bucket=at, service="shop", instance="x", **calls_of([10]))
+    endpoint = EndpointMetrics(time_bucket=at, service="shop", endpoint="x", **calls_of([10]))
+    opened.metrics.put(ServiceInstanceMetrics, Downsampling.MINUTE, [MetricsWrite(None, instance, {})])
+    opened.metrics.put(EndpointMetrics, Downsampling.MINUTE, [MetricsWrite(None, endpoint, {})])
+    listings = Listings(Frames(opened.metrics), opened.metrics, lambda key: 7, [7])
+    named = []
+    for expression in ("avg(service_instance_sla) > 1", "avg(endpoint_sla) > 1"):
+        listing = listings.of(watched(rule_of(expression, 1)), window(FIRST, 1))
+        named.append((listing.keys, listing.names, listing.mine.tolist()))
+    assert named == [(["shop\x1fx"], ["x of shop"], [True]), (["shop\x1fx"], ["x in shop"], [True])]
+    opened.close()
