@@ -23,7 +23,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from skyoap.alarm.evaluation import Watched, entities, entity_name, held
+from skyoap.alarm.evaluation import Watched, entity_name, entity_names, entity_of_names, held
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import LATENCY_BUCKETS_MS, SEP, CallMetrics, Downsampling, Metrics
 from skyoap.query.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
@@ -89,9 +89,13 @@ class Frames:
         self._matrices: dict[tuple[Any, ...], tuple[Floats, Flags] | None] = {}
         self._populations = 0
 
-    def population(self, entities: Sequence[Entity], model: type[Metrics]) -> Population:
+    def population(
+        self, entities: Sequence[Entity], model: type[Metrics], names: list[tuple[str, ...]] | None = None
+    ) -> Population:
+        """``entities`` of ``model``, with their ``names`` if known."""
         attrs = tuple(attr for _, attr in ENTITY_COLUMNS[model])
-        names = [tuple(getattr(e, a) for a in attrs) for e in entities]
+        if names is None:
+            names = [tuple(getattr(e, a) for a in attrs) for e in entities]
         ids = np.fromiter((self._number(n) for n in names), np.intp, len(names))
         self._populations += 1
         return Population(entities, attrs, names, ids, self._populations)
@@ -532,8 +536,9 @@ class Listings:
     ) -> None:
         self._frames, self._metrics, self._bucket_of, self._owned = frames, metrics, bucket_of, owned
         self._listed: dict[tuple[Any, int], Listing] = {}
-        self._entities: dict[tuple[Any, str], tuple[int, str]] = {}
-        """Bucket and name by scope and key (an instance and an endpoint may have the same key)."""
+        self._entities: dict[tuple[Any, str], tuple[Entity, int, str]] = {}
+        """Each entity, its bucket and its name, by scope and key (an instance
+        and an endpoint may have the same key)."""
 
     def of(self, w: Watched, duration: Duration) -> Listing:
         found = self._listed.get((w.metric.model, duration.start_bucket))
@@ -543,16 +548,19 @@ class Listings:
 
     def _list(self, w: Watched, duration: Duration) -> Listing:
         assert w.metric.model is not None
-        population = self._frames.population(entities(self._metrics, w, duration), w.metric.model)
-        keys = [SEP.join(names) for names in population.names]
+        names = entity_names(self._metrics, w, duration)
+        keys = [SEP.join(n) for n in names]
         known = [
-            self._entities.get((w.scope, k)) or self._entity(k, e, w)
-            for k, e in zip(keys, population.entities, strict=True)
+            self._entities.get((w.scope, k)) or self._entity(w, k, n)
+            for k, n in zip(keys, names, strict=True)
         ]
-        buckets, names = [b for b, _ in known], [n for _, n in known]
+        population = self._frames.population([e for e, _, _ in known], w.metric.model, names)
+        buckets = [b for _, b, _ in known]
         mine = np.fromiter((b in self._owned for b in buckets), np.bool_, len(buckets))
-        return Listing(population, keys, {k: i for i, k in enumerate(keys)}, buckets, mine, names)
+        place = {k: i for i, k in enumerate(keys)}
+        return Listing(population, keys, place, buckets, mine, [name for _, _, name in known])
 
-    def _entity(self, key: str, e: Entity, w: Watched) -> tuple[int, str]:
-        found = self._entities[(w.scope, key)] = (self._bucket_of(key), entity_name(w.scope, e))
+    def _entity(self, w: Watched, key: str, names: tuple[str, ...]) -> tuple[Entity, int, str]:
+        e = entity_of_names(w, names)
+        found = self._entities[(w.scope, key)] = (e, self._bucket_of(key), entity_name(w.scope, e))
         return found
