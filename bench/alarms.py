@@ -12,8 +12,8 @@ sums of minutes past a threshold, averages, percentiles, two conditions
 joined, the older ``metrics-name`` form, periods of 1 to 10 minutes, some
 with include-names or an exclude-names regex. A node that owns every alarm
 bucket evaluates ``--minutes`` minutes in turn, each round (``run_once``:
-its state loaded, evaluated, stored) timed in CPU seconds of this process,
-which runs SQLite too. The goal: a tenth of a core, 6 s a minute.
+its state loaded, evaluated, stored, its notices recorded; the rules name
+no hooks) timed in CPU seconds of this process, which runs SQLite too. The goal: a tenth of a core, 6 s a minute.
 
 For scale, the MQE engine evaluating entity by entity (``held``, what a
 round did before) is timed on a sample of rules and entities.
@@ -48,6 +48,7 @@ from skyoap.model.metrics import (
     ServiceMetrics,
     minute_bucket,
 )
+from skyoap.model.records import RECORD_TYPES
 from skyoap.query.metrics import StoredMetrics
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsDAO, MetricsWrite
@@ -98,6 +99,7 @@ def rows(args: argparse.Namespace, first: int, minutes: int) -> Iterator[CallMet
 
 def populate(storage: OpenStorage, args: argparse.Namespace, first: int, minutes: int) -> int:
     storage.metrics.install(METRICS_TYPES)
+    storage.records.install(RECORD_TYPES)  # where alarms are recorded
     pending: dict[type[CallMetrics], list[MetricsWrite[Any]]] = {}
     written = 0
     for row in rows(args, first, minutes):
@@ -197,8 +199,8 @@ def open_alarms(storage: OpenStorage, rules: AlarmSettings, clock: Clock) -> tup
     """A node's alarms owning every bucket, and the recorder of their metrics reads."""
     metrics = Recorder(storage.metrics)
     dao = typing.cast(MetricsDAO, metrics)
-    alarms = Alarms(lambda: rules, dao, storage.state, "n1", lambda: ["n1"], Delivery(Instruments()),
-                    Instruments(), 0.0, clock)  # fmt: skip
+    alarms = Alarms(lambda: rules, dao, storage.state, storage.records, None, "n1", lambda: ["n1"],
+                    Delivery(Instruments()), Instruments(), 0.0, clock)  # fmt: skip
     return alarms, metrics
 
 

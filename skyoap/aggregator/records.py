@@ -15,6 +15,7 @@ and the write that stores the records publishes them (``aggregator/topics.py``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -106,26 +107,9 @@ class RecordPersistentWorker(BufferedWorker[Record]):
         nbytes: int,
         tries: Callable[[Callable[[], dict[str, str]]], dict[str, str]],
     ) -> dict[str, str]:
-        """Places ``chunk`` on its topic and inserts it, tried as ``tries``
-        says; returns what storage refused for good."""
-        placement: Placement | None = None
-
-        def insert() -> dict[str, str]:
-            nonlocal placement
-            if placement is None and self._topics is not None:  # once: a retry writes the same positions
-                placement = self._topics.place(Table(self.model), chunk, nbytes)
-            with self.series.write_seconds.time():
-                return self._dao.insert(self.model, chunk, placement.positions if placement else None)
-
-        try:
-            refused = tries(insert)
-        except Exception:
-            if placement is not None and self._topics is not None:  # its ranges hold nothing now
-                self._topics.abandoned(placement)
-            raise
-        if placement is not None and self._topics is not None:
-            self._topics.written(placement, refused)
-        return refused
+        return insert_published(
+            self._dao, self.model, chunk, nbytes, self._topics, tries, self.series.write_seconds.time
+        )
 
     def _records_of(self, content: dict[str, Any]) -> list[Record]:
         return [self.model.from_row(row) for row in content["records"]]
@@ -195,3 +179,40 @@ class RecordPersistentWorker(BufferedWorker[Record]):
             spill.done()
             self._replays.pop(0)
             log.info("%s: stored what %s held", self.name, spill.path)
+
+
+def _once(insert: Callable[[], dict[str, str]]) -> dict[str, str]:
+    return insert()
+
+
+def insert_published(
+    dao: RecordDAO,
+    model: type[Record],
+    chunk: Sequence[Record],
+    nbytes: int,
+    topics: Topics | None,
+    tries: Callable[[Callable[[], dict[str, str]]], dict[str, str]] = _once,
+    timer: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
+) -> dict[str, str]:
+    """Places ``chunk`` on its topic (with ``topics``) and inserts it, tried
+    as ``tries`` says, each write timed by ``timer``; returns what storage
+    refused for good. The chunk is placed once: a retry writes the same
+    positions."""
+    placement: Placement | None = None
+
+    def insert() -> dict[str, str]:
+        nonlocal placement
+        if placement is None and topics is not None:
+            placement = topics.place(Table(model), chunk, nbytes)
+        with timer():
+            return dao.insert(model, chunk, placement.positions if placement else None)
+
+    try:
+        refused = tries(insert)
+    except Exception:
+        if placement is not None and topics is not None:  # its ranges hold nothing now
+            topics.abandoned(placement)
+        raise
+    if placement is not None and topics is not None:
+        topics.written(placement, refused)
+    return refused

@@ -12,19 +12,26 @@ since the last one evaluated, reading their windows from storage, and a
 minute two nodes evaluate at once is kept from the one whose swap lands
 first; the other's notices are dropped unsent.
 
+The notices a minute raises are stored in the same swap, in the bucket's
+outbox (``outbox.py``), and leave it once they are recorded and every hook
+is done with them: a node killed after the swap loses none of them.
+
 A minute is evaluated once ``settle_s`` has passed after its end, so that
 its metrics have been persisted."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from skyoap.aggregator.records import insert_published
+from skyoap.aggregator.topics import Topics
 from skyoap.alarm.delivery import Delivery
 from skyoap.alarm.evaluation import (
     SCOPES,
@@ -36,16 +43,21 @@ from skyoap.alarm.evaluation import (
     watched,
     window,
 )
-from skyoap.alarm.messages import AlarmMessage, requests
+from skyoap.alarm.messages import AlarmMessage, Request, requests
+from skyoap.alarm.outbox import Entry, Handling
 from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step
 from skyoap.alarm.vectorized import Frames, Listings, held_all
+from skyoap.model.records import AlarmRecord
 from skyoap.query.entity import Entity
 from skyoap.query.metrics import StoredMetrics
 from skyoap.remote.selector import owner
+from skyoap.runtime.budget import memory_size
+from skyoap.runtime.crash import crash_point
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.periodic import Periodic
-from skyoap.storage.api import MetricsDAO, StateStore
+from skyoap.runtime.ratelimit import RateLimitedLog
+from skyoap.storage.api import MetricsDAO, RecordDAO, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +77,14 @@ def bucket_of(key: str) -> int:
 class _Bucket:
     number: int
     version: object
+    owned: bool
     last: int
     """The last minute evaluated."""
     courses: dict[str, Course]
     """By rule and entity key; none at rest."""
-    notices: list[AlarmMessage]
+    outbox: list[Entry]
+    raised: list[Entry] = field(default_factory=list)
+    """The notices of the minutes evaluated now."""
 
 
 class Alarms:
@@ -78,6 +93,8 @@ class Alarms:
         settings: Callable[[], AlarmSettings],
         metrics: MetricsDAO,
         state: StateStore,
+        records: RecordDAO,
+        topics: Topics | None,
         me: str,
         nodes: Callable[[], Sequence[str]],
         delivery: Delivery,
@@ -86,6 +103,7 @@ class Alarms:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings, self._metrics, self._state = settings, metrics, state
+        self._records, self._topics = records, topics
         self._me, self._nodes, self._delivery, self._settle_s, self._clock = (
             me,
             nodes,
@@ -100,6 +118,8 @@ class Alarms:
             "skyoap_alarm_minutes_taken_total", "bucket minutes another node evaluated first"
         )
         self._bad: set[str] = set()
+        self._handling = Handling()
+        self._error_log = RateLimitedLog(log)
         self._task = Periodic("alarms", ROUND_S, self.run_once, "evaluating the alarm rules")
 
     def start(self) -> None:
@@ -113,17 +133,23 @@ class Alarms:
         return int((self._clock() - self._settle_s) // 60) - 1
 
     def run_once(self) -> None:
-        """Evaluates the minutes due in the buckets this node owns now."""
+        """Evaluates the minutes due in the buckets this node owns now, and
+        records and sends the notices it handles."""
         nodes = sorted(self._nodes())
         if self._me not in nodes:
             return
-        rules = self._watched(self._settings())
+        settings = self._settings()
+        rules = self._watched(settings)
         now = self.minute()
-        buckets = [b for n in range(BUCKETS) if owner(str(n), nodes) == self._me if (b := self._load(n, now))]
+        owned = {n for n in range(BUCKETS) if owner(str(n), nodes) == self._me}
+        buckets = [self._load(n, now, n in owned) for n in sorted(owned | self._handling.buckets())]
         for minute in sorted({m for b in buckets for m in self._due(b, now)}):
             self._evaluate(minute, rules, [b for b in buckets if minute in self._due(b, now)])
-        for b in buckets:
-            self._store(b, now, rules)
+        stored = [
+            (b.number, outbox) for b in buckets if (outbox := self._store(b, now, rules, nodes)) is not None
+        ]
+        crash_point("alarms-stored")
+        self._handle(settings, stored)
 
     def _watched(self, settings: AlarmSettings) -> list[Watched]:
         out = []
@@ -136,17 +162,18 @@ class Alarms:
                     log.error("alarm rule %s (line %d) is not evaluated: %s", rule.name, rule.line, e)
         return out
 
-    def _load(self, number: int, now: int) -> _Bucket | None:
+    def _load(self, number: int, now: int, owned: bool) -> _Bucket:
         doc, version = self._state.load(f"alarm:{number}")
         if doc is None:
-            return _Bucket(number, version, now - 1, {}, [])
-        if doc["minute"] >= now:
-            return None
+            return _Bucket(number, version, owned, now - 1, {}, [])
         courses = {k: Course.of(v) for k, v in doc["courses"].items()}
-        return _Bucket(number, version, doc["minute"], courses, [])
+        outbox = [Entry.of(e) for e in doc.get("outbox", ())]
+        return _Bucket(number, version, owned, doc["minute"], courses, outbox)
 
     @staticmethod
     def _due(b: _Bucket, now: int) -> range:
+        if not b.owned:
+            return range(0)
         return range(max(b.last + 1, now - CATCH_UP_MINUTES + 1), now + 1)
 
     def _evaluate(self, minute: int, rules: Iterable[Watched], buckets: list[_Bucket]) -> None:
@@ -187,16 +214,20 @@ class Alarms:
         else:
             b.courses[course_key] = course
         if notice is not None:
-            b.notices.append(self._message(w, e or entity_of_key(w, key), notice))
+            entity = e or entity_of_key(w, key)
+            hooks = tuple(h.id for h in self._settings().hooks_of(w.rule))
+            message = self._message(w, entity, notice)
+            b.raised.append(Entry(message, str(entity.service_name), w.rule.expression, hooks, self._me))
 
     def _message(self, w: Watched, entity: Entity, notice: Notice) -> AlarmMessage:
         scope_id, scope = SCOPES[w.scope]
+        id0, id1 = entity_ids(w.scope, entity)
         return AlarmMessage(
             scope_id=scope_id,
             scope=scope,
             name=entity_name(w.scope, entity),
-            id0=entity_ids(w.scope, entity)[0],
-            id1=entity_ids(w.scope, entity)[1],
+            id0=id0,
+            id1=id1,
             rule_name=w.rule.name,
             message=w.rule.text(entity_name(w.scope, entity)),
             firing=notice.firing,
@@ -205,20 +236,72 @@ class Alarms:
             recovery_ms=None if notice.recovered_minute is None else (notice.recovered_minute + 1) * 60_000,
         )
 
-    def _store(self, b: _Bucket, now: int, rules: Iterable[Watched]) -> None:
+    def _store(
+        self, b: _Bucket, now: int, rules: Iterable[Watched], nodes: Sequence[str]
+    ) -> list[Entry] | None:
+        """Stores the bucket's courses and outbox; the outbox stored, or None
+        when another node changed the bucket first (the notices raised now
+        are dropped: that node's evaluation stands)."""
+        outbox = self._handling.progressed(b.outbox)
+        if b.owned:  # the notices of a node that is gone, or that forgot them in a restart, are taken over
+            outbox = [
+                replace(e, by=self._me)
+                if e.by not in nodes or (e.by == self._me and not self._handling.knows(e.key))
+                else e
+                for e in outbox
+            ]
+        evaluated = bool(self._due(b, now))
+        outbox += b.raised
+        if not evaluated and outbox == b.outbox:
+            return outbox
         # The courses of rules no longer in the settings end here.
         kept = {f"{w.rule.name}\x00" for w in rules}
-        courses = {k: c.to_json() for k, c in b.courses.items() if k[: k.index("\x00") + 1] in kept}
-        doc = {"minute": now, "courses": courses}
+        courses = {
+            k: c.to_json() for k, c in b.courses.items() if not evaluated or k[: k.index("\x00") + 1] in kept
+        }
+        doc = {
+            "minute": now if evaluated else b.last,
+            "courses": courses,
+            "outbox": [e.to_json() for e in outbox],
+        }
         if not self._state.swap(f"alarm:{b.number}", b.version, doc):
             self._lost.inc()
+            return None
+        self._handling.forget(b.number, outbox)
+        for entry in b.raised:
+            self._fired.labels("recovery" if entry.message.is_recovery else "firing").inc()
+        return outbox
+
+    def _handle(self, settings: AlarmSettings, stored: Sequence[tuple[int, list[Entry]]]) -> None:
+        """Takes up the stored notices this node handles and does not know yet,
+        records those not recorded, and sends the new ones."""
+        sends: list[tuple[str, str, str, Request]] = []
+        now_ms = int(self._clock() * 1000)
+        for number, outbox in stored:
+            for e in outbox:
+                if e.by != self._me or self._handling.knows(e.key):
+                    continue
+                waiting = {}
+                for hook_id in e.hooks:
+                    hook = settings.hooks.get(hook_id)  # a hook no longer in the settings is done
+                    sent = requests(hook, e.message, now_ms) if hook is not None else []
+                    waiting[hook_id] = len(sent)
+                    sends += [(e.key, hook_id, hook.kind, r) for r in sent if hook is not None]
+                self._handling.take(number, e, waiting)
+        self._record(self._handling.unrecorded(e for _, outbox in stored for e in outbox))
+        for key, hook_id, kind, request in sends:
+            self._delivery.send(kind, request, functools.partial(self._handling.settled, key, hook_id))
+
+    def _record(self, entries: Sequence[Entry]) -> None:
+        """Stores the alarms of ``entries``, in their order: a firing before its recovery."""
+        if not entries:
             return
-        settings = self._settings()
-        for message in b.notices:
-            self._fired.labels("recovery" if message.is_recovery else "firing").inc()
-            rule = next((r for r in settings.rules if r.name == message.rule_name), None)
-            if rule is None:
-                continue
-            for hook in settings.hooks_of(rule):
-                for request in requests(hook, message, int(self._clock() * 1000)):
-                    self._delivery.send(hook.kind, request)
+        records = [e.record() for e in entries]
+        try:
+            refused = insert_published(
+                self._records, AlarmRecord, records, memory_size(records), self._topics
+            )
+        except Exception as e:  # tried again next round
+            self._error_log.error("record", "%d alarm records not stored, tried again: %s", len(records), e)
+            return
+        self._handling.recorded(e.key for e in entries if e.record().key() not in refused)

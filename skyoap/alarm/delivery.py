@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skyoap.alarm.messages import Request
@@ -39,6 +40,7 @@ class _Due:
     order: int
     request: Request = field(compare=False)
     kind: str = field(compare=False)
+    settled: Callable[[], None] = field(compare=False)
     failures: int = field(compare=False, default=0)
 
 
@@ -79,16 +81,24 @@ class Delivery:
         for t in self._threads:
             t.start()
 
-    def send(self, kind: str, request: Request) -> bool:
-        """Queues ``request`` to a hook of ``kind``; False when the queue is
-        full and it was dropped."""
+    def send(self, kind: str, request: Request, settled: Callable[[], None] = lambda: None) -> bool:
+        """Queues ``request`` to a hook of ``kind``; False when it was dropped
+        (the queue full, or closing). ``settled`` is called once it is done
+        with: taken, refused, given up or dropped for a full queue; not when
+        it is dropped because the node closes (its notice is sent again from
+        its bucket's outbox)."""
         with self._changed:
-            if self._closing or len(self._due) + self._sending >= self._max:
-                self._dropped.labels(kind, "full").inc()
+            if self._closing:
+                self._dropped.labels(kind, "closing").inc()
                 return False
-            heapq.heappush(self._due, _Due(time.monotonic(), next(self._order), request, kind))
-            self._changed.notify()
-        return True
+            full = len(self._due) + self._sending >= self._max
+            if not full:
+                heapq.heappush(self._due, _Due(time.monotonic(), next(self._order), request, kind, settled))
+                self._changed.notify()
+        if full:
+            self._dropped.labels(kind, "full").inc()
+            settled()
+        return not full
 
     def idle(self) -> bool:
         """Whether nothing is queued or being sent."""
@@ -107,7 +117,8 @@ class Delivery:
             self._due.clear()
             self._changed.notify_all()
         for t in self._threads:
-            t.join(self._timeout_s + 1)
+            if t.ident is not None:  # started
+                t.join(self._timeout_s + 1)
 
     def _run(self) -> None:
         while True:
@@ -144,6 +155,7 @@ class Delivery:
     def _settle(self, due: _Due, outcome: str | None) -> None:
         if outcome is None:
             self._sent.labels(due.kind).inc()
+            due.settled()
             return
         retry = outcome.startswith("retry:")
         why = outcome.removeprefix("retry:")
@@ -152,6 +164,7 @@ class Delivery:
         if not retry or (attempts and due.failures >= attempts):
             self._dropped.labels(due.kind, "gave_up" if retry else "refused").inc()
             self._log.warning(due.kind, "an alarm notice was dropped after %d tries: %s", due.failures, why)
+            due.settled()
             return
         self._tried_again.labels(due.kind).inc()
         due.at = time.monotonic() + self._retries.delay_s(due.failures)

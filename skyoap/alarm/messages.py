@@ -7,6 +7,7 @@ firing's id, so that a recovery resolves what its firing triggered."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -52,6 +53,13 @@ class AlarmMessage:
     @property
     def is_recovery(self) -> bool:
         return self.recovery_ms is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "tags": [list(t) for t in self.tags]}
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> AlarmMessage:
+        return cls(**{**doc, "tags": tuple((k, v) for k, v in doc["tags"])})
 
     def webhook(self) -> dict[str, Any]:
         """As SkyWalking's webhook payload names its fields."""

@@ -375,9 +375,11 @@ class Node:
             topics,
         )
         if cfg.alarm.settings:
-            yield from self._alarms(storage, cluster)
+            yield from self._alarms(storage, topics, cluster)
 
-    def _alarms(self, storage: OpenStorage, cluster: RedisCluster | StandaloneCluster) -> Iterator[Component]:
+    def _alarms(
+        self, storage: OpenStorage, topics: Topics | None, cluster: RedisCluster | StandaloneCluster
+    ) -> Iterator[Component]:
         """Alarm rules evaluated over the entities this aggregator owns, their notices sent."""
         a = self.config.alarm
         settings = SettingsFile(Path(a.settings), self.instruments, a.reload_s)
@@ -392,6 +394,8 @@ class Node:
             settings,
             storage.metrics,
             storage.state,
+            storage.records,
+            topics,
             self.address,
             nodes,
             delivery,

@@ -61,10 +61,13 @@ def test_a_hook_that_answers_500_twice_then_200_gets_the_notice_once(instruments
     hook = Hook([500, 500])
     delivery = Delivery(instruments, retries=FAST)
     delivery.start()
+    settled: list[str] = []
     try:
-        assert delivery.send("webhook", Request(hook.url, b'[{"uuid": "f1"}]', {}))
+        sent = Request(hook.url, b'[{"uuid": "f1"}]', {})
+        assert delivery.send("webhook", sent, lambda: settled.append("f1"))
         eventually(lambda: delivery.idle() and hook.taken == [b'[{"uuid": "f1"}]'])
         assert hook.asked == 3
+        assert settled == ["f1"]  # once, when taken
         assert instruments.value("skyoap_alarm_sent_total", kind="webhook") == 1
         assert instruments.value("skyoap_alarm_retried_total", kind="webhook") == 2
     finally:
@@ -76,11 +79,13 @@ def test_a_refusal_is_not_sent_again_and_a_hook_always_down_is_given_up(instrume
     refusing, failing = Hook([400]), Hook([503] * 10)
     delivery = Delivery(instruments, retries=FAST)
     delivery.start()
+    settled: list[str] = []
     try:
-        delivery.send("webhook", Request(refusing.url, b"[]", {}))
-        delivery.send("slack", Request(failing.url, b"{}", {}))
-        eventually(lambda: delivery.idle())
+        delivery.send("webhook", Request(refusing.url, b"[]", {}), lambda: settled.append("refused"))
+        delivery.send("slack", Request(failing.url, b"{}", {}), lambda: settled.append("gave up"))
+        eventually(lambda: delivery.idle() and len(settled) == 2)
         assert (refusing.asked, failing.asked) == (1, 4)
+        assert sorted(settled) == ["gave up", "refused"]
         assert instruments.value("skyoap_alarm_dropped_total", kind="webhook", reason="refused") == 1
         assert instruments.value("skyoap_alarm_dropped_total", kind="slack", reason="gave_up") == 1
     finally:
@@ -101,8 +106,10 @@ def test_a_hung_hook_never_blocks_the_sender_and_a_full_queue_drops(instruments:
         assert delivery.send("webhook", Request(hung.url, b"3", {}))  # the second thread hangs too
         eventually(lambda: instruments.value("skyoap_alarm_queued") == 2)
         assert delivery.send("webhook", Request(well.url, b"4", {}))  # queued behind them
-        assert not delivery.send("webhook", Request(well.url, b"5", {}))  # 3 held: dropped at once
+        settled: list[str] = []
+        assert not delivery.send("webhook", Request(well.url, b"5", {}), lambda: settled.append("5"))
         assert instruments.value("skyoap_alarm_dropped_total", kind="webhook", reason="full") == 1
+        assert settled == ["5"]  # 3 held: dropped at once, and done with
         hang.set()
         eventually(lambda: delivery.idle() and well.taken == [b"2", b"4"] and hung.taken == [b"1", b"3"])
     finally:
@@ -110,3 +117,16 @@ def test_a_hung_hook_never_blocks_the_sender_and_a_full_queue_drops(instruments:
         delivery.close()
         hung.shutdown()
         well.shutdown()
+
+
+def test_what_closing_drops_is_not_settled(instruments: Instruments) -> None:
+    """A notice dropped because the node closes stays in its bucket's outbox,
+    for whichever node handles it next."""
+    delivery = Delivery(instruments, retries=FAST)  # never started: nothing is sent
+    settled: list[str] = []
+    nowhere = "http://127.0.0.1:9/hook"
+    assert delivery.send("webhook", Request(nowhere, b"1", {}), lambda: settled.append("1"))
+    delivery.close(timeout_s=0)
+    assert not delivery.send("webhook", Request(nowhere, b"2", {}), lambda: settled.append("2"))
+    assert settled == []
+    assert instruments.value("skyoap_alarm_dropped_total", kind="webhook", reason="closing") == 2

@@ -12,6 +12,7 @@ import pytest
 from skyoap.alarm.evaluation import RuleError, entities, entity_ids, entity_name, held, watched, window
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics
+from skyoap.model.records import RECORD_TYPES
 from skyoap.query.entity import Entity, Scope
 from skyoap.query.metrics import StoredMetrics
 from skyoap.storage.api import MetricsWrite
@@ -35,6 +36,7 @@ def rule(expression: str, period: int = 3) -> Rule:
 def storage(tmp_path: Path) -> Iterator[OpenStorage]:
     opened = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "a.db")))
     opened.metrics.install(METRICS_TYPES)
+    opened.records.install(RECORD_TYPES)
     # shop: minutes 0-5, failing (errors) in minutes 2, 3 and 4; stock: minutes 0-1, never failing.
     shop = [ServiceMetrics(time_bucket=bucket(FIRST + m), service="shop",
                            **calls(10, errors=5 if m in (2, 3, 4) else 0)) for m in range(6)]  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from skyoap.model.metrics import (
     ServiceMetrics,
     ServiceRelationMetrics,
 )
+from skyoap.model.records import RECORD_TYPES
 from skyoap.query.catalogue import MetricDef
 from skyoap.query.duration import Duration
 from skyoap.query.entity import Entity
@@ -99,6 +100,7 @@ def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenStorage]:
     path = tmp_path_factory.mktemp("vectorized") / "v.db"
     opened = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(path)))
     opened.metrics.install(METRICS_TYPES)
+    opened.records.install(RECORD_TYPES)  # alarms are recorded
     by_model: dict[type[Metrics], list[MetricsWrite[Metrics]]] = {}
     for row in random_rows(random.Random(11)):
         by_model.setdefault(type(row), []).append(MetricsWrite(None, row, {}))
@@ -430,9 +432,10 @@ class Taken(Delivery):
         super().__init__(Instruments())
         self.taken: list[Notice] = []
 
-    def send(self, kind: str, request: Request) -> bool:
+    def send(self, kind: str, request: Request, settled: Callable[[], None] = lambda: None) -> bool:
         for m in json.loads(request.body):
             self.taken.append((m["ruleName"], m["name"], m["startTime"], m.get("recoveryTime")))
+        settled()
         return True
 
 
@@ -470,8 +473,8 @@ def test_a_round_of_rules_raises_what_evaluating_each_entity_alone_raises(storag
     delivery = Taken()
     now = [0.0]
     alarms = Alarms(
-        lambda: settings, storage.metrics, storage.state, "n1", lambda: ["n1"], delivery, Instruments(), 0.5,
-        lambda: now[0],
+        lambda: settings, storage.metrics, storage.state, storage.records, None, "n1", lambda: ["n1"],
+        delivery, Instruments(), 0.5, lambda: now[0],
     )  # fmt: skip
     for minute in minutes:
         now[0] = (minute + 1) * 60 + 1.0

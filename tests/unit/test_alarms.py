@@ -12,8 +12,11 @@ import pytest
 from skyoap.alarm.alarms import BUCKETS, Alarms
 from skyoap.alarm.delivery import Delivery
 from skyoap.alarm.settings import parse_settings
+from skyoap.model.metrics import minute_bucket
+from skyoap.model.records import AlarmRecord
+from skyoap.model.stream import Text, Words
 from skyoap.runtime.instruments import Instruments
-from skyoap.storage.api import StateStore
+from skyoap.storage.api import RecordSearch, StateStore
 from skyoap.storage.select import OpenStorage
 from tests.integration.helpers import eventually
 from tests.unit.test_alarm_delivery import FAST, Hook
@@ -65,7 +68,17 @@ def alarms(
     delivery = Delivery(instruments, retries=FAST)
     delivery.start()
     a = Alarms(
-        lambda: settings, storage.metrics, storage.state, me, lambda: nodes, delivery, instruments, 0.5, clock
+        lambda: settings,
+        storage.metrics,
+        storage.state,
+        storage.records,
+        None,
+        me,
+        lambda: nodes,
+        delivery,
+        instruments,
+        0.5,
+        clock,
     )
     return a, delivery
 
@@ -99,6 +112,74 @@ def test_a_firing_and_its_recovery_are_sent_once(storage: OpenStorage, hook: Hoo
     assert (first["uuid"], first["startTime"], first["scope"], first["tags"]) == (
         second["uuid"], (FIRST + 4) * 60_000, "SERVICE", [{"key": "level", "value": "WARNING"}],
     )  # fmt: skip
+    # Stored once, by the firing's id; the recovery stored it again with its time.
+    assert stored_alarms(storage) == [
+        AlarmRecord(
+            uuid=first["uuid"], time_bucket=minute_bucket((FIRST + 4) * 60_000), scope=1, name="shop",
+            id0=first["id0"], id1="", service="shop", rule_name="shop_sla_rule",
+            message=Words("Service shop fails"), start_time=(FIRST + 4) * 60_000,
+            expression=Text("sum(service_sla < 9000) >= 2"), recovery_time=(FIRST + 8) * 60_000,
+            tags=("level=WARNING",),
+        )
+    ]  # fmt: skip
+    a.run_once()  # recorded and sent: the outboxes are empty again
+    assert outboxes(storage) == []
+    delivery.close()
+
+
+def stored_alarms(storage: OpenStorage) -> list[AlarmRecord]:
+    return storage.records.search(AlarmRecord, RecordSearch(first_bucket=0, last_bucket=999999999999))
+
+
+def outboxes(storage: OpenStorage) -> list[dict[str, Any]]:
+    return [e for n in range(BUCKETS) for e in (storage.state.load(f"alarm:{n}")[0] or {}).get("outbox", [])]
+
+
+def test_a_notice_its_node_did_not_send_is_sent_by_the_next_owner(storage: OpenStorage, hook: Hook) -> None:
+    """n1 stores the firing in its bucket's outbox and dies before it records
+    or sends it (its delivery never starts); n2, the owner once n1 is gone,
+    records and sends it, once. n1 started again does the same for what it
+    forgot."""
+    clock = Clock()
+    settings = parse_settings(SETTINGS.replace("URL", hook.url))
+    dead = Delivery(Instruments(), retries=FAST)  # never started: nothing it is given is sent
+    one = Alarms(
+        lambda: settings, storage.metrics, storage.state, storage.records, None, "n1", lambda: ["n1"],
+        dead, Instruments(), 0.5, clock,
+    )  # fmt: skip
+    one._handle = lambda settings, stored: None  # type: ignore[method-assign]  # killed after the swap
+    for m in range(4):
+        clock.at_minute(FIRST + m)
+        one.run_once()
+    [entry] = outboxes(storage)
+    assert (entry["by"], entry["recorded"], entry["hooks"]) == ("n1", False, ["webhook.default"])
+    two, delivery = alarms(storage, hook, "n2", ["n2"], clock)
+    two.run_once()  # the same minute: nothing evaluated, the firing taken over
+    eventually(lambda: delivery.idle() and len(hook.taken) == 1)
+    assert received(hook) == [("shop", "Service shop fails", None)]
+    assert [(r.name, r.recovery_time) for r in stored_alarms(storage)] == [("shop", 0)]
+    two.run_once()
+    assert outboxes(storage) == []
+    delivery.close()
+
+
+def test_a_node_started_again_sends_what_it_had_not(storage: OpenStorage, hook: Hook) -> None:
+    clock = Clock()
+    settings = parse_settings(SETTINGS.replace("URL", hook.url))
+    one = Alarms(
+        lambda: settings, storage.metrics, storage.state, storage.records, None, "n1", lambda: ["n1"],
+        Delivery(Instruments(), retries=FAST), Instruments(), 0.5, clock,
+    )  # fmt: skip
+    one._handle = lambda settings, stored: None  # type: ignore[method-assign]  # killed after the swap
+    for m in range(4):
+        clock.at_minute(FIRST + m)
+        one.run_once()
+    again, delivery = alarms(storage, hook, "n1", ["n1"], clock)
+    again.run_once()
+    eventually(lambda: delivery.idle() and len(hook.taken) == 1)
+    assert received(hook) == [("shop", "Service shop fails", None)]
+    again.run_once()
+    assert outboxes(storage) == []
     delivery.close()
 
 
@@ -136,7 +217,19 @@ def test_two_nodes_that_both_evaluate_a_minute_raise_its_alarm_once(storage: Ope
     instruments = Instruments()
     d1 = Delivery(instruments, retries=FAST)
     d1.start()
-    one = Alarms(lambda: settings, storage.metrics, racing, "n1", lambda: ["n1"], d1, instruments, 0.5, clock)
+    one = Alarms(
+        lambda: settings,
+        storage.metrics,
+        racing,
+        storage.records,
+        None,
+        "n1",
+        lambda: ["n1"],
+        d1,
+        instruments,
+        0.5,
+        clock,
+    )
     two, d2 = alarms(storage, hook, "n2", ["n2"], clock)
     for m in range(9):
         clock.at_minute(FIRST + m)
