@@ -5,20 +5,22 @@ entities by default), beside the CPU of the round's metrics reads alone,
 replayed against the same storage: the ceiling.
 
 Minute metrics of every entity are written straight to the embedded
-storage for the longest period of the rules and the minutes evaluated; a
-few entities in a hundred fail or are slow, so that some alarms fire and
-recover. The rules are SkyWalking's kinds, as a settings file has them:
+storage for the longest period of the rules and the minutes evaluated;
+one entity in a hundred (``--failing``) fails or is slow at a time, so
+that some alarms fire and recover. The rules are SkyWalking's kinds, as a settings file has them:
 sums of minutes past a threshold, averages, percentiles, two conditions
 joined, the older ``metrics-name`` form, periods of 1 to 10 minutes, some
 with include-names or an exclude-names regex. A node that owns every alarm
 bucket evaluates ``--minutes`` minutes in turn, each round (``run_once``:
 its state loaded, evaluated, stored, its notices recorded; the rules name
-no hooks) timed in CPU seconds of this process, which runs SQLite too. The goal: a tenth of a core, 6 s a minute.
+no hooks) timed in CPU seconds of this process, which runs SQLite too.
+The goal: a tenth of a core, 6 s a minute.
 
 For scale, the MQE engine evaluating entity by entity (``held``, what a
 round did before) is timed on a sample of rules and entities.
 
     .venv/bin/python -m bench.alarms [--rules 1000] [--services 2000] [--instances 2] [--endpoints 2]
+        [--minutes 5] [--failing 0.01]
 """
 
 from __future__ import annotations
