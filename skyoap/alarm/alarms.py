@@ -27,7 +27,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+
+import numpy as np
 
 from skyoap.aggregator.records import insert_published
 from skyoap.aggregator.topics import Topics
@@ -36,12 +37,9 @@ from skyoap.alarm.evaluation import (
     SCOPES,
     RuleError,
     Watched,
-    entities,
     entity_ids,
-    entity_key,
     entity_name,
     entity_of_key,
-    held,
     watched,
     window,
 )
@@ -49,6 +47,7 @@ from skyoap.alarm.messages import AlarmMessage, Request, requests
 from skyoap.alarm.outbox import Entry, Handling
 from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step
+from skyoap.alarm.vectorized import Frames, Listings, held_all
 from skyoap.model.records import AlarmRecord
 from skyoap.query.entity import Entity
 from skyoap.query.metrics import StoredMetrics
@@ -178,24 +177,33 @@ class Alarms:
 
     def _evaluate(self, minute: int, rules: Iterable[Watched], buckets: list[_Bucket]) -> None:
         by_number = {b.number: b for b in buckets}
-        reader = StoredMetrics(self._metrics, {})  # each window read once for the minute's entities
-        listed: dict[tuple[Any, int], list[Entity]] = {}  # the entities of each model and window, once
+        frames = Frames(self._metrics)  # each minute's rows read once for all the rules
+        listings = Listings(frames, self._metrics, bucket_of, by_number)  # each window's entities, once
+        reader = StoredMetrics(self._metrics, {})  # for what is evaluated entity by entity
+        alarms: dict[str, list[tuple[_Bucket, str]]] = {}  # each rule's courses (none at rest), by key
+        for b in buckets:
+            for course_key in b.courses:
+                name, key = course_key.split("\x00", 1)
+                alarms.setdefault(name, []).append((b, key))
         for w in rules:
             duration = window(minute, w.rule.period)
-            found = listed.get((w.metric.model, duration.start_bucket))
-            if found is None:
-                found = listed[(w.metric.model, duration.start_bucket)] = entities(self._metrics, w, duration)
-            seen = {entity_key(w, e): e for e in found if w.rule.covers(entity_name(w.scope, e))}
-            for key, e in seen.items():
-                b = by_number.get(bucket_of(key))
-                if b is not None:
-                    self._step(b, w, key, e, held(w, e, duration, reader), minute)
+            found = listings.of(w, duration)
+            covered = found.covered(w.rule)
+            wanted = covered & found.mine
+            is_held = held_all(w, found.population, duration, frames, reader, wanted)
+            # A step changes nothing for an entity at rest whose expression did not hold: skip those.
+            stepped = is_held.copy()
+            for _, key in alarms.get(w.rule.name, ()):
+                if (alarmed := found.place.get(key)) is not None:
+                    stepped[alarmed] = True
+            for i in np.flatnonzero(stepped & wanted).tolist():
+                e = found.population.entities[i]
+                self._step(by_number[found.buckets[i]], w, found.keys[i], e, bool(is_held[i]), minute)
             # An alarm whose entity has no rows left in the window: the expression no longer holds.
-            for b in buckets:
-                for course_key in [k for k in b.courses if k.startswith(f"{w.rule.name}\x00")]:
-                    key = course_key.split("\x00", 1)[1]
-                    if key not in seen:
-                        self._step(b, w, key, None, False, minute)
+            for b, key in alarms.get(w.rule.name, ()):
+                listed_at = found.place.get(key)
+                if listed_at is None or not covered[listed_at]:
+                    self._step(b, w, key, None, False, minute)
 
     def _step(self, b: _Bucket, w: Watched, key: str, e: Entity | None, is_held: bool, minute: int) -> None:
         course_key = f"{w.rule.name}\x00{key}"

@@ -99,14 +99,22 @@ def window(minute: int, period: int) -> Duration:
 def entities(metrics: MetricsDAO, w: Watched, duration: Duration) -> list[Entity]:
     """The entities with rows of the rule's model from the start of ``duration``
     on (those measured only later are at rest in it: nothing holds for them)."""
+    return [entity_of_names(w, names) for names in entity_names(metrics, w, duration)]
+
+
+def entity_names(metrics: MetricsDAO, w: Watched, duration: Duration) -> list[tuple[str, ...]]:
+    """``entities``' names, in order: the values of their model's ``ENTITY_COLUMNS``."""
     model = w.metric.model
     assert model is not None
-    columns = ENTITY_COLUMNS[model]
-    found = metrics.distinct(model, Downsampling.MINUTE, duration.start_bucket, [c for c, _ in columns])
-    named: list[dict[str, Any]] = [
-        dict(zip((a for _, a in columns), names, strict=True)) for names in sorted(found)
-    ]
-    return [Entity(**n) for n in named]
+    columns = [c for c, _ in ENTITY_COLUMNS[model]]
+    return sorted(metrics.distinct(model, Downsampling.MINUTE, duration.start_bucket, columns))
+
+
+def entity_of_names(w: Watched, names: tuple[str, ...]) -> Entity:
+    """The entity named ``names`` (the values of its model's ``ENTITY_COLUMNS``)."""
+    assert w.metric.model is not None
+    given: dict[str, Any] = dict(zip((a for _, a in ENTITY_COLUMNS[w.metric.model]), names, strict=True))
+    return Entity(**given)
 
 
 def entity_key(w: Watched, entity: Entity) -> str:
@@ -117,10 +125,7 @@ def entity_key(w: Watched, entity: Entity) -> str:
 
 def entity_of_key(w: Watched, key: str) -> Entity:
     """The entity whose routing key is ``key`` (``entity_key``'s inverse)."""
-    assert w.metric.model is not None
-    columns = ENTITY_COLUMNS[w.metric.model]
-    names: dict[str, Any] = {attr: name for (_, attr), name in zip(columns, key.split(SEP), strict=True)}
-    return Entity(**names)
+    return entity_of_names(w, tuple(key.split(SEP)))
 
 
 def entity_name(scope: Scope, e: Entity) -> str:

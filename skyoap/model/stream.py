@@ -132,20 +132,13 @@ class StreamData:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Self:
+        """The item of a stored row: absent (None) columns take their
+        defaults; maps and lists may come as JSON text."""
         values: dict[str, Any] = {}
-        for c in cls.columns():
-            v = row.get(c.name)
-            if v is None:
-                continue
-            if c.type is ColumnType.BOOL:
-                v = bool(v)
-            elif c.type is ColumnType.FLOAT:
-                v = float(v)
-            elif c.type in (ColumnType.MAP, ColumnType.INTS, ColumnType.STRINGS) and isinstance(v, str):
-                v = json.loads(v)
-            if c.type in (ColumnType.INTS, ColumnType.STRINGS):
-                v = tuple(typing.cast(list[Any], v))
-            values[c.name] = v
+        for name, read in _readers(cls):
+            v = row.get(name)
+            if v is not None:
+                values[name] = v if read is None else read(v)
         return cls(**values)
 
     def to_remote(self) -> tuple[list[str], list[int]]:
@@ -217,6 +210,37 @@ class _RemoteLayout:
 
 
 _LAYOUTS: dict[type[StreamData], _RemoteLayout] = {}
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(_json(value))
+
+
+_READERS: dict[ColumnType, Callable[[Any], Any]] = {
+    ColumnType.BOOL: bool,
+    ColumnType.FLOAT: float,
+    ColumnType.MAP: _json,
+    ColumnType.INTS: _tuple,
+    ColumnType.STRINGS: _tuple,
+}
+
+
+_Readers = tuple[tuple[str, Callable[[Any], Any] | None], ...]
+_ROW_READERS: dict[type[StreamData], _Readers] = {}
+
+
+def _readers(cls: type[StreamData]) -> _Readers:
+    """Each column of ``cls`` with what makes a stored value its value (None:
+    the value as it is); made once per type, as storage reads rows by the
+    thousand."""
+    found = _ROW_READERS.get(cls)
+    if found is None:
+        found = _ROW_READERS[cls] = tuple((c.name, _READERS.get(c.type)) for c in cls.columns())
+    return found
 
 
 def _layout(cls: type[StreamData]) -> _RemoteLayout:

@@ -211,7 +211,8 @@ class MetricsDAO(Protocol):
         limit: int = 10_000,
     ) -> list[M]:
         """Rows with ``first_bucket <= time_bucket <= last_bucket`` whose string
-        columns equal ``where``'s values, newest bucket first."""
+        columns equal ``where``'s values, newest bucket first: ``limit`` at
+        most, whatever the most one search of the storage answers."""
 
     def distinct(
         self, model: type[Metrics], level: Downsampling, first_bucket: int, columns: Sequence[str]

@@ -20,6 +20,7 @@ from typing import Any
 from elasticsearch import helpers
 
 from skyoap.model.metrics import SEP, Downsampling, Metrics, not_finite
+from skyoap.model.stream import ColumnType
 from skyoap.storage.api import (
     APPLIED_ROUNDS,
     M,
@@ -56,6 +57,9 @@ days (ninety day indices per model would cost Elasticsearch ninety shards)."""
 _SEARCH_PERIODS: dict[str, Any] = {"ignore_unavailable": True, "allow_no_indices": True}
 LATEST_PAGE = 1000
 """Entities one page of ``latest`` answers, each with its newest row."""
+MAX_HITS = 10_000
+"""The most hits one search answers (Elasticsearch's ``index.max_result_window``):
+a query for more rows reads them a search at a time."""
 
 
 def index_name(model: type[Metrics], level: Downsampling) -> str:
@@ -179,15 +183,28 @@ class ElasticsearchMetricsDAO:
         limit: int = 10_000,
     ) -> list[M]:
         base = self._base(model, level)
-        with translated_errors(f"searching {base}"):
-            res = self._es.search(
-                index=PERIODS[level].indices(base, first_bucket, last_bucket),
-                size=limit,
-                sort=[{"time_bucket": "desc"}],
-                query=where_query(first_bucket, last_bucket, check_where(model, where)),
-                **_SEARCH_PERIODS,
-            )
-        return [model.from_row(h["_source"]) for h in res["hits"]["hits"]]
+        # Newest first, a bucket's rows by their names (which make their keys):
+        # an order a search can go on from where the last one stopped.
+        names = [c.name for c in model.columns() if c.type is ColumnType.STRING]
+        search: dict[str, Any] = {
+            "index": PERIODS[level].indices(base, first_bucket, last_bucket),
+            "sort": [
+                {"time_bucket": "desc"},
+                *({name: {"order": "asc", "unmapped_type": "keyword"}} for name in names),
+            ],
+            "query": where_query(first_bucket, last_bucket, check_where(model, where)),
+            **_SEARCH_PERIODS,
+        }
+        found: list[M] = []
+        while len(found) < limit:
+            size = min(limit - len(found), MAX_HITS)
+            with translated_errors(f"searching {base}"):
+                hits = self._es.search(size=size, **search)["hits"]["hits"]
+            found += [model.from_row(h["_source"]) for h in hits]
+            if len(hits) < size:
+                break
+            search["search_after"] = hits[-1]["sort"]
+        return found
 
     def distinct(
         self, model: type[Metrics], level: Downsampling, first_bucket: int, columns: Sequence[str]
