@@ -267,7 +267,9 @@ class _Reader:
 
     def legacy(self, name: str, keys: Mapping[str, yaml.Node]) -> str:
         """``sum(metric op threshold) >= count``; for percentiles, one such
-        per threshold given (``-`` gives none), any of them."""
+        per threshold given (``-`` gives none), any of them: each with its
+        label dropped (``aggregate_labels``), since ``||`` pairs labelled
+        values by their labels and ``p='90'`` has no partner in ``p='95'``."""
         metric = self.scalar(keys["metrics-name"], "metrics-name")
         op = _LEGACY_OPS.get(self.scalar(keys["op"], "op"))
         if op is None:
@@ -279,7 +281,7 @@ class _Reader:
         if len(thresholds) > len(_PERCENTILES):
             raise self.error(keys["threshold"], f"rule {name}: at most 5 thresholds, one per percentile")
         return " || ".join(
-            f"sum({metric}{{p='{p}'}} {op} {t}) >= {count}"
+            f"aggregate_labels(sum({metric}{{p='{p}'}} {op} {t}), max) >= {count}"
             for p, t in zip(_PERCENTILES, thresholds, strict=False)
             if t != "-"
         )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from skyoap.alarm.evaluation import RuleError, entities, entity_ids, entity_name, held, watched, window
-from skyoap.alarm.settings import Rule
+from skyoap.alarm.settings import Rule, parse_settings
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics
 from skyoap.model.records import RECORD_TYPES
 from skyoap.query.entity import Entity, Scope
@@ -54,6 +54,18 @@ def test_the_expression_held_in_the_minutes_its_period_saw_enough_failures(stora
     minutes = [held(w, shop, window(FIRST + m, 3), StoredMetrics(storage.metrics, {})) for m in range(8)]
     # Failing minutes 2, 3 and 4: two of them in the 3 minutes up to minutes 3, 4 and 5.
     assert minutes == [False, False, False, True, True, True, False, False]
+
+
+def test_an_older_rule_with_a_threshold_per_percentile_holds_when_any_does(storage: OpenStorage) -> None:
+    """shop's calls take 10 ms: its p90 is over 5 ms, its p95 not over 1000 ms."""
+    settings = parse_settings(
+        "rules:\n  p_rule:\n    metrics-name: service_percentile\n    op: '>'\n"
+        "    threshold: -,-,5,1000,-\n    period: 1\n    message: slow\n"
+    )
+    shop = Entity(service_name="shop", normal=True)
+    w = watched(settings.rules[0])
+    minutes = [held(w, shop, window(FIRST + m, 1), StoredMetrics(storage.metrics, {})) for m in range(7)]
+    assert minutes == [True] * 6 + [False]  # shop has rows in minutes 0 to 5
 
 
 def test_the_entities_are_those_with_rows_in_the_window(storage: OpenStorage) -> None:

@@ -100,8 +100,9 @@ def test_exclusions_win_over_inclusions() -> None:
          "sum(service_resp_time == 5) >= 1"),
         ("metrics-name: service_percentile\n    op: '>'\n    threshold: -,-,1000,1000,2000\n"
          "    count: 3",
-         "sum(service_percentile{p='90'} > 1000) >= 3 || sum(service_percentile{p='95'} > 1000) >= 3 "
-         "|| sum(service_percentile{p='99'} > 2000) >= 3"),
+         "aggregate_labels(sum(service_percentile{p='90'} > 1000), max) >= 3 "
+         "|| aggregate_labels(sum(service_percentile{p='95'} > 1000), max) >= 3 "
+         "|| aggregate_labels(sum(service_percentile{p='99'} > 2000), max) >= 3"),
     ],
 )  # fmt: skip
 def test_the_older_form_means_the_expression_it_always_meant(older: str, expression: str) -> None:
