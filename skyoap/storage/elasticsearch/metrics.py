@@ -183,9 +183,11 @@ class ElasticsearchMetricsDAO:
         limit: int = 10_000,
     ) -> list[M]:
         base = self._base(model, level)
-        # Newest first, a bucket's rows by their names (which make their keys):
-        # an order a search can go on from where the last one stopped.
-        names = [c.name for c in model.columns() if c.type is ColumnType.STRING]
+        # Newest first. A query for more rows than one search answers reads a
+        # bucket's rows by their names too (which make their keys): an order a
+        # search can go on from where the last one stopped. Sorting by them
+        # costs Elasticsearch, so a query that fits one search does not.
+        names = [c.name for c in model.columns() if c.type is ColumnType.STRING] if limit > MAX_HITS else []
         search: dict[str, Any] = {
             "index": PERIODS[level].indices(base, first_bucket, last_bucket),
             "sort": [
