@@ -254,9 +254,9 @@ class Alarms:
         if not evaluated and outbox == b.outbox:
             return outbox
         # The courses of rules no longer in the settings end here.
-        kept = {f"{w.rule.name}\x00" for w in rules}
+        kept = {w.rule.name for w in rules}
         courses = {
-            k: c.to_json() for k, c in b.courses.items() if not evaluated or k[: k.index("\x00") + 1] in kept
+            k: c.to_json() for k, c in b.courses.items() if not evaluated or k.split("\x00", 1)[0] in kept
         }
         doc = {
             "minute": now if evaluated else b.last,
@@ -284,10 +284,12 @@ class Alarms:
                     continue
                 waiting = {}
                 for hook_id in e.hooks:
-                    hook = settings.hooks.get(hook_id)  # a hook no longer in the settings is done
-                    sent = requests(hook, e.message, now_ms) if hook is not None else []
+                    hook = settings.hooks.get(hook_id)
+                    if hook is None:  # no longer in the settings: done
+                        continue
+                    sent = requests(hook, e.message, now_ms)
                     waiting[hook_id] = len(sent)
-                    sends += [(e.key, hook_id, hook.kind, r) for r in sent if hook is not None]
+                    sends += [(e.key, hook_id, hook.kind, r) for r in sent]
                 self._handling.take(number, e, waiting)
         self._record(self._handling.unrecorded(e for _, outbox in stored for e in outbox))
         for key, hook_id, kind, request in sends:
@@ -302,7 +304,8 @@ class Alarms:
             refused = insert_published(
                 self._records, AlarmRecord, records, memory_size(records), self._topics
             )
-        except Exception as e:  # tried again next round
-            self._error_log.error("record", "%d alarm records not stored, tried again: %s", len(records), e)
+        except Exception as error:  # tried again next round
+            self._error_log.error("record", "%d alarm records not stored yet: %s", len(entries), error)
             return
-        self._handling.recorded(e.key for e in entries if e.record().key() not in refused)
+        # A record's key is its notice's.
+        self._handling.recorded(e.key for e in entries if e.key not in refused)
