@@ -40,6 +40,10 @@ class HttpAuth:
         """Why a request whose ``Authorization`` header is ``authorization`` is refused, if it is."""
         if not authorization:
             return self._missing()
+        if not (authorization.isascii() and authorization.isprintable()):
+            # Credentials of either scheme are ASCII; the header's other bytes
+            # reach here as surrogates that cannot even be compared.
+            return "the Authorization header holds bytes other than printable ASCII: no credentials do"
         scheme, _, credentials = authorization.strip().partition(" ")
         credentials = credentials.strip()
         if scheme.lower() == "basic" and self._user is not None:

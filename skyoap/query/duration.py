@@ -75,12 +75,18 @@ class Step(enum.Enum):
 
     def format(self, time: datetime.datetime) -> str:
         """``time`` as a Duration string at this step."""
-        return time.astimezone(SERVER_ZONE).strftime(_FORMATS[self])
+        return _strftime(time, _FORMATS[self])
 
     def bucket(self, time: datetime.datetime) -> int:
         """The time bucket holding ``time`` at this step, as skyoap numbers
         buckets (``202611211905``; seconds add two digits)."""
-        return int(time.astimezone(SERVER_ZONE).strftime(_BUCKETS[self]))
+        return int(_strftime(time, _BUCKETS[self]))
+
+
+def _strftime(time: datetime.datetime, layout: str) -> str:
+    # %Y writes the years before 1000 without leading zeros, on glibc.
+    at = time.astimezone(SERVER_ZONE)
+    return at.strftime(layout.replace("%Y", f"{at.year:04d}"))
 
 
 _D = r"(\d{4})-(\d{2})-(\d{2})"
@@ -155,22 +161,46 @@ class Duration:
     def end_bucket(self) -> int:
         return self.step.bucket(self.end_time)
 
-    @functools.lru_cache(maxsize=256)  # noqa: B019 (Durations are few and small; each is asked for many times)
-    def points(self) -> tuple[PointOfTime, ...]:
-        """Every step from the start to the end, both included; DurationError
-        past ``MAX_STEPS`` steps, with SkyWalking's message."""
-        start, step = self.start_time, self.step.width
-        steps = (self.end_time - start) // step
+    def steps(self) -> int:
+        """How many steps the end is past the start; DurationError past
+        ``MAX_STEPS``, with SkyWalking's message."""
+        steps = (self.end_time - self.start_time) // self.step.width
         if steps > MAX_STEPS:
             raise DurationError(
                 "Duration data error, the range between the start time and the end time can't exceed "
                 f"{MAX_STEPS} {self.step.value.lower()}s"
             )
+        return steps
+
+    @property
+    def end_ms(self) -> int:
+        """Epoch ms where the last step ends (the end's step whole), excluded."""
+        end = self.end_time
+        if end > datetime.datetime.max.replace(tzinfo=SERVER_ZONE) - self.step.width:
+            return (datetime.datetime.max.replace(tzinfo=SERVER_ZONE) - _EPOCH) // _MS + 1
+        return (end + self.step.width - _EPOCH) // _MS
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 (Durations are few and small; each is asked for many times)
+    def points(self) -> tuple[PointOfTime, ...]:
+        """Every step from the start to the end, both included; DurationError
+        past ``MAX_STEPS`` steps, with SkyWalking's message."""
+        start, step, steps = self.start_time, self.step.width, self.steps()
         times = (start + i * step for i in range(steps + 1))
         return tuple(PointOfTime(self.step.bucket(t), (t - _EPOCH) // _MS) for t in times)
 
     def extended_back(self, steps: int) -> Duration:
         """The same Duration starting ``steps`` steps earlier (what ``increase``
-        and ``rate`` read, to have a value to subtract at the first point)."""
-        start = self.step.format(self.start_time - steps * self.step.width)
+        and ``rate`` read, to have a value to subtract at the first point);
+        DurationError past ``MAX_STEPS`` steps or before the year 1."""
+        if steps > MAX_STEPS:
+            raise DurationError(
+                f"a range of {steps} {self.step.value.lower()}s reaches back further than the "
+                f"{MAX_STEPS} steps one read may span"
+            )
+        try:
+            start = self.step.format(self.start_time - steps * self.step.width)
+        except OverflowError:
+            raise DurationError(
+                f"Duration start {self.start!r} less {steps} {self.step.value.lower()}s is before the year 1"
+            ) from None
         return Duration(start, self.end, self.step, self.cold_stage)

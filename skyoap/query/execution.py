@@ -18,7 +18,6 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
@@ -37,10 +36,19 @@ from graphql import (
 from skyoap.query.binder import Binder, QueryDeadlinePassed
 from skyoap.query.depth import max_depth_rule
 from skyoap.runtime import deadline
+from skyoap.runtime.cache import TextCache
 from skyoap.runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 _failures = RateLimitedLog(log)
+
+
+DOCUMENTS_CACHED_CHARS = 256 * 1024
+"""How much query text the valid documents kept stand for. SkyWalking's UI
+asks the same queries again and again, with other variables, and parsing and
+validating a list of 400 aliased fields takes longer than answering it. A
+parsed document holds about 100 bytes per character of its text: some 26 MB
+at most."""
 
 
 class Outcome(enum.Enum):
@@ -98,7 +106,7 @@ class Execution:
         self.max_pending = threads + max_waiting
         self.deadline_s = deadline_s
         self._rules = (*specified_rules, max_depth_rule(max_depth))
-        self._documents = ValidDocuments(DOCUMENTS_CACHED_CHARS)
+        self._documents: TextCache[DocumentNode] = TextCache(DOCUMENTS_CACHED_CHARS)
         self._lock = threading.Lock()
         self._pending = 0
         self._pool: futures.ThreadPoolExecutor | None = None
@@ -223,44 +231,6 @@ class Execution:
         joiner.join(timeout_s)
         if joiner.is_alive():
             log.warning("queries still running %g s after the query endpoint closed", timeout_s)
-
-
-DOCUMENTS_CACHED_CHARS = 256 * 1024
-"""How much query text the valid documents kept stand for. A parsed document
-holds about 100 bytes per character of its text: some 26 MB at most."""
-
-
-class ValidDocuments:
-    """The queries run lately, parsed and validated, by their text (at most
-    ``chars`` characters of it, the least recently asked going first): SkyWalking's
-    UI asks the same queries again and again, with other variables, and
-    parsing and validating a list of 400 aliased fields takes longer than
-    answering it."""
-
-    def __init__(self, chars: int) -> None:
-        self._chars = chars
-        self._held = 0
-        self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, query: str) -> DocumentNode | None:
-        with self._lock:
-            document = self._documents.get(query)
-            if document is not None:
-                self._documents.move_to_end(query)
-            return document
-
-    def put(self, query: str, document: DocumentNode) -> None:
-        if len(query) > self._chars // 2:
-            return
-        with self._lock:
-            if query in self._documents:
-                return
-            self._documents[query] = document
-            self._held += len(query)
-            while self._held > self._chars:
-                gone, _ = self._documents.popitem(last=False)
-                self._held -= len(gone)
 
 
 def _invalid(message: str) -> Answer:

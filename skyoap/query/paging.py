@@ -55,7 +55,10 @@ class Window:
 
     @classmethod
     def of(cls, given: Mapping[str, Any]) -> Window:
+        """DurationError for a Duration metrics would refuse too: past
+        ``duration.MAX_STEPS`` steps."""
         duration = Duration.of(given)
+        duration.steps()
         start_ms = int(duration.start_time.timestamp() * 1000)
-        end_ms = int((duration.end_time + duration.step.width).timestamp() * 1000)
+        end_ms = duration.end_ms
         return cls(minute_bucket(start_ms), minute_bucket(end_ms - 1), start_ms, end_ms)

@@ -86,6 +86,18 @@ class _Series:
         )
 
 
+EVERY_ANSWER_HEADERS = {
+    # For browsers that ignore CSP's frame-ancestors, and for the 401 a
+    # browser turns into a login prompt: no page of this port in a frame.
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+async def _harden(_: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(EVERY_ANSWER_HEADERS)
+
+
 def _errors(message: str) -> bytes:
     return json.dumps({"errors": [{"message": message}]}, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -187,6 +199,7 @@ class QueryServer:
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=self._max_body_bytes)
+        app.on_response_prepare.append(_harden)
         app.router.add_route("*", PATH, self._graphql)
         app.router.add_get("/status/{page:.*}", self._status_page, allow_head=False)
         app.router.add_get("/", self._ui_file, allow_head=False)

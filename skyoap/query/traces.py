@@ -95,8 +95,16 @@ def segment_search(condition: Mapping[str, Any]) -> RecordSearch:
     )
 
 
+MAX_TAGS = 20
+"""The most tags one search filters by: each is a condition of its own in
+storage's query (SQLite refuses a tree of a thousand)."""
+
+
 def tag_terms(tags: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
-    """Each ``SpanTag`` as stored: ``key=value``."""
+    """Each ``SpanTag`` as stored: ``key=value``; ValueError past ``MAX_TAGS``."""
+    tags = list(tags)
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"a search filters by at most {MAX_TAGS} tags, not {len(tags)}")
     terms = []
     for tag in tags:
         if tag.get("value") is None:

@@ -14,9 +14,11 @@ from skyoap.query.status import Page
 CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 
 UI_HEADERS = {
-    # Everything comes from the node itself: no outside script, style or font.
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'",
-    "X-Content-Type-Options": "nosniff",
+    # Everything comes from the node itself: no outside script, style or font;
+    # and no other site may frame a page, so none can dress it up to be clicked.
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'"
+    ),
     "Cache-Control": "no-cache",
 }
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tomllib
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -311,13 +312,41 @@ def test_with_credentials_set_only_a_request_carrying_them_is_answered(tmp_path:
         for headers, message in wrong:
             reply = ask(url, "{ version }", headers=headers)
             assert (reply.status, reply.body) == (401, {"errors": [{"message": message}]})
+        assert raw_authorization(url, b"Bearer \xff\xfe") == (
+            401,
+            {
+                "errors": [
+                    {
+                        "message": "the Authorization header holds bytes other than printable ASCII: "
+                        "no credentials do"
+                    }
+                ]
+            },
+        )
         assert answered(url, headers=basic("ui", "pa55:word"))
         assert answered(url, headers={"Authorization": "Bearer t0ken"})
         metrics = read_metrics(node.admin)
-        assert metrics.value("skyoap_query_refused_total", reason="auth") == 5
+        assert metrics.value("skyoap_query_refused_total", reason="auth") == 6
         assert metrics.value("skyoap_query_served_total", outcome="answered") == 2
     finally:
         stop(node)
+
+
+def raw_authorization(url: str, value: bytes) -> tuple[int, Any]:
+    """The answer to ``{ version }`` with an Authorization header of bytes no
+    HTTP library of ours would send."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    try:
+        body = b'{"query": "{ version }"}'
+        connection.putrequest("POST", parts.path)
+        connection.putheader("Authorization", value)
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        return answer.status, json.load(answer)
+    finally:
+        connection.close()
 
 
 def https(ca: TestCa) -> ssl.SSLContext:
@@ -359,3 +388,79 @@ def test_https_serves_a_certificate_replaced_on_disk_without_a_restart(tmp_path:
         assert refused_handshake(url, https(third))
     finally:
         stop(node)
+
+
+ENTITY = '{serviceName: "shop", normal: true}'
+PAGING = "paging: {pageNum: 1, pageSize: 10}"
+SEARCHES = {
+    "queryBasicTraces": "query ($d: Duration!) { queryBasicTraces(condition: {queryDuration: $d, "
+    f"traceState: ALL, queryOrder: BY_START_TIME, {PAGING}}}) {{ traces {{ segmentId }} }} }}",
+    "queryLogs": f"query ($d: Duration!) {{ queryLogs(condition: {{queryDuration: $d, {PAGING}}}) "
+    "{ logs { content } } }",
+    "getAlarm": f"query ($d: Duration!) {{ getAlarm(duration: $d, {PAGING}) {{ msgs {{ id }} }} }}",
+    "queryTraceTagAutocompleteKeys": "query ($d: Duration!) { queryTraceTagAutocompleteKeys(duration: $d) }",
+}
+
+
+def field_error(reply: Reply) -> str:
+    assert reply.status == 200
+    (error,) = reply.body["errors"]
+    return str(error["message"])
+
+
+def test_what_a_client_can_cause_is_answered_with_what_was_wrong(tmp_path: Path) -> None:
+    """Times at the ends of the calendar, windows and ranges past their
+    bounds, too many tags: each answered with what was wrong, none with
+    Python's own words, and the node answers on."""
+    node = start_node(tmp_path)
+    try:
+        asked_wrongly(node.query_url)
+    finally:
+        stop(node)
+
+
+def asked_wrongly(url: str) -> None:
+    ten_years = {"start": "2016-11-27 0000", "end": "2026-11-27 0000", "step": "MINUTE"}
+    too_long = (
+        "Duration data error, the range between the start time and the end time can't exceed 500 minutes"
+    )
+    for name, query in SEARCHES.items():
+        assert field_error(ask(url, query, {"d": ten_years})) == too_long, name
+        for last in (
+            {"start": "9999-12-31 2350", "end": "9999-12-31 2359", "step": "MINUTE"},
+            {"start": "9999-12-31", "end": "9999-12-31", "step": "DAY"},
+        ):
+            reply = ask(url, query, {"d": last})
+            assert (reply.status, "errors" in reply.body) == (200, False), (name, reply.body)
+    tags = ", ".join(f'{{key: "k{i}", value: "v"}}' for i in range(21))
+    traced = ask(
+        url,
+        "query ($d: Duration!) { queryBasicTraces(condition: {queryDuration: $d, traceState: ALL, "
+        f"queryOrder: BY_START_TIME, tags: [{tags}], {PAGING}}}) {{ traces {{ segmentId }} }} }}",
+        {"d": {"start": "2026-11-27 0000", "end": "2026-11-27 0010", "step": "MINUTE"}},
+    )
+    assert field_error(traced) == "a search filters by at most 20 tags, not 21"
+
+    def expression(text: str, start: str) -> Any:
+        reply = ask(
+            url,
+            f"query ($e: String!, $d: Duration!) {{ execExpression(expression: $e, entity: {ENTITY}, "
+            "duration: $d) { type error } }",
+            {"e": text, "d": {"start": start, "end": start, "step": "MINUTE"}},
+        )
+        assert reply.status == 200
+        return reply.body["data"]["execExpression"]
+
+    assert expression("increase(service_cpm, 2147483647)", "2026-11-27 0000") == {
+        "type": "UNKNOWN",
+        "error": "a range of 2147483647 minutes reaches back further than the 500 steps one read may span",
+    }
+    assert expression("increase(service_cpm, 2)", "0001-01-01 0001") == {
+        "type": "UNKNOWN",
+        "error": "Duration start '0001-01-01 0001' less 2 minutes is before the year 1",
+    }
+    assert expression("service_cpm" + " " * 5000, "2026-11-27 0000") == {
+        "type": "UNKNOWN",
+        "error": "the expression has 5011 characters, more than the 4096 this node reads",
+    }
+    assert answered(url)

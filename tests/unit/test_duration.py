@@ -113,3 +113,27 @@ def test_a_duration_is_read_from_the_protocols_input() -> None:
     given = {"start": "2026-11-21 1900", "end": "2026-11-21 1904", "step": "MINUTE"}
     assert Duration.of(given) == Duration("2026-11-21 1900", "2026-11-21 1904", Step.MINUTE)
     assert Duration.of({**given, "coldStage": True}).cold_stage is True
+
+
+def test_extended_back_is_bounded_and_stops_at_the_year_1() -> None:
+    duration = Duration("0001-01-01 0002", "0001-01-01 0010", Step.MINUTE)
+    assert duration.extended_back(2).start == "0001-01-01 0000"
+    with pytest.raises(DurationError) as early:
+        duration.extended_back(3)
+    assert str(early.value) == "Duration start '0001-01-01 0002' less 3 minutes is before the year 1"
+    with pytest.raises(DurationError) as far:
+        duration.extended_back(2147483647)
+    assert str(far.value) == (
+        "a range of 2147483647 minutes reaches back further than the 500 steps one read may span"
+    )
+
+
+def test_years_before_1000_are_written_with_four_digits() -> None:
+    duration = Duration("0005-01-01", "0005-01-02", Step.DAY)
+    assert duration.extended_back(1) == Duration("0004-12-31", "0005-01-02", Step.DAY)
+    assert duration.points()[0].bucket == 50101
+
+
+def test_the_last_step_ends_at_most_at_the_last_instant_there_is() -> None:
+    assert Duration("2026-11-21 1900", "2026-11-21 1904", Step.MINUTE).end_ms == 1795287900000
+    assert Duration("9999-12-31", "9999-12-31", Step.DAY).end_ms == 253402300800000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from skyoap.query.mqe.parser import MQESyntaxError, parse
+from skyoap.query.mqe.parser import CACHED_CHARS, MAX_CHARS, MQEError, MQESyntaxError, _parsed, parse
 from skyoap.query.mqe.syntax import (
     Aggregate,
     AggregateLabels,
@@ -212,3 +212,19 @@ def test_a_syntax_error_keeps_its_position() -> None:
     with pytest.raises(MQESyntaxError) as e:
         parse("a +\n  $")
     assert (e.value.line, e.value.column, e.value.offset) == (2, 3, 6)
+
+
+def test_an_expression_past_its_bounds_is_refused_before_it_is_read() -> None:
+    with pytest.raises(MQEError) as long:
+        parse("service_cpm +" * 400 + " 1")
+    assert str(long.value) == "the expression has 5202 characters, more than the 4096 this node reads"
+    with pytest.raises(MQEError) as many:
+        parse(" + ".join(["service_cpm"] * 33))
+    assert str(many.value) == "the expression names more than 32 metrics, more than this node reads"
+    assert parse(" + ".join(["service_cpm"] * 32)) is not None
+
+
+def test_the_parsed_trees_kept_are_bounded_by_their_text() -> None:
+    for i in range(200):  # 200 distinct expressions of some 4 KB each: 800 K characters
+        parse(f"service_cpm + {i:04d}" + " " * (MAX_CHARS - 19))
+    assert CACHED_CHARS - MAX_CHARS <= _parsed.held_chars <= CACHED_CHARS

@@ -64,6 +64,7 @@ def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
+NOT_ASCII = "the Authorization header holds bytes other than printable ASCII: no credentials do"
 WRONG_USER = "the user or password is not the one this node requires (--query-username, --query-password)"
 
 
@@ -79,6 +80,7 @@ WRONG_USER = "the user or password is not the one this node requires (--query-us
         ("Basic dWk=", "the basic auth credentials are not base64 of 'user:password'"),
         ("Basic ***", "the basic auth credentials are not base64 of 'user:password'"),
         ("Bearer secret", "this node takes Basic authorization on its query endpoint, not Bearer"),
+        ("Basic dWk6c2VjcmV0\udcff", NOT_ASCII),
     ],
 )  # fmt: skip
 def test_basic_auth_takes_its_user_and_password_only(header: str | None, refusal: str | None) -> None:
@@ -99,6 +101,7 @@ def test_a_bearer_token_alone_is_asked_for_alone() -> None:
     assert auth.refusal("") == (
         "this node's query endpoint requires credentials: send the header 'Authorization: Bearer TOKEN'"
     )
+    assert auth.refusal("Bearer \udcff\udcfe") == auth.refusal("Bearer t0ken\x00") == NOT_ASCII
     assert auth.challenges == ['Bearer realm="skyoap"']
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from skyoap.query.binder import Binder
 from skyoap.query.depth import max_depth_rule
-from skyoap.query.execution import Busy, Execution, Outcome, QueryRequest, ValidDocuments
+from skyoap.query.execution import Busy, Execution, Outcome, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.query.schema import load_schema
 from skyoap.runtime import deadline
@@ -196,20 +196,3 @@ def test_past_the_threads_and_the_waiting_room_a_query_is_refused_at_once(gate: 
         assert runs.pending == 0
     finally:
         runs.close(5)
-
-
-def test_valid_documents_are_kept_by_their_text_within_a_bound() -> None:
-    kept = ValidDocuments(chars=60)
-    first, second, third = "{ version }".ljust(20), "{ checkHealth { score } }", "{ listLayers }".ljust(20)
-    for query in (first, second):
-        kept.put(query, graphql.parse(query))
-    assert kept.get(first) is not None  # 45 characters kept; `first` is now the latest asked
-    kept.put(third, graphql.parse(third))  # 65: the least recently asked goes
-    assert (kept.get(first), kept.get(second), kept.get(third)) == (
-        graphql.parse(first),
-        None,
-        graphql.parse(third),
-    )
-    large = "{ version }".ljust(31)  # more than half the bound: never kept
-    kept.put(large, graphql.parse(large))
-    assert kept.get(large) is None

@@ -50,7 +50,10 @@ def test_the_page_and_its_files_are_served_as_they_are(base: str) -> None:
     status, body, headers = get(f"{base}/")
     assert (status, body) == (200, (UI / "index.html").read_bytes())
     assert headers["Content-Type"] == "text/html; charset=utf-8"
-    assert headers["Content-Security-Policy"] == "default-src 'self'; img-src 'self' data:; style-src 'self'"
+    assert headers["Content-Security-Policy"] == (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'"
+    )
+    assert (headers["X-Frame-Options"], headers["X-Content-Type-Options"]) == ("DENY", "nosniff")
     for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
         status, body, headers = get(f"{base}/ui/{name}")
         assert (status, body, headers["Content-Type"]) == (
@@ -64,8 +67,8 @@ def test_the_page_and_its_files_are_served_as_they_are(base: str) -> None:
     "path", ["/ui/nope.js", "/ui/..%2Fserver.py", "/ui/.hidden.js", "/ui/", "/index.html"]
 )
 def test_nothing_else_is_served(base: str, path: str) -> None:
-    status, _, _ = get(base + path)
-    assert status == 404
+    status, _, headers = get(base + path)
+    assert (status, headers["X-Frame-Options"]) == (404, "DENY")
 
 
 def test_the_ui_is_under_the_endpoints_credentials() -> None:

@@ -29,7 +29,7 @@ from skyoap.query.mqe.arithmetic import (
     ExpressionError,
     combine,
 )
-from skyoap.query.mqe.parser import MQESyntaxError, parse
+from skyoap.query.mqe.parser import MQEError, parse
 from skyoap.query.mqe.reader import (
     AttrCondition,
     LabeledValues,
@@ -48,7 +48,7 @@ def execute(expression: str, entity: Entity, duration: Duration, reader: MetricR
     """``execExpression(expression, entity, duration)``."""
     try:
         tree = parse(expression)
-    except MQESyntaxError as e:
+    except MQEError as e:
         return ExpressionResult.failed(str(e))
     return Evaluator(reader, entity, duration).run(tree)
 
@@ -166,7 +166,11 @@ class Evaluator:
         if node.range < 1:
             raise ExpressionError("The trend range must be greater than 0.")
         # The first point needs the value `range` steps before it.
-        result = self._metric(node.metric, self.duration.extended_back(node.range))
+        try:
+            extended = self.duration.extended_back(node.range)
+        except DurationError as e:
+            raise ExpressionError(str(e)) from None
+        result = self._metric(node.metric, extended)
         return ops.trend(result, node.func, node.range, self.duration.step)
 
     def _logical(self, node: s.Logical) -> Evaluated:

@@ -10,12 +10,28 @@ from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput
 from lark.exceptions import VisitError
 
 from skyoap.query.mqe import syntax as s
+from skyoap.runtime.cache import TextCache
 
 MAX_INTEGER = 2**31 - 1
 """The largest count (of a ``top_n``, of places to round to, …) SkyWalking takes."""
 
 
-class MQESyntaxError(ValueError):
+MAX_CHARS = 4096
+"""The longest expression read. SkyWalking's UI templates write none longer
+than a few hundred characters; what it bounds is the time and memory one
+request's parse takes."""
+MAX_METRICS = 32
+"""The most metrics one expression may name: each is a read of storage."""
+CACHED_CHARS = 256 * 1024
+"""How much expression text the parsed trees kept stand for (a tree holds
+some hundred bytes per character of its text: about 26 MB at most)."""
+
+
+class MQEError(ValueError):
+    """An expression this node does not evaluate; the message says why."""
+
+
+class MQESyntaxError(MQEError):
     """An expression that is not MQE. The message says where (line, column,
     and offset, all counted from 1 but the offset from 0) and what was expected."""
 
@@ -24,20 +40,39 @@ class MQESyntaxError(ValueError):
         self.line, self.column, self.offset = line, column, offset
 
 
-@functools.lru_cache(maxsize=1024)
+_parsed: TextCache[s.Expression] = TextCache(CACHED_CHARS)
+
+
 def parse(expression: str) -> s.Expression:
-    """The tree of ``expression``; MQESyntaxError if it is not MQE. Trees are
-    immutable, so the UI's expressions, asked again and again, are parsed once."""
+    """The tree of ``expression``; MQESyntaxError if it is not MQE, MQEError
+    if it is past the bounds above. Trees are immutable, so the UI's
+    expressions, asked again and again, are parsed once."""
+    tree = _parsed.get(expression)
+    if tree is None:
+        tree = _parse(expression)
+        _parsed.put(expression, tree)
+    return tree
+
+
+def _parse(expression: str) -> s.Expression:
+    if len(expression) > MAX_CHARS:
+        raise MQEError(
+            f"the expression has {len(expression)} characters, more than the {MAX_CHARS} this node reads"
+        )
     try:
         tree = _parser().parse(expression)
     except UnexpectedInput as e:
         raise _syntax_error(expression, e) from None
+    except RecursionError:
+        raise MQEError("the expression nests too deeply to be read") from None
     try:
         result: s.Expression = _ToSyntax().transform(tree)
     except VisitError as e:
-        if isinstance(e.orig_exc, MQESyntaxError):
+        if isinstance(e.orig_exc, MQEError):
             raise e.orig_exc from None
         raise
+    except RecursionError:
+        raise MQEError("the expression nests too deeply to be read") from None
     return result
 
 
@@ -120,10 +155,17 @@ def _unquoted(token: Token) -> str:
 class _ToSyntax(Transformer[Token, s.Expression]):
     """Turns lark's parse tree into ``syntax`` nodes, one method per rule or alias."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._metrics = 0
+
     # Rules with several children take them all (inline=False).
     @v_args(inline=False)
     def metric(self, children: list[Any]) -> s.Metric:
         name, *labels = children
+        self._metrics += 1
+        if self._metrics > MAX_METRICS:
+            raise MQEError(f"the expression names more than {MAX_METRICS} metrics, more than this node reads")
         return s.Metric(str(name), tuple(label for label in labels if label is not None))
 
     def label(self, name: str, value: Token) -> s.Label:
