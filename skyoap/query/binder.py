@@ -27,8 +27,6 @@ from graphql import (
     default_field_resolver,
 )
 
-from skyoap.runtime import deadline
-
 Resolver = Callable[..., Any]
 """``resolver(context, **arguments)``: the node's ``QueryContext`` (what
 resolvers read) and the field's arguments by their names in the schema, an
@@ -53,10 +51,6 @@ class _Empty:
 
 
 EMPTY = _Empty()
-
-
-class QueryDeadlinePassed(Exception):
-    """The query's deadline passed before a root field was resolved."""
 
 
 def empty(type_: GraphQLOutputType) -> object:
@@ -113,8 +107,6 @@ class Binder:
         empty object)."""
         roots = self._roots.get(info.parent_type.name)
         if roots is not None and info.path.prev is None:
-            if deadline.remaining(1.0) <= 0:
-                raise QueryDeadlinePassed("the query's deadline passed")
             resolver = roots.get(info.field_name)
             if resolver is None:
                 return empty(info.return_type)

@@ -50,6 +50,23 @@ class QueryConfig:
         "one is refused before it runs",
         name="query_max_depth",
     )
+    max_fields: int = option(
+        5000,
+        "most fields one query may ask for, each alias and each spread of a fragment counted; a query "
+        "with more is refused before it is validated",
+        name="query_max_fields",
+    )
+    max_tokens: int = option(
+        50_000,
+        "most tokens (names, punctuation, values) one query may hold; past them it is refused as it is read",
+        name="query_max_tokens",
+    )
+    max_answer_bytes: int = option(
+        16 * 2**20,
+        "largest answer the query endpoint sends; a query whose answer would be larger stops when it "
+        "passes the bound and is answered with an error saying so",
+        name="query_max_answer_bytes",
+    )
     tls_cert: str = option(
         "",
         "PEM certificate chain the query endpoint serves over HTTPS (read again when the file changes)",
@@ -83,6 +100,9 @@ class QueryConfig:
             ("--query-threads", self.threads),
             ("--query-max-body-bytes", self.max_body_bytes),
             ("--query-max-depth", self.max_depth),
+            ("--query-max-fields", self.max_fields),
+            ("--query-max-tokens", self.max_tokens),
+            ("--query-max-answer-bytes", self.max_answer_bytes),
         ):
             if value < 1:
                 raise ValueError(f"{flag} must be at least 1, not {value}")

@@ -27,14 +27,16 @@ from graphql import (
     DocumentNode,
     ExecutionResult,
     GraphQLError,
+    GraphQLResolveInfo,
+    ValidationRule,
     execute_sync,
     parse,
     specified_rules,
     validate,
 )
 
-from skyoap.query.binder import Binder, QueryDeadlinePassed
-from skyoap.query.depth import max_depth_rule
+from skyoap.query.binder import Binder
+from skyoap.query.bounds import size_error
 from skyoap.runtime import deadline
 from skyoap.runtime.cache import TextCache
 from skyoap.runtime.ratelimit import RateLimitedLog
@@ -96,6 +98,9 @@ class Execution:
         max_waiting: int,
         deadline_s: float,
         max_depth: int,
+        max_fields: int = 5000,
+        max_tokens: int = 50_000,
+        max_answer_bytes: int = 16 * 2**20,
     ) -> None:
         """``context`` is handed to every resolver (``query/context.py``); one
         with a ``for_request()`` hands each request its own (what a request's
@@ -105,7 +110,9 @@ class Execution:
         self.threads = threads
         self.max_pending = threads + max_waiting
         self.deadline_s = deadline_s
-        self._rules = (*specified_rules, max_depth_rule(max_depth))
+        self._max_depth, self._max_fields, self._max_tokens = max_depth, max_fields, max_tokens
+        self._max_answer_bytes = max_answer_bytes
+        self._rules = (*specified_rules, _WithinDeadline)
         self._documents: TextCache[DocumentNode] = TextCache(DOCUMENTS_CACHED_CHARS)
         self._lock = threading.Lock()
         self._pending = 0
@@ -126,6 +133,10 @@ class Execution:
             ),
         )
         """The answer to a query whose deadline passed."""
+        self._too_large = _failed(
+            f"the answer would be larger than the {max_answer_bytes} bytes this node sends "
+            "(--query-max-answer-bytes): ask for less at once (fewer fields or entities, a smaller page)"
+        )
 
     @property
     def pending(self) -> int:
@@ -178,32 +189,52 @@ class Execution:
             return answer
 
     def run(self, request: QueryRequest) -> Answer:
-        """Runs ``request`` in this thread (under the caller's deadline, if any)."""
-        schema = self._binder.schema
-        document = self._documents.get(request.query)
-        if document is None:
-            try:
-                document = parse(request.query)
-            except GraphQLError as e:
-                return Answer(Outcome.INVALID, encode(ExecutionResult(None, [e])))
-            except RecursionError:
-                return _invalid("the query nests too deeply to be read; ask for fewer levels at once")
-            try:
-                errors = validate(schema, document, self._rules)
-            except RecursionError:
-                return _invalid("the query nests too deeply to be checked; ask for fewer levels at once")
-            if errors:
-                return Answer(Outcome.INVALID, encode(ExecutionResult(None, errors)))
-            self._documents.put(request.query, document)
-        result = execute_sync(
-            schema,
-            document,
-            context_value=self._context(),
-            variable_values=request.variables,
-            operation_name=request.operation_name,
-            field_resolver=self._binder.resolve,
-        )
-        return Answer(self._outcome(result), encode(result))
+        """Runs ``request`` in this thread (under the caller's deadline, if
+        any: past it, validation and execution stop where they are)."""
+        try:
+            document = self._document(request.query)
+            if isinstance(document, Answer):
+                return document
+            result = execute_sync(
+                self._binder.schema,
+                document,
+                context_value=self._context(),
+                variable_values=request.variables,
+                operation_name=request.operation_name,
+                field_resolver=self._binder.resolve,
+                middleware=[_Guard(self._max_answer_bytes)],
+            )
+        except _DeadlinePassed:
+            return self.late
+        except _AnswerTooLarge:
+            return self._too_large
+        body = encode(result)
+        if len(body) > self._max_answer_bytes:  # the guard weighs an answer by its text, not as encoded
+            return self._too_large
+        return Answer(self._outcome(result), body)
+
+    def _document(self, query: str) -> DocumentNode | Answer:
+        """``query`` parsed and valid, or the answer saying what is wrong with it."""
+        document = self._documents.get(query)
+        if document is not None:
+            return document
+        try:
+            document = parse(query, max_tokens=self._max_tokens)
+        except GraphQLError as e:
+            return Answer(Outcome.INVALID, encode(ExecutionResult(None, [_named(e, self._max_tokens)])))
+        except RecursionError:
+            return _invalid("the query nests too deeply to be read; ask for fewer levels at once")
+        too_large = size_error(document, self._max_depth, self._max_fields)
+        if too_large is not None:
+            return Answer(Outcome.INVALID, encode(ExecutionResult(None, [too_large])))
+        try:
+            errors = validate(self._binder.schema, document, self._rules)
+        except RecursionError:
+            return _invalid("the query nests too deeply to be checked; ask for fewer levels at once")
+        if errors:
+            return Answer(Outcome.INVALID, encode(ExecutionResult(None, errors)))
+        self._documents.put(query, document)
+        return document
 
     @staticmethod
     def _outcome(result: ExecutionResult) -> Outcome:
@@ -215,7 +246,7 @@ class Execution:
             return Outcome.INVALID
         for e in result.errors:
             cause = e.original_error
-            if cause is not None and not isinstance(cause, QueryDeadlinePassed):
+            if cause is not None:
                 _failures.warning(type(cause).__name__, "a query's field %s failed: %r", e.path, cause)
         return Outcome.FAILED
 
@@ -231,6 +262,69 @@ class Execution:
         joiner.join(timeout_s)
         if joiner.is_alive():
             log.warning("queries still running %g s after the query endpoint closed", timeout_s)
+
+
+class _DeadlinePassed(BaseException):
+    """Stops a validation or an execution whose deadline passed. Not an
+    Exception: graphql-core catches those per field, answers the field null
+    and goes on with the others."""
+
+
+class _AnswerTooLarge(BaseException):
+    """Stops an execution whose answer grew past its bound."""
+
+
+class _WithinDeadline(ValidationRule):
+    """Stops validating once the request's deadline has passed."""
+
+    def enter(self, *_: Any) -> None:
+        if deadline.remaining(1.0) <= 0:
+            raise _DeadlinePassed
+
+
+class _Guard:
+    """A request's middleware around every field's resolver, introspection's
+    too: stops the request once its deadline passes (so a query answered
+    late stops taking CPU and reading storage) or once what it resolved
+    would be an answer past ``max_bytes`` (weighed as it resolves, so the
+    answer is never built whole)."""
+
+    __slots__ = ("_left",)
+
+    def __init__(self, max_bytes: int) -> None:
+        self._left = max_bytes
+
+    def resolve(
+        self, resolve: Callable[..., Any], source: Any, info: GraphQLResolveInfo, **arguments: Any
+    ) -> Any:
+        if deadline.remaining(1.0) <= 0:
+            raise _DeadlinePassed
+        value = resolve(source, info, **arguments)
+        self._left -= len(info.field_name) + _weight(value)
+        if self._left < 0:
+            raise _AnswerTooLarge
+        return value
+
+
+def _weight(value: Any) -> int:
+    """About what ``value`` adds to the answer's text: a string's characters,
+    a list's strings (its objects are weighed as their fields resolve), a
+    few bytes for anything else."""
+    if isinstance(value, str):
+        return len(value) + 4
+    if isinstance(value, list | tuple):
+        return 2 + sum(len(v) + 3 if isinstance(v, str) else 1 for v in value)
+    return 8
+
+
+def _named(error: GraphQLError, max_tokens: int) -> GraphQLError:
+    """graphql-core's error past ``max_tokens``, with the option to name."""
+    if "Document contains more than" not in error.message:
+        return error
+    return GraphQLError(
+        f"the query has more than {max_tokens} tokens, more than this node reads "
+        f"(--query-max-tokens {max_tokens}); split it over several requests"
+    )
 
 
 def _invalid(message: str) -> Answer:

@@ -268,7 +268,17 @@ class Node:
         )
         # What a query reads, it reads within the query's deadline.
         context = QueryContext(storage.inventory_within(q.deadline_s), storage.metrics, storage.records, kept)
-        execution = Execution(resolvers(), context, q.threads, q.max_waiting, q.deadline_s, q.max_depth)
+        execution = Execution(
+            resolvers(),
+            context,
+            q.threads,
+            q.max_waiting,
+            q.deadline_s,
+            q.max_depth,
+            max_fields=q.max_fields,
+            max_tokens=q.max_tokens,
+            max_answer_bytes=q.max_answer_bytes,
+        )
         tls = HttpsTls(q.tls_cert, q.tls_key) if q.tls_cert else None
         auth = HttpAuth(q.username, q.password, q.token) if q.username or q.token else None
         status = {

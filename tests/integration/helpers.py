@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from skyoap.storage.api import I, StorageUnavailable
@@ -54,3 +56,16 @@ def storage_options(config: StorageConfig) -> dict[str, str]:
         "es_hosts": config.es_hosts,
         "es_index_prefix": config.es_index_prefix,
     }
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU time a process has used, user and system."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")

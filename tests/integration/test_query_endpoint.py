@@ -15,6 +15,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
 import tomllib
 import urllib.error
 import urllib.parse
@@ -31,7 +32,7 @@ import pytest
 from skyoap.runtime import clock
 from skyoap.runtime.scrape import read_metrics
 from tests.certs import TestCa
-from tests.integration.helpers import eventually
+from tests.integration.helpers import cpu_s, eventually, rss_mb
 from tests.unit.test_query_schema import QUERY_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -464,3 +465,53 @@ def asked_wrongly(url: str) -> None:
         "error": "the expression has 5011 characters, more than the 4096 this node reads",
     }
     assert answered(url)
+
+
+def test_a_query_answered_late_stops_using_the_cpu(tmp_path: Path) -> None:
+    """1,000 introspections of the schema's types take some 10 s of CPU to
+    answer; with a deadline of 1 s the answer says so, and from then on the
+    node is idle (before the execution went on to the end, unseen)."""
+    node = start_node(tmp_path, "--query-deadline-s", "1", "--query-max-answer-bytes", "1000000000")
+    try:
+        types = " ".join(f"a{i}: __schema {{ types {{ name fields {{ name }} }} }}" for i in range(1000))
+        reply = ask(node.query_url, "{ " + types + " }")
+        answered_at = cpu_s(node.proc.pid)
+        assert field_error(reply).startswith("the query did not finish within its deadline of 1 s")
+        eventually(lambda: answered(node.query_url), timeout_s=30)
+        time.sleep(3)
+        used = cpu_s(node.proc.pid) - answered_at
+        print(f"CPU after the late answer: {used:.2f} s in 3 s")
+        assert used < 1.0
+    finally:
+        stop(node)
+
+
+def test_an_answer_past_its_bound_stops_being_built(tmp_path: Path) -> None:
+    """2,400 aliases of every dashboard template (SkyWalking's own, some 90
+    KB each) would be an answer of about 200 MB: refused at 16 MiB, saying
+    so, with the node's memory as it was; 3,000 are refused before they are
+    validated, 9,000 as they are read."""
+    node = start_node(tmp_path)
+    try:
+        before = rss_mb(node.proc.pid)
+        many = " ".join(f"t{i}: getAllTemplates {{ configuration }}" for i in range(2400))
+        assert field_error(ask(node.query_url, "{ " + many + " }")) == (
+            "the answer would be larger than the 16777216 bytes this node sends (--query-max-answer-bytes): "
+            "ask for less at once (fewer fields or entities, a smaller page)"
+        )
+        grown = rss_mb(node.proc.pid) - before
+        too_many = " ".join(f"t{i}: getAllTemplates {{ configuration }}" for i in range(3000))
+        assert field_error(ask(node.query_url, "{ " + too_many + " }")) == (
+            "the query asks for more than 5000 fields, more than this node answers at once "
+            "(--query-max-fields 5000); split it over several requests"
+        )
+        longer = " ".join(f"t{i}: getAllTemplates {{ configuration }}" for i in range(9000))
+        assert field_error(ask(node.query_url, "{ " + longer + " }")) == (
+            "the query has more than 50000 tokens, more than this node reads (--query-max-tokens 50000); "
+            "split it over several requests"
+        )
+        print(f"RSS {before:.0f} MB before, {before + grown:.0f} MB after the refused answer")
+        assert grown < 64
+        assert answered(node.query_url)
+    finally:
+        stop(node)

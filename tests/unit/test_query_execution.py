@@ -13,7 +13,7 @@ import graphql
 import pytest
 
 from skyoap.query.binder import Binder
-from skyoap.query.depth import max_depth_rule
+from skyoap.query.bounds import size_error
 from skyoap.query.execution import Busy, Execution, Outcome, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.query.schema import load_schema
@@ -21,8 +21,20 @@ from skyoap.runtime import deadline
 
 
 def depth_errors(query: str, limit: int) -> list[str]:
-    document = graphql.parse(query)
-    return [e.message for e in graphql.validate(load_schema(), document, [max_depth_rule(limit)])]
+    error = size_error(graphql.parse(query), limit, 2**50)
+    return [] if error is None else [error.message]
+
+
+def field_errors(query: str, limit: int) -> list[str]:
+    error = size_error(graphql.parse(query), 100, limit)
+    return [] if error is None else [error.message]
+
+
+def too_many(limit: int) -> str:
+    return (
+        f"the query asks for more than {limit} fields, more than this node answers at once "
+        f"(--query-max-fields {limit}); split it over several requests"
+    )
 
 
 def too_deep(limit: int) -> str:
@@ -67,6 +79,19 @@ def test_fragments_spread_in_a_cycle_or_many_times_over_are_walked_once() -> Non
     fan_out = "{ getMenuItems { ...F0 } } " + chain + "fragment F40 on MenuItem { title }"
     assert depth_errors(fan_out, 2) == []
     assert depth_errors(fan_out, 1) == [too_deep(1)]
+    assert field_errors(fan_out, 2**40 + 1) == []
+    assert field_errors(fan_out, 2**40) == [too_many(2**40)]
+
+
+def test_every_alias_and_every_spread_counts_as_a_field() -> None:
+    aliased = "{ " + " ".join(f"a{i}: getMenuItems {{ title icon }}" for i in range(10)) + " }"
+    assert field_errors(aliased, 30) == []
+    assert field_errors(aliased, 29) == [too_many(29)]
+    spread = "{ a: getMenuItems { ...T } b: getMenuItems { ...T } } fragment T on MenuItem { title icon }"
+    assert field_errors(spread, 6) == []
+    assert field_errors(spread, 5) == [too_many(5)]
+    second = "query A { version } query B { a: version b: version }"
+    assert field_errors(second, 1) == [too_many(1)]
 
 
 def execution(binder: Binder | None = None, **options: Any) -> Execution:
@@ -130,6 +155,67 @@ def test_a_failing_field_is_answered_beside_the_others_with_its_path() -> None:
         "errors": [{"message": "the layers could not be read", "locations": [{"line": 1, "column": 3}],
                     "path": ["listLayers"]}],
     }  # fmt: skip
+
+
+def test_a_query_past_its_token_bound_is_refused_as_it_is_read() -> None:
+    query = "{ " + " ".join(f"a{i}: version" for i in range(40)) + " }"  # 122 tokens
+    assert execution(max_tokens=122).run(QueryRequest(query)).outcome is Outcome.ANSWERED
+    answer = execution(max_tokens=121).run(QueryRequest(query))
+    assert (answer.outcome, json.loads(answer.body)) == (
+        Outcome.INVALID,
+        error(
+            "the query has more than 121 tokens, more than this node reads (--query-max-tokens 121); "
+            "split it over several requests"
+        ),
+    )
+
+
+TOO_LARGE = (
+    "the answer would be larger than {} bytes this node sends (--query-max-answer-bytes): ask for "
+    "less at once (fewer fields or entities, a smaller page)"
+)
+
+
+class Title:
+    """A menu item whose title counts how often it is read."""
+
+    reads = 0
+
+    @property
+    def title(self) -> str:
+        Title.reads += 1
+        return "t" * 100
+
+
+def test_an_answer_past_its_bound_stops_being_built_and_says_so() -> None:
+    binder = Binder(load_schema()).query("getMenuItems", lambda context: [Title() for _ in range(1000)])
+    Title.reads = 0
+    answer = execution(binder, max_answer_bytes=10_000).run(QueryRequest("{ getMenuItems { title } }"))
+    assert (answer.outcome, json.loads(answer.body)) == (
+        Outcome.FAILED,
+        error(TOO_LARGE.format("the 10000")),
+    )
+    assert Title.reads == 83  # the list weighs 1,014 bytes, each title 109: the 83rd passes the bound
+    whole = execution(binder, max_answer_bytes=200_000).run(QueryRequest("{ getMenuItems { title } }"))
+    assert (whole.outcome, len(json.loads(whole.body)["data"]["getMenuItems"])) == (Outcome.ANSWERED, 1000)
+
+
+def test_a_query_past_its_deadline_stops_resolving_its_fields() -> None:
+    def late_items(context: object) -> list[Title]:
+        while deadline.remaining(60.0) > 0:
+            time.sleep(0.01)
+        return [Title() for _ in range(10_000)]
+
+    binder = Binder(load_schema()).query("getMenuItems", late_items)
+    runs = execution(binder, deadline_s=0.2)
+    runs.start()
+    try:
+        Title.reads = 0
+        answer = runs.submit(QueryRequest("{ getMenuItems { title } }")).result(60)
+        assert answer == runs.late
+        assert Title.reads == 0
+    finally:
+        runs.close(5)
 
 
 class Gate:
