@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from skyoap.deploy.options import add_options, config_from
 from skyoap.deploy.servers import ServerError
+from skyoap.runtime import descriptors
 
 if TYPE_CHECKING:
     from skyoap.deploy.cluster import NodeProcess
@@ -30,6 +31,7 @@ def _node(args: argparse.Namespace) -> int:
     from skyoap.wiring.node import Node
 
     config = config_from(args, NodeConfig)
+    descriptors.raise_limit()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

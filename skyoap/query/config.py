@@ -50,6 +50,30 @@ class QueryConfig:
         "one is refused before it runs",
         name="query_max_depth",
     )
+    max_connections: int = option(
+        256,
+        "most connections the query port holds at once; one more is answered 503 and closed (the node "
+        "lowers it to half the descriptors free at start, keeping the rest for agents)",
+        name="query_max_connections",
+    )
+    max_connections_per_peer: int = option(
+        64,
+        "most connections the query port holds from one address (a UI server or proxy in front of the "
+        "node is one); one more is answered 503 and closed",
+        name="query_max_connections_per_peer",
+    )
+    header_timeout_s: float = option(
+        10.0,
+        "how long a new connection may take to send its first request's head (and its TLS handshake); "
+        "past it the connection is closed",
+        name="query_header_timeout_s",
+    )
+    idle_timeout_s: float = option(
+        60.0,
+        "how long a connection may stay open with no request under way (and a later request's head "
+        "unfinished); past it the connection is closed",
+        name="query_idle_timeout_s",
+    )
     max_fields: int = option(
         5000,
         "most fields one query may ask for, each alias and each spread of a fragment counted; a query "
@@ -103,13 +127,20 @@ class QueryConfig:
             ("--query-max-fields", self.max_fields),
             ("--query-max-tokens", self.max_tokens),
             ("--query-max-answer-bytes", self.max_answer_bytes),
+            ("--query-max-connections", self.max_connections),
+            ("--query-max-connections-per-peer", self.max_connections_per_peer),
         ):
             if value < 1:
                 raise ValueError(f"{flag} must be at least 1, not {value}")
         if self.max_waiting < 0:
             raise ValueError(f"--query-max-waiting must be 0 or more, not {self.max_waiting}")
-        if self.deadline_s <= 0:
-            raise ValueError(f"--query-deadline-s must be above 0, not {self.deadline_s:g}")
+        for flag, seconds in (
+            ("--query-deadline-s", self.deadline_s),
+            ("--query-header-timeout-s", self.header_timeout_s),
+            ("--query-idle-timeout-s", self.idle_timeout_s),
+        ):
+            if seconds <= 0:
+                raise ValueError(f"{flag} must be above 0, not {seconds:g}")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("--query-tls-cert and --query-tls-key go together: give both or neither")
         self._check_credentials()

@@ -34,6 +34,7 @@ from multidict import CIMultiDict
 
 from skyoap.edge.tls import HttpsTls
 from skyoap.query.auth import HttpAuth
+from skyoap.query.connections import ConnectionLimits, Dropped, Listener
 from skyoap.query.execution import Busy, Execution, QueryRequest
 from skyoap.query.status import StatusPage
 from skyoap.query.ui import UI_HEADERS, ui_file
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 PATH = "/graphql"
 START_WAIT_S = 30.0
+DEFAULT_LIMITS = ConnectionLimits(max_total=256, max_per_peer=64, header_timeout_s=10.0)
 CANCEL_WAIT_S = 1.0
 """How long requests still under way after the grace of a close get once cancelled."""
 
@@ -84,6 +86,10 @@ class _Series:
         instruments.gauge("skyoap_query_pending", "queries running or waiting for a thread").set_function(
             lambda: execution.pending
         )
+        self.connections = instruments.gauge("skyoap_query_connections", "connections open to the query port")
+        self.most_connections = instruments.gauge(
+            "skyoap_query_connections_limit", "most connections the query port holds at once"
+        )
 
 
 EVERY_ANSWER_HEADERS = {
@@ -118,6 +124,8 @@ class QueryServer:
         tls: HttpsTls | None = None,
         auth: HttpAuth | None = None,
         status: Mapping[str, StatusPage] | None = None,
+        limits: ConnectionLimits = DEFAULT_LIMITS,
+        idle_timeout_s: float = 60.0,
     ) -> None:
         try:
             self._sock = socket.create_server((host, port), backlog=128)
@@ -129,6 +137,7 @@ class QueryServer:
         self._execution = execution
         self._series = _Series(instruments, execution)
         self._max_body_bytes = max_body_bytes
+        self._limits, self._idle_timeout_s = limits, idle_timeout_s
         self._tls = tls
         self._auth = auth
         self._status = dict(status or {})
@@ -174,17 +183,28 @@ class QueryServer:
         self._stop, self._idle = asyncio.Event(), asyncio.Event()
         self._idle.set()
         runner = web.AppRunner(
-            self._app(), handle_signals=False, access_log=None, shutdown_timeout=CANCEL_WAIT_S
+            self._app(),
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=CANCEL_WAIT_S,
+            keepalive_timeout=self._idle_timeout_s,
         )
         await runner.setup()
+        assert runner.server is not None
+        tls = self._tls.context if self._tls else None
+        listener = Listener(self._sock, self._limits, runner.server, tls, self._dropped)
+        self._series.connections.set_function(lambda: listener.open)
+        self._series.most_connections.set(self._limits.max_total)
+        accepting = asyncio.create_task(listener.serve(), name="query-accept")
         try:
-            site = web.SockSite(runner, self._sock, ssl_context=self._tls.context if self._tls else None)
-            await site.start()
             self._ready.set()
             await self._stop.wait()
-            await site.stop()  # no new connection from here on
+            accepting.cancel()
+            await asyncio.wait([accepting])
+            self._sock.close()  # no new connection from here on: refused, not left waiting
             await self._drain()
         finally:
+            accepting.cancel()
             await runner.cleanup()  # closes the connections; what is under way is cancelled
 
     async def _drain(self) -> None:
@@ -319,6 +339,9 @@ class QueryServer:
             if len(body) > self._max_body_bytes:
                 return None
         return bytes(body)
+
+    def _dropped(self, reason: Dropped) -> None:
+        self._series.refused.labels(reason.value).inc()
 
     def _refuse(
         self, reason: Refused, status: int, message: str, headers: LooseHeaders | None = None

@@ -33,6 +33,8 @@ MAX_PENDING = 64
 MAX_QUEUED = 16
 MAX_HEAD_BYTES = 8192
 REQUEST_TIMEOUT_S = 5.0
+MOST_CONNECTIONS = MAX_PENDING + MAX_QUEUED + WORKERS
+"""The most connections the port holds at once."""
 
 
 class Dropped(enum.Enum):

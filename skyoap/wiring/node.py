@@ -33,6 +33,7 @@ from skyoap.model.records import RECORD_TYPES
 from skyoap.model.stream import StreamTypes
 from skyoap.model.topics import Retention, Topic
 from skyoap.query.auth import HttpAuth
+from skyoap.query.connections import ConnectionLimits
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution
 from skyoap.query.resolvers import resolvers
@@ -58,6 +59,7 @@ from skyoap.remote.grpc_client import GrpcRemoteClient
 from skyoap.remote.manager import RemoteClientManager
 from skyoap.remote.sender import RemoteSender
 from skyoap.remote.service import add_remote_service
+from skyoap.runtime import admin, descriptors
 from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.instruments import Instruments
@@ -291,9 +293,31 @@ class Node:
             ),
         }
         self._query = QueryServer(
-            q.host, q.port, execution, self.instruments, q.max_body_bytes, tls, auth, status
+            q.host,
+            q.port,
+            execution,
+            self.instruments,
+            q.max_body_bytes,
+            tls,
+            auth,
+            status,
+            ConnectionLimits(self._query_connections(), q.max_connections_per_peer, q.header_timeout_s),
+            q.idle_timeout_s,
         )
         return self._query
+
+    def _query_connections(self) -> int:
+        """``--query-max-connections``, or fewer when the descriptors free
+        now would not leave as many again for agents, storage and the cluster."""
+        wanted = self.config.query.max_connections
+        held = descriptors.share(wanted, reserved=admin.MOST_CONNECTIONS)
+        if held < wanted:
+            log.warning(
+                "the query port holds at most %d connections, not %d (--query-max-connections): the "
+                "process may open %d descriptors (ulimit -n); raise it to hold more",
+                held, wanted, descriptors.limit(),
+            )  # fmt: skip
+        return held
 
     def _topics(self, storage: OpenStorage) -> Topics | None:
         if not self.config.topics.publish:
