@@ -1,11 +1,18 @@
-"""The SQLite database of the embedded storage: one connection per node, shared
-by its DAOs under a lock (SQLite serialises writers anyway), and the mapping
-of stream data columns onto SQL."""
+"""The SQLite database of the embedded storage: one connection per node that
+writes, shared by its DAOs under a lock (SQLite serialises writers anyway);
+a few more that only read, so that a long search never holds the writers'
+lock (in WAL mode readers see what was committed and wait on no writer);
+and the mapping of stream data columns onto SQL.
+
+A read runs under the deadline of the call it serves (``runtime/deadline``):
+waiting for a free reader, and running, the statement interrupted once the
+deadline passes."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -14,6 +21,7 @@ from typing import Any, TypeVar
 
 from skyoap.model.stream import Column, ColumnType, StreamData
 from skyoap.model.topics import Position
+from skyoap.runtime import deadline
 from skyoap.storage.api import StorageError, StorageUnavailable
 
 S = TypeVar("S", bound=StreamData)
@@ -68,23 +76,49 @@ def translated_errors() -> Iterator[None]:
         raise StorageError(f"SQLite refused the statement: {e}") from e
 
 
+READERS = 4
+"""Connections that only read: as many reads run at once, beside the writer."""
+READER_WAIT_S = 30.0
+"""How long a read waits for a free reader outside a call's deadline."""
+PROGRESS_STEPS = 10_000
+"""SQLite's virtual machine steps between two looks at the deadline."""
+
+
 class Database:
     def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
+        in_memory = str(path) == ":memory:"
+        if not in_memory:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._lock = threading.Lock()
         self._closed = False
+        # A database in memory is the writer's alone: it reads through it.
+        self._readers: queue.Queue[sqlite3.Connection] = queue.Queue()
+        self._all_readers = [] if in_memory else [_reader(path) for _ in range(READERS)]
+        for reader in self._all_readers:
+            self._readers.put(reader)
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
         with self._lock, translated_errors():
             return self._db.execute(sql, args)
 
     def fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock, translated_errors():
-            return self._db.execute(sql, args).fetchall()
+        if not self._all_readers:
+            with self._lock, translated_errors():
+                return self._db.execute(sql, args).fetchall()
+        try:
+            reader = self._readers.get(timeout=deadline.remaining(READER_WAIT_S))
+        except queue.Empty:
+            raise StorageUnavailable(
+                "every SQLite reader was busy for as long as the read could wait"
+            ) from None
+        try:
+            with translated_errors():
+                return reader.execute(sql, args).fetchall()
+        finally:
+            self._readers.put(reader)
 
     def rows(
         self, model: type[S], table: str, where: str, args: Sequence[Any], extra: tuple[str, ...] = ()
@@ -129,6 +163,21 @@ class Database:
             if not self._closed:
                 self._closed = True
                 self._db.close()
+                for reader in self._all_readers:
+                    reader.close()
+
+
+def _reader(path: str | Path) -> sqlite3.Connection:
+    reader = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    reader.execute("PRAGMA query_only=1")
+    # Past the deadline of the call it serves, a statement is interrupted
+    # (sqlite3.OperationalError: interrupted, a StorageUnavailable).
+    reader.set_progress_handler(_past_deadline, PROGRESS_STEPS)
+    return reader
+
+
+def _past_deadline() -> bool:
+    return deadline.remaining(1.0) <= 0
 
 
 def chunks(keys: Sequence[str], size: int = 500) -> Iterator[list[str]]:
