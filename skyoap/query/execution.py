@@ -1,14 +1,16 @@
-"""Running queries: parse, validate (the schema's rules and a depth bound),
-execute with the bound resolvers, and the answer as JSON, on a bounded pool
-of threads, since resolvers read storage with blocking clients.
+"""Running queries: parse (at most ``max_tokens``), measure (depth and
+fields, ``bounds.py``), validate with the schema's rules, execute with the
+bound resolvers, and the answer as JSON, on a bounded pool of threads, since
+resolvers read storage with blocking clients.
 
 At most ``threads`` queries run at once and ``max_waiting`` more wait for a
 thread; one past them is refused at once (``Busy``) rather than queued
 without end. A query must answer within ``deadline_s`` of its arrival,
 waiting included: its thread runs under that deadline
 (``runtime/deadline.py``), so storage reads made for it wait at most what is
-left, and a query whose deadline passes is answered with an error saying so,
-whatever it had found.
+left, validation and execution stop where they are once it passes, and the
+query is answered with an error saying so. An answer is weighed as its
+fields resolve: one past ``max_answer_bytes`` stops there and says so.
 """
 
 from __future__ import annotations
