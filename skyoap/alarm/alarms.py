@@ -117,6 +117,10 @@ class Alarms:
         self._lost = instruments.counter(
             "skyoap_alarm_minutes_taken_total", "bucket minutes another node evaluated first"
         )
+        self._rounds = instruments.counter(
+            "skyoap_alarm_rounds_total",
+            "alarm rounds this node finished: its buckets evaluated, its notices sent",
+        )
         self._bad: set[str] = set()
         self._handling = Handling()
         self._error_log = RateLimitedLog(log)
@@ -149,6 +153,7 @@ class Alarms:
             (b.number, outbox) for b in buckets if (outbox := self._store(b, now, rules, nodes)) is not None
         ]
         self._handle(settings, stored)
+        self._rounds.inc()
 
     def _watched(self, settings: AlarmSettings) -> list[Watched]:
         out = []

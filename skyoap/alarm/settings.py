@@ -5,7 +5,15 @@ is a comparison, or the older form (``metrics-name``, ``op``, ``threshold``,
 hooks by kind and name, some ``is-default``.
 
 A file with an error is refused whole, with the line and the reason
-(``SettingsError``); nothing of it is used."""
+(``SettingsError``); nothing of it is used.
+
+The ``-regex`` name filters run on RE2 (``NameRegex``), whose time is linear
+in the name: a name is an agent's choice, and a backtracking engine takes
+exponential time over some patterns (``(a|aa)+`` against ``a!a!a!…``).
+SkyWalking reads them as Java regexes; RE2 reads the same syntax but for what
+only backtracking can do (backreferences, lookarounds, possessive
+quantifiers, atomic groups) and Java's class intersection (``[a-z&&[^c]]``),
+which a file is refused for, naming the rule and the construct."""
 
 from __future__ import annotations
 
@@ -13,8 +21,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import re2
 import yaml
 
 from skyoap.query.mqe import syntax
@@ -41,6 +50,48 @@ class SettingsError(ValueError):
     """An alarm settings file skyoap refuses: where, and why."""
 
 
+class NameRegex(Protocol):
+    """A compiled ``-regex`` name filter (RE2's)."""
+
+    def fullmatch(self, text: str) -> object | None: ...
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a pattern it cannot read is reported in the SettingsError
+_CLASS_INTERSECTION = re.compile(r"(?<!\\)\[(?:\\.|[^\]\\])*&&")
+"""``&&`` inside a character class: Java's intersection, which RE2 reads as two
+ampersands."""
+
+
+_BACKTRACKING = (
+    (re.compile(r"invalid escape sequence: \\[1-9]"), "a backreference"),
+    (re.compile(r"invalid perl operator: \(\?[=!]"), "a lookahead"),
+    (re.compile(r"invalid perl operator: \(\?<[=!]"), "a lookbehind"),
+    (re.compile(r"invalid perl operator: \(\?>"), "an atomic group"),
+    (re.compile(r"bad repetition operator: (?:[*+?]|\{[\d,]+\})\+"), "a possessive quantifier"),
+)
+"""What RE2 refuses because only a backtracking engine can do it, by its error."""
+
+
+def name_regex(text: str) -> NameRegex:
+    """``text`` compiled by RE2; ValueError naming the construct for a pattern
+    that needs backtracking, or Java's class intersection."""
+    if _CLASS_INTERSECTION.search(text):
+        raise ValueError("it has && in a character class (Java's intersection), which RE2 reads as "
+                         "two ampersands: list the class's characters instead")  # fmt: skip
+    try:
+        return re2.compile(text, _RE2_OPTIONS)
+    except re2.error as e:
+        reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+    for error, construct in _BACKTRACKING:
+        if found := error.match(reason):
+            raise ValueError(
+                f"it has {construct} ({found[0].rpartition(' ')[2]}), which needs backtracking: name "
+                "filters run on RE2, in time linear in the name; write it without"
+            )
+    raise ValueError(f"RE2 does not read it as a regular expression: {reason}")
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -56,8 +107,8 @@ class Rule:
     """The text of the alarm; ``{name}`` is the entity's name."""
     include_names: tuple[str, ...] = ()
     exclude_names: tuple[str, ...] = ()
-    include_names_regex: re.Pattern[str] | None = None
-    exclude_names_regex: re.Pattern[str] | None = None
+    include_names_regex: NameRegex | None = None
+    exclude_names_regex: NameRegex | None = None
     tags: tuple[tuple[str, str], ...] = ()
     hooks: tuple[str, ...] = ()
     """``kind.name`` of each hook; none: the default hooks."""
@@ -168,14 +219,14 @@ class _Reader:
             raise self.error(node, f"{what} must be a whole number, at least {least}, not {text!r}")
         return int(text)
 
-    def regex(self, node: yaml.Node | None) -> re.Pattern[str] | None:
+    def regex(self, rule: str, key: str, node: yaml.Node | None) -> NameRegex | None:
         if node is None:
             return None
-        text = self.scalar(node, "a regex")
+        text = self.scalar(node, key)
         try:
-            return re.compile(text)
-        except re.error as e:
-            raise self.error(node, f"{text!r} is not a regular expression: {e}") from None
+            return name_regex(text)
+        except ValueError as e:
+            raise self.error(node, f"rule {rule}: {key} {text!r} cannot be used: {e}") from None
 
     def settings(self, root: yaml.Node) -> AlarmSettings:
         top = self.mapping(root, "the file")
@@ -227,8 +278,8 @@ class _Reader:
             message=optional("message", lambda n: self.scalar(n, "message"), f"Alarm caused by Rule {name}"),
             include_names=optional("include-names", lambda n: self.strings(n, "include-names"), ()),
             exclude_names=optional("exclude-names", lambda n: self.strings(n, "exclude-names"), ()),
-            include_names_regex=self.regex(keys.get("include-names-regex")),
-            exclude_names_regex=self.regex(keys.get("exclude-names-regex")),
+            include_names_regex=self.regex(name, "include-names-regex", keys.get("include-names-regex")),
+            exclude_names_regex=self.regex(name, "exclude-names-regex", keys.get("exclude-names-regex")),
             tags=optional(
                 "tags",
                 lambda n: tuple((k, self.scalar(v, f"tag {k}")) for k, v in self.mapping(n, "tags").items()),

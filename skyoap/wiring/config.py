@@ -440,9 +440,10 @@ class AlarmConfig:
         "seconds after a minute ends before its alarms are evaluated: time for its metrics to be persisted",
         name="alarm_settle_s",
     )
-    hook_timeout_s: float = option(5.0, "how long one send to a hook may take", name="alarm_hook_timeout_s")
-    max_queued: int = option(10_000, "alarm notices waiting to be sent, at most; more are dropped (counted)",
-                             name="alarm_max_queued")  # fmt: skip
+    hook_timeout_s: float = option(5.0, "how long one send to a hook may take, all of it: connecting, "
+                                        "sending and the answer", name="alarm_hook_timeout_s")  # fmt: skip
+    max_queued: int = option(10_000, "alarm notices waiting to be sent to each hook URL, at most; more are "
+                                     "dropped (counted)", name="alarm_max_queued")  # fmt: skip
 
     def check(self) -> None:
         for name, value in (

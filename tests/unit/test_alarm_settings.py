@@ -4,7 +4,9 @@ a file it cannot use."""
 
 from __future__ import annotations
 
+import re
 import textwrap
+from collections.abc import Callable
 
 import pytest
 
@@ -133,7 +135,8 @@ RULE = "rules:\n  a_rule:\n    expression: sum(service_sla < 1) >= 1\n    period
         ("rules:\n  bad:\n    expression: sum(service_sla < 1) >= 1\n    period: 10\n",
          "alarm-settings.yml line 3: rule bad: a rule's name is letters, digits and _, ending with _rule"),
         (RULE + "    include-names-regex: '(('\n",
-         "alarm-settings.yml line 5: '\\(\\(' is not a regular expression"),
+         "alarm-settings.yml line 5: rule a_rule: include-names-regex '\\(\\(' cannot be used: RE2 does not "
+         "read it as a regular expression: missing \\): \\(\\($"),
         ("composite-rules:\n  c_rule:\n    expression: a_rule && b_rule\n",
          "alarm-settings.yml line 2: composite-rules are SkyWalking 9's"),
         ("hooks:\n  gRPC:\n    default:\n      target-host: h\n",
@@ -151,3 +154,52 @@ def test_a_file_it_cannot_use_is_refused_with_the_line_and_the_reason(text: str,
 
 def test_an_empty_file_has_no_rules() -> None:
     assert parse_settings("") == AlarmSettings()
+
+
+def covers(regex: str, key: str = "include-names-regex") -> Callable[[str], bool]:
+    (rule,) = parse_settings(RULE + f"    {key}: '{regex}'\n").rules
+    return rule.covers
+
+
+def test_a_name_filter_over_a_catastrophic_pattern_is_decided_exactly() -> None:
+    """``(a|aa)+`` over a's and then a ``!`` takes a backtracking engine (Python's
+    ``re``) time growing by half with each a, past any bound at 500 characters;
+    RE2 decides it in one pass, up to the longest names agents may send."""
+    included, excluded = covers("(a|aa)+"), covers("(a|aa)+", "exclude-names-regex")
+    for name in ("a" * 30 + "!", "a" * 499 + "!"):
+        assert (included(name), excluded(name)) == (False, True)
+    assert (included("a" * 500), excluded("a" * 500)) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("regex", "construct"),
+    [
+        ("(\\w+)-\\1", "a backreference \\(\\\\1\\)"),
+        ("shop(?=-prod)", "a lookahead \\(\\(\\?=\\)"),
+        ("(?<!test-).*", "a lookbehind \\(\\(\\?<!\\)"),
+        ("(?>a|ab)c", "an atomic group \\(\\(\\?>\\)"),
+        ("(a|aa)++", "a possessive quantifier \\(\\+\\+\\)"),
+    ],
+)
+def test_a_name_filter_that_needs_backtracking_is_refused_naming_the_construct(
+    regex: str, construct: str
+) -> None:
+    message = (
+        "alarm-settings.yml line 5: rule a_rule: exclude-names-regex '.+' cannot be used: "
+        f"it has {construct}, which needs backtracking: name filters run on RE2, in time linear "
+        "in the name; write it without$"
+    )
+    with pytest.raises(SettingsError, match=message):
+        covers(regex, "exclude-names-regex")
+
+
+def test_java_s_class_intersection_is_refused_rather_than_read_otherwise() -> None:
+    message = (
+        "alarm-settings.yml line 5: rule a_rule: include-names-regex '[a-z&&[^x]]' cannot be used: "
+        "it has && in a character class (Java's intersection), which RE2 reads as two ampersands: "
+        "list the class's characters instead"
+    )
+    with pytest.raises(SettingsError, match=f"^{re.escape(message)}$"):
+        covers("[a-z&&[^x]]")
+    # Outside a class, && is two ampersands in Java as in RE2.
+    assert covers("a&&b")("a&&b")

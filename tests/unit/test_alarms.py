@@ -62,10 +62,15 @@ def hook() -> Iterator[Hook]:
 
 
 def alarms(
-    storage: OpenStorage, hook: Hook, me: str, nodes: list[str], clock: Clock
+    storage: OpenStorage,
+    hook: Hook,
+    me: str,
+    nodes: list[str],
+    clock: Clock,
+    instruments: Instruments | None = None,
 ) -> tuple[Alarms, Delivery]:
     settings = parse_settings(SETTINGS.replace("URL", hook.url))
-    instruments = Instruments()
+    instruments = instruments or Instruments()
     delivery = Delivery(instruments, retries=FAST)
     delivery.start()
     a = Alarms(
@@ -85,14 +90,27 @@ def alarms(
 
 
 def notices(hook: Hook) -> list[dict[str, Any]]:
-    """What the hook took, firings first: the test's minutes pass faster than
-    the two delivery threads send, so a firing and its recovery may arrive in
-    either order."""
+    """What the hook took, firings first: a firing sent again after a failed
+    try may arrive after its recovery."""
     return sorted((json.loads(b)[0] for b in hook.taken), key=lambda m: m.get("recoveryTime") or 0)
 
 
 def received(hook: Hook) -> list[tuple[str, str, int | None]]:
     return [(m["name"], m["alarmMessage"], m.get("recoveryTime")) for m in notices(hook)]
+
+
+def test_each_round_a_node_finishes_is_counted(storage: OpenStorage, hook: Hook) -> None:
+    """Tests wait on this counter rather than on the clock."""
+    clock, counted, outside = Clock(), Instruments(), Instruments()
+    a, _ = alarms(storage, hook, "n1", ["n1"], clock, counted)
+    clock.at_minute(FIRST)
+    a.run_once()
+    a.run_once()
+    assert counted.value("skyoap_alarm_rounds_total") == 2
+    # A node the cluster does not list yet evaluates nothing: no round.
+    b, _ = alarms(storage, hook, "n2", ["n1"], clock, outside)
+    b.run_once()
+    assert outside.value("skyoap_alarm_rounds_total") == 0
 
 
 def test_a_firing_and_its_recovery_are_sent_once(storage: OpenStorage, hook: Hook) -> None:
