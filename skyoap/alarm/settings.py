@@ -27,7 +27,7 @@ import re2
 import yaml
 
 from skyoap.query.mqe import syntax
-from skyoap.query.mqe.parser import MQESyntaxError, parse
+from skyoap.query.mqe.parser import MQEError, parse
 
 HOOK_KINDS = ("webhook", "slack", "wechat", "dingtalk", "feishu", "pagerduty", "discord")
 """The hooks skyoap sends to, each in its service's own message format."""
@@ -308,7 +308,7 @@ class _Reader:
             )
         try:
             tree = parse(text)
-        except MQESyntaxError as e:
+        except MQEError as e:
             raise self.error(node, f"rule {name}: {e}") from None
         if not _decides(tree):
             raise self.error(node, f"rule {name}: the expression must be true or false: a comparison "

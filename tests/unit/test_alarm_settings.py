@@ -130,6 +130,9 @@ RULE = "rules:\n  a_rule:\n    expression: sum(service_sla < 1) >= 1\n    period
          "alarm-settings.yml line 3: rule a_rule: the expression must be true or false: a comparison"),
         ("rules:\n  a_rule:\n    expression: sum(service_sla < ) >= 1\n    period: 10\n",
          "alarm-settings.yml line 3: rule a_rule: "),
+        ("rules:\n  a_rule:\n    expression: " + " + ".join(["service_sla"] * 33) + " > 1\n    period: 10\n",
+         "alarm-settings.yml line 3: rule a_rule: the expression names more than 32 metrics, more than this "
+         "node reads"),
         (RULE + "    hooks: [slack.x]\n",
          "alarm-settings.yml line 5: rule a_rule: no hook 'slack.x' \\(hooks: none\\)"),
         ("rules:\n  bad:\n    expression: sum(service_sla < 1) >= 1\n    period: 10\n",
