@@ -1,12 +1,14 @@
-"""A write to an Elasticsearch that does not answer leaves nothing of itself
-behind once its error is dropped: no cycle for the collector to find later
-(a local socket that accepts and never answers)."""
+"""What a write to Elasticsearch holds: its documents at their size, and
+once it failed, nothing left in a cycle for the collector to find later
+(against a local socket that takes connections and never answers)."""
 
 from __future__ import annotations
 
 import gc
 import socket
+import sys
 import threading
+import tracemalloc
 from collections.abc import Iterator
 
 import pytest
@@ -68,3 +70,17 @@ def test_a_timed_out_bulk_write_leaves_no_cycle_holding_its_rows(silent_url: str
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+def test_a_document_written_holds_no_more_memory_than_its_size() -> None:
+    serializer = ElasticsearchClient("http://127.0.0.1:9", "p").es.transport.serializers.get_serializer(
+        "application/json"
+    )
+    row = record(0).to_row()
+    tracemalloc.start()
+    try:
+        lines = [serializer.dumps(row) for _ in range(100)]
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held <= 1.1 * sum(sys.getsizeof(line) for line in lines)

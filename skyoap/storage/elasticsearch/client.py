@@ -226,6 +226,18 @@ def _shards_unavailable(e: elasticsearch.ApiError) -> bool:
     return e.meta.status == 503 and isinstance(error, dict) and error.get("type") in _UNSTARTED
 
 
+class CompactOrjsonSerializer(OrjsonSerializer):
+    """orjson from 3.12 on returns each document in the buffer it grew while
+    writing it, never trimmed: at least 4 KB, and up to sixteen times the
+    document. A bulk request keeps every document it carries, as bytes,
+    until it is answered, and a write to a storage that does not answer
+    builds them again at each try; so each is copied to its exact size,
+    which costs little beside writing it."""
+
+    def dumps(self, data: Any) -> bytes:
+        return bytes(memoryview(super().dumps(data)))
+
+
 class _Client(Elasticsearch):
     """The client, whose searches wait for the shards of an index being
     created to start (``SHARDS_STARTING``) rather than fail: a search that
@@ -274,7 +286,7 @@ class ElasticsearchClient:
             request_timeout=request_timeout_s,
             retry_on_timeout=True,
             max_retries=3,
-            serializer=OrjsonSerializer(),
+            serializer=CompactOrjsonSerializer(),
             **(credentials or {}),
         )
         self.writes = self.es.options(max_retries=0, retry_on_timeout=False)
