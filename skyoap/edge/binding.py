@@ -30,6 +30,7 @@ from skyoap.runtime import deadline
 from skyoap.runtime.budget import MemoryBudget, Overloaded
 from skyoap.runtime.buffer import BufferClosed
 from skyoap.runtime.ratelimit import RateLimitedLog
+from skyoap.runtime.tracebacks import detach, drop_locals
 from skyoap.storage.api import StorageError
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,13 @@ class Decoder:
             return self._cls.FromString(data)
         except message.DecodeError as e:
             return Undecodable(self._cls.DESCRIPTOR.full_name, str(e).split(": ")[-1])
+
+    def strictly(self, data: bytes | TooLarge) -> Any:
+        """The request, or InvalidRequest if it does not decode."""
+        request = self(data)
+        if isinstance(request, Undecodable):
+            raise InvalidRequest(request.describe())
+        return request
 
 
 def _serializer(cls: type[message.Message]) -> Callable[[Any], bytes]:
@@ -144,11 +152,12 @@ def _unary(
             with deadline.call(), _call_memory(binding.budget):
                 deadline.start(binding.deadline_s)
                 try:
-                    request = decode(data)
-                    if isinstance(request, Undecodable):
-                        raise InvalidRequest(request.describe())
-                    return fn(request, context)
+                    # The decoded request is no local of this frame: once
+                    # ``fn`` is done nothing holds it, before the budget lets
+                    # go of what it reserved for it.
+                    return fn(decode.strictly(data), context)
                 except Exception as e:
+                    drop_locals(e)
                     abort_for(context, e)
         finally:
             limits.leave()
@@ -190,10 +199,12 @@ def _stream_in(
                 try:
                     return fn(requests if keep_undecodable else _refusing_undecodable(requests), context)
                 except grpc.RpcError as e:
+                    detach(e)
                     if not context.is_active():
                         return None  # cancelled: by the client, or as idle; nobody hears an answer
                     abort_for(context, e)
                 except Exception as e:
+                    drop_locals(e)
                     abort_for(context, e)
         finally:
             limits.leave()

@@ -3,7 +3,8 @@ is decoded.
 
 protobuf's decoder gives every sub-message and every element of a repeated
 field a slot of its own, so a request of empty sub-messages (two bytes each on
-the wire) takes up to sixty times its size once decoded. Counting the bytes
+the wire) takes up to ninety times its size once decoded, more the more
+fields the sub-message has. Counting the bytes
 that could start such an element bounds that cost without decoding anything:
 each element begins with its field's tag, and ``bytes.count`` finds every
 occurrence of a tag in C, string contents included, so the count can only be
@@ -21,8 +22,26 @@ WIRE_BYTE_COST = 3
 """What a byte on the wire holds while its request is decoded and served,
 beyond its elements: the byte as received, its copy in the decoded message,
 and room for the arrays that hold the elements."""
-MESSAGE_COST = 128
-"""What a sub-message holds once decoded (about 115 bytes for an empty span)."""
+ELEMENT_OVERHEAD = 56
+"""What a decoded sub-message holds beyond its fields' slots: its header and
+presence bits, its slot in its repeated field's array, and what the arrays
+and the arena grow by. ``tests/unit/test_decoding.py`` measures every
+repeated message field of every request the node serves against the cost."""
+SLOT_WIDTH = {
+    FD.TYPE_STRING: 16,
+    FD.TYPE_BYTES: 16,
+    FD.TYPE_MESSAGE: 8,
+    FD.TYPE_GROUP: 8,
+    FD.TYPE_DOUBLE: 8,
+    FD.TYPE_INT64: 8,
+    FD.TYPE_UINT64: 8,
+    FD.TYPE_SINT64: 8,
+    FD.TYPE_FIXED64: 8,
+    FD.TYPE_SFIXED64: 8,
+    FD.TYPE_BOOL: 1,
+}
+"""The bytes a field takes in its decoded message (a string is a pointer and a
+length; a repeated field, a pointer to its array); 4 for the others."""
 STRING_COST = 32
 """What an element of a repeated string or bytes field holds once decoded."""
 PACKED_BYTE_COST = 20
@@ -37,6 +56,12 @@ FIXED_WIDTH = {
     FD.TYPE_SFIXED64,
 }
 """Numbers that take as many bytes on the wire as once decoded."""
+
+
+def message_cost(m: Any) -> int:
+    """What one decoded message of type ``m`` holds, its fields empty: the
+    slots of its fields (fields of a oneof share one, so this is more)."""
+    return ELEMENT_OVERHEAD + sum(8 if f.is_repeated else SLOT_WIDTH.get(f.type, 4) for f in m.fields)
 
 
 def _tag(field: FD) -> bytes:
@@ -64,15 +89,19 @@ def _elements(root: Any) -> tuple[dict[bytes, int], bool]:
             continue
         seen.add(m.full_name)
         for f in m.fields:
-            if f.type == FD.TYPE_MESSAGE:
-                tags[_tag(f)] = MESSAGE_COST
-                if f.message_type is not None:
-                    todo.append(f.message_type)
+            cost = 0
+            if f.type == FD.TYPE_MESSAGE and f.message_type is not None:
+                cost = message_cost(f.message_type)
+                todo.append(f.message_type)
             elif f.type in (FD.TYPE_STRING, FD.TYPE_BYTES):
                 if f.is_repeated:
-                    tags[_tag(f)] = STRING_COST
+                    cost = STRING_COST
             elif f.is_repeated and f.type not in FIXED_WIDTH:
                 packed = True
+            if cost:
+                # Fields of one number share a tag: each element counts as the largest.
+                tag = _tag(f)
+                tags[tag] = max(tags.get(tag, 0), cost)
     return tags, packed
 
 

@@ -31,8 +31,10 @@ class Refusals:
 
     def count(self, e: Refused) -> None:
         self._counters[e.reason].inc()
+        # Its text: a log record that is kept (by a handler that buffers)
+        # must not keep the error's frames, and the request in them.
         self._log.warning(
-            f"{self.kind}-{e.reason.value}", "%s refused (%s): %s", self.kind, e.reason.value, e
+            f"{self.kind}-{e.reason.value}", "%s refused (%s): %s", self.kind, e.reason.value, str(e)
         )
 
 
@@ -43,12 +45,18 @@ class Tally:
         self._refusals = refusals
         self.taken = 0
         self.refused: dict[Reason, int] = {}
-        self.first: Refused | None = None
+        self.first: str | None = None
+        """What was wrong with the first item refused. Its text, not the
+        exception: a caught exception's traceback holds the frames it passed
+        through, and so the call's decoded requests, in a cycle through this
+        tally that outlives the call until the cyclic collector happens to
+        run; the budget would have released them meanwhile."""
 
     def refuse(self, e: Refused) -> None:
         self._refusals.count(e)
         self.refused[e.reason] = self.refused.get(e.reason, 0) + 1
-        self.first = self.first or e
+        if self.first is None:
+            self.first = str(e)
 
     def check(self) -> None:
         """Raises InvalidRequest (INVALID_ARGUMENT for the agent) if anything was refused."""

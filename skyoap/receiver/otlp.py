@@ -407,7 +407,7 @@ class Export:
         (in ``field``) and why the first was."""
         if self.rejected:
             setattr(partial_success, field, self.rejected)
-            partial_success.error_message = str(self.tally.first or "")
+            partial_success.error_message = self.tally.first or ""
 
 
 class TraceService:

@@ -57,6 +57,7 @@ from skyoap.runtime.batching import BatchPolicy
 from skyoap.runtime.budget import MemoryBudget, Overloaded, admitted_size, memory_size
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.periodic import Periodic
+from skyoap.runtime.tracebacks import detach
 from skyoap.runtime.worker import Worker
 from skyoap.storage.api import StorageError
 
@@ -269,7 +270,8 @@ def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext
                 tally.refuse(Refused(Reason.UNDECODABLE, request.describe()))
             else:
                 yield request
-    except grpc.RpcError:  # the agent cancelled or lost the call
+    except grpc.RpcError as e:  # the agent cancelled or lost the call
+        detach(e)  # or this frame, and the last request, stay until collected
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the stream ended with an error"))
         return
     if not context.is_active():

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from skyoap.runtime.tracebacks import drop_locals
+
 T = TypeVar("T")
 
 
@@ -57,6 +59,9 @@ class RetryPolicy:
                 out_of_tries = self.attempts is not None and failures >= self.attempts
                 if not retriable(e) or out_of_tries or interrupt.is_set():
                     raise
+                # What the failed try built (a bulk body) goes now, not when
+                # the cyclic collector finds the error's frames.
+                drop_locals(e)
                 if interrupt.wait(self.delay_s(failures)):
                     raise
 

@@ -42,24 +42,43 @@ CONNECTIONS = 24
 """More clients than the node serves calls at once."""
 
 
+NodeProcess = tuple[subprocess.Popen[str], str, str]
+"""A ``skyoap node`` process, its gRPC address and its admin address."""
+
+
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "skyoap.deploy.cli", "node", "--host", "127.0.0.1", "--port", "0",
-            "--admin-port", "0", "--query-port", "0", "--embedded-path", str(tmp_path / "s.db"),
-            "--memory-limit-mb", str(BUDGET_MB), "--max-concurrent-calls", str(CALLS),
-            "--max-message-bytes", str(MESSAGE_MB << 20), "--call-deadline-s", "3",
-        ],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+def start_node(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
+    """Starts ``skyoap node`` processes on the embedded storage with ``options``."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*options: str) -> NodeProcess:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "skyoap.deploy.cli", "node", "--host", "127.0.0.1", "--port", "0",
+                "--admin-port", "0", "--query-port", "0",
+                "--embedded-path", str(tmp_path / f"s{len(started)}.db"), *options,
+            ],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+        )  # fmt: skip
+        started.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.fullmatch(r"skyoap node listening on (\S+) admin (\S+) internal - query \S+\n", line)
+        assert match, f"unexpected first line {line!r}"
+        return proc, match.group(1), match.group(2)
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture
+def node(start_node: Callable[..., NodeProcess]) -> NodeProcess:
+    return start_node(
+        "--memory-limit-mb", str(BUDGET_MB), "--max-concurrent-calls", str(CALLS),
+        "--max-message-bytes", str(MESSAGE_MB << 20), "--call-deadline-s", "3",
     )  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.fullmatch(r"skyoap node listening on (\S+) admin (\S+) internal - query \S+\n", line)
-    assert match, f"unexpected first line {line!r}"
-    yield proc, match.group(1), match.group(2)
-    proc.terminate()
-    proc.wait(30)
 
 
 def empty_spans(spans: int, refs: int = 0) -> bytes:
@@ -115,7 +134,7 @@ class Shapes:
 
 
 def test_hostile_requests_are_refused_within_the_budget_and_the_node_keeps_serving(
-    node: tuple[subprocess.Popen[str], str, str],
+    node: NodeProcess,
 ) -> None:
     proc, address, admin = node
     time.sleep(1)  # the node's own start is behind it
@@ -176,3 +195,81 @@ def test_hostile_requests_are_refused_within_the_budget_and_the_node_keeps_servi
 def _split(answers: Counter[tuple[str, str]], shape: str, codes: set[str]) -> dict[tuple[str, str], int]:
     """The answers of ``shape``, which may be any of ``codes``."""
     return {(s, code): n for (s, code), n in answers.items() if s == shape and code in codes}
+
+
+DENSE_BUDGET_MB = 32
+DENSE_CALLS = 8
+DENSE_SPANS = 200_000
+"""Empty spans of one segment: 0.4 MB on the wire, 25 MB once decoded."""
+
+
+def test_dense_segments_are_decoded_within_the_budget_and_freed_when_their_calls_end(
+    start_node: Callable[..., NodeProcess],
+) -> None:
+    """Eight connections each send a segment of 200,000 empty spans four
+    times, by collectInSync and collect in turn, all at once, to a node of a
+    32 MB budget serving 8 calls at once: each call reserves what decoding
+    its segment costs before decoding it, and frees it once the call ends, so
+    the node's RSS stays within the bound docs/security.md states for the
+    size of these messages."""
+    proc, address, admin = start_node(
+        "--memory-limit-mb", str(DENSE_BUDGET_MB), "--max-concurrent-calls", str(DENSE_CALLS)
+    )  # fmt: skip
+    time.sleep(1)  # the node's own start is behind it
+    dense = empty_spans(DENSE_SPANS)
+    in_a_collection = collection(dense)
+    baseline = peak = rss_mb(proc.pid)
+    most_held = 0.0
+    answers: Counter[tuple[str, str]] = Counter()
+    lock = threading.Lock()
+
+    def client() -> None:
+        raw = {"request_serializer": bytes, "response_deserializer": common_pb2.Commands.FromString}
+        with grpc.insecure_channel(address) as channel:
+            calls = {
+                "collectInSync": lambda: channel.unary_unary(
+                    "/skywalking.v3.TraceSegmentReportService/collectInSync", **raw
+                )(in_a_collection, timeout=30),
+                "collect": lambda: channel.stream_unary(
+                    "/skywalking.v3.TraceSegmentReportService/collect", **raw
+                )(iter([dense]), timeout=30),
+            }
+            for _ in range(2):
+                for method, call in calls.items():
+                    try:
+                        call()
+                        code = "OK"
+                    except grpc.RpcError as e:
+                        code = e.code().name
+                    with lock:
+                        answers[(method, code)] += 1
+
+    clients = [threading.Thread(target=client) for _ in range(DENSE_CALLS)]
+    for c in clients:
+        c.start()
+    while any(c.is_alive() for c in clients):
+        peak = max(peak, rss_mb(proc.pid))
+        most_held = max(most_held, read_metrics(admin).value("skyoap_memory_held_bytes"))
+        time.sleep(0.02)
+    for c in clients:
+        c.join()
+
+    print(
+        f"dense segments: {DENSE_CALLS} connections x 4 calls of {len(dense)} bytes ({DENSE_SPANS} "
+        f"empty spans), {DENSE_BUDGET_MB} MB budget, {DENSE_CALLS} calls at once: "
+        f"answers {sorted(answers.items())}; "
+        f"held {most_held / 2**20:.1f} MB at most; RSS {baseline:.0f} MB before, {peak:.0f} MB at most"
+    )
+    # Every call was answered: decoded in its turn and refused for its spans,
+    # or refused unread when no room came within its deadline.
+    assert sum(answers.values()) == 4 * DENSE_CALLS
+    for method in ("collectInSync", "collect"):
+        assert sum(n for (m, _), n in answers.items() if m == method) == 2 * DENSE_CALLS
+    assert {code for _, code in answers} <= {"INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"}
+    assert answers[("collectInSync", "INVALID_ARGUMENT")] > 0
+    assert answers[("collect", "INVALID_ARGUMENT")] > 0
+    assert most_held <= DENSE_BUDGET_MB << 20
+    messages_mb = len(in_a_collection) / 2**20
+    assert (
+        peak - baseline <= DENSE_BUDGET_MB + 2 * (DENSE_CALLS + RESERVE_THREADS) * messages_mb + OVERHEAD_MB
+    )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -57,3 +58,40 @@ def test_pauses_grow_exponentially_to_their_bound_with_jitter() -> None:
     for failures, full in ((1, 0.2), (2, 1.0), (3, 3.0), (9, 3.0)):
         delays = [policy.delay_s(failures) for _ in range(200)]
         assert all(full / 2 <= d <= full for d in delays), (failures, min(delays), max(delays))
+
+
+class Body:
+    """What a try builds (a bulk body); says when it is freed."""
+
+    def __init__(self, freed: list[int], n: int) -> None:
+        self.freed, self.n = freed, n
+
+    def __del__(self) -> None:
+        self.freed.append(self.n)
+
+
+def test_what_a_failed_try_built_is_freed_before_the_next_try_without_the_collector() -> None:
+    # A client that keeps its error in a frame of the error's own traceback
+    # (urllib3 does) makes a cycle only the cyclic collector would free.
+    freed: list[int] = []
+    tries: list[int] = []
+
+    def send() -> int:
+        n = len(tries)
+        tries.append(n)
+        body = Body(freed, n)
+        if n < 2:
+            try:
+                raise StorageUnavailable("timed out")
+            except StorageUnavailable as e:
+                error = e  # a local of a frame on the error's own traceback: a cycle
+            raise error
+        assert freed == list(range(n))  # every earlier try's body is gone already
+        return body.n
+
+    gc.disable()
+    try:
+        assert FAST.call(send) == 2
+    finally:
+        gc.enable()
+    assert tries == [0, 1, 2]

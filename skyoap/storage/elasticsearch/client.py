@@ -23,6 +23,7 @@ from skyoap.model.topics import Position
 from skyoap.runtime import deadline
 from skyoap.runtime.batching import BatchPolicy
 from skyoap.runtime.retry import RetryPolicy
+from skyoap.runtime.tracebacks import drop_locals
 from skyoap.storage.api import StorageError, StorageUnavailable
 from skyoap.storage.config import StorageConfig
 
@@ -179,24 +180,33 @@ def _credentials(config: StorageConfig) -> dict[str, Any]:
 
 @contextmanager
 def translated_errors(what: str) -> Iterator[None]:
-    """Turns client errors into the storage error hierarchy, saying what failed."""
+    """Turns client errors into the storage error hierarchy, saying what failed.
+    The client's error has the locals of its frames cleared: urllib3 keeps
+    the error in a frame of its own traceback, a cycle that would hold the
+    request's body and rows until the cyclic collector runs."""
     try:
         yield
-    except elasticsearch.AuthenticationException as e:
-        raise StorageError(
+    except elasticsearch.ApiError as e:
+        drop_locals(e)
+        raise _translated(e, what) from e
+    except (elasticsearch.ConnectionError, elasticsearch.ConnectionTimeout) as e:
+        drop_locals(e)
+        raise StorageUnavailable(f"Elasticsearch is unreachable while {what}: {e}") from e
+
+
+def _translated(e: elasticsearch.ApiError, what: str) -> StorageError:
+    if isinstance(e, elasticsearch.AuthenticationException):
+        return StorageError(
             f"Elasticsearch refused the node's credentials while {what} (401): "
             "check --es-username and --es-password, or --es-api-key"
-        ) from e
-    except elasticsearch.AuthorizationException as e:
-        raise StorageError(
+        )
+    if isinstance(e, elasticsearch.AuthorizationException):
+        return StorageError(
             f"Elasticsearch does not let the node's user do this: {what} (403): "
             "it needs to create, write and read the indices of its prefix"
-        ) from e
-    except (elasticsearch.ConnectionError, elasticsearch.ConnectionTimeout) as e:
-        raise StorageUnavailable(f"Elasticsearch is unreachable while {what}: {e}") from e
-    except elasticsearch.ApiError as e:
-        err = StorageUnavailable if e.meta.status in BUSY_STATUSES else StorageError
-        raise err(f"Elasticsearch refused {what}: {e}") from e
+        )
+    err = StorageUnavailable if e.meta.status in BUSY_STATUSES else StorageError
+    return err(f"Elasticsearch refused {what}: {e}")
 
 
 SHARDS_STARTING = RetryPolicy(attempts=12, first_delay_s=0.1, multiplier=2.0, max_delay_s=2.0)
@@ -214,6 +224,18 @@ def _shards_unavailable(e: elasticsearch.ApiError) -> bool:
     day, a new index per model), or one being recovered."""
     error = e.body.get("error") if isinstance(e.body, dict) else None
     return e.meta.status == 503 and isinstance(error, dict) and error.get("type") in _UNSTARTED
+
+
+class CompactOrjsonSerializer(OrjsonSerializer):
+    """orjson from 3.12 on returns each document in the buffer it grew while
+    writing it, never trimmed: at least 4 KB, and up to sixteen times the
+    document. A bulk request keeps every document it carries, as bytes,
+    until it is answered, and a write to a storage that does not answer
+    builds them again at each try; so each is copied to its exact size,
+    which costs little beside writing it."""
+
+    def dumps(self, data: Any) -> bytes:
+        return bytes(memoryview(super().dumps(data)))
 
 
 class _Client(Elasticsearch):
@@ -264,7 +286,7 @@ class ElasticsearchClient:
             request_timeout=request_timeout_s,
             retry_on_timeout=True,
             max_retries=3,
-            serializer=OrjsonSerializer(),
+            serializer=CompactOrjsonSerializer(),
             **(credentials or {}),
         )
         self.writes = self.es.options(max_retries=0, retry_on_timeout=False)
