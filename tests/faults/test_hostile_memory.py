@@ -25,7 +25,7 @@ from skyoap.edge.limits import RESERVE_THREADS
 from skyoap.proto.skywalking import common_pb2, management_pb2, tracing_pb2
 from skyoap.runtime.scrape import read_metrics
 from tests.faults.support import segment
-from tests.faults.test_storage_faults import rss_mb
+from tests.integration.helpers import rss_mb
 
 pytestmark = pytest.mark.faults
 

@@ -26,6 +26,7 @@ from skyoap.storage.config import StorageConfig
 from tests.conftest import FAST_CLUSTER
 from tests.faults.proxy import AnswerLosingProxy
 from tests.faults.support import AgentLoad, Ledger, Outcome, Sums, settle, storage_config
+from tests.integration.helpers import rss_mb
 
 pytestmark = pytest.mark.faults
 
@@ -205,13 +206,6 @@ def test_elasticsearch_answering_429(mixed_node: MixedNode) -> None:
         assert_exact(outcome, levels, load.ledger)
     finally:
         busy.stop()
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for {pid}")
 
 
 def allocator_mb(scrape: Scrape) -> str:
