@@ -23,19 +23,19 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, cast
 
 from graphql import (
     DocumentNode,
     ExecutionResult,
     GraphQLError,
-    GraphQLResolveInfo,
     ValidationRule,
     execute_sync,
     parse,
     specified_rules,
     validate,
 )
+from graphql.execution.executor_throwing_on_incremental import ExecutorThrowingOnIncremental
 
 from skyoap.query.binder import Binder
 from skyoap.query.bounds import size_error
@@ -114,6 +114,7 @@ class Execution:
         self.deadline_s = deadline_s
         self._max_depth, self._max_fields, self._max_tokens = max_depth, max_fields, max_tokens
         self._max_answer_bytes = max_answer_bytes
+        self._executor = _guarded(max_answer_bytes)
         self._rules = (*specified_rules, _WithinDeadline)
         self._documents: TextCache[DocumentNode] = TextCache(DOCUMENTS_CACHED_CHARS)
         self._lock = threading.Lock()
@@ -204,7 +205,7 @@ class Execution:
                 variable_values=request.variables,
                 operation_name=request.operation_name,
                 field_resolver=self._binder.resolve,
-                middleware=[_Guard(self._max_answer_bytes)],
+                executor_class=self._executor,
             )
         except _DeadlinePassed:
             return self.late
@@ -284,39 +285,45 @@ class _WithinDeadline(ValidationRule):
             raise _DeadlinePassed
 
 
-class _Guard:
-    """A request's middleware around every field's resolver, introspection's
-    too: stops the request once its deadline passes (so a query answered
-    late stops taking CPU and reading storage) or once what it resolved
-    would be an answer past ``max_bytes`` (weighed as it resolves, so the
-    answer is never built whole)."""
+class _Guarded(ExecutorThrowingOnIncremental):
+    """graphql-core's executor, stopped once the request's deadline passes
+    (so a query answered late stops taking CPU and reading storage) or once
+    the objects it completed would be an answer past ``max_bytes`` (weighed
+    as they complete, so the answer is never built whole). It looks once per
+    object, introspection's too, not per field: a field costs nothing more."""
 
-    __slots__ = ("_left",)
+    max_bytes: ClassVar[int]
+    _left: int | None = None
 
-    def __init__(self, max_bytes: int) -> None:
-        self._left = max_bytes
-
-    def resolve(
-        self, resolve: Callable[..., Any], source: Any, info: GraphQLResolveInfo, **arguments: Any
-    ) -> Any:
+    def execute_fields(self, *arguments: Any) -> Any:
         if deadline.remaining(1.0) <= 0:
             raise _DeadlinePassed
-        value = resolve(source, info, **arguments)
-        self._left -= len(info.field_name) + _weight(value)
-        if self._left < 0:
+        fields = cast(dict[str, Any], super().execute_fields(*arguments))  # a sync execution's
+        left = (self.max_bytes if self._left is None else self._left) - _weight(fields)
+        if left < 0:
             raise _AnswerTooLarge
-        return value
+        self._left = left
+        return fields
 
 
-def _weight(value: Any) -> int:
-    """About what ``value`` adds to the answer's text: a string's characters,
-    a list's strings (its objects are weighed as their fields resolve), a
-    few bytes for anything else."""
-    if isinstance(value, str):
-        return len(value) + 4
-    if isinstance(value, list | tuple):
-        return 2 + sum(len(v) + 3 if isinstance(v, str) else 1 for v in value)
-    return 8
+def _guarded(max_bytes: int) -> type[_Guarded]:
+    return type("Guarded", (_Guarded,), {"max_bytes": max_bytes})
+
+
+def _weight(fields: dict[str, Any]) -> int:
+    """About what an object's fields add to the answer's text: their names,
+    their strings and lists of strings (objects are weighed as they
+    complete), a few bytes for anything else."""
+    weight = 0
+    for name, value in fields.items():
+        weight += len(name) + 4
+        if value.__class__ is str:
+            weight += len(value)
+        elif value.__class__ is list:
+            weight += sum(len(v) + 3 if v.__class__ is str else 1 for v in value)
+        else:
+            weight += 4
+    return weight
 
 
 def _named(error: GraphQLError, max_tokens: int) -> GraphQLError:

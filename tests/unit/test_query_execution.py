@@ -195,7 +195,7 @@ def test_an_answer_past_its_bound_stops_being_built_and_says_so() -> None:
         Outcome.FAILED,
         error(TOO_LARGE.format("the 10000")),
     )
-    assert Title.reads == 83  # the list weighs 1,014 bytes, each title 109: the 83rd passes the bound
+    assert Title.reads == 92  # each item weighs 109 bytes: the 92nd passes the bound
     whole = execution(binder, max_answer_bytes=200_000).run(QueryRequest("{ getMenuItems { title } }"))
     assert (whole.outcome, len(json.loads(whole.body)["data"]["getMenuItems"])) == (Outcome.ANSWERED, 1000)
 
