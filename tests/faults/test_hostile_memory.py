@@ -133,13 +133,29 @@ class Shapes:
         }
 
 
+def run_watching(
+    clients: list[threading.Thread], pid: int, admin: str, every_s: float
+) -> tuple[float, float]:
+    """Runs ``clients`` to their end, watching the node meanwhile: the most
+    RSS it had (MB) and the most bytes its budget counted held."""
+    peak, most_held = rss_mb(pid), 0.0
+    for c in clients:
+        c.start()
+    while any(c.is_alive() for c in clients):
+        peak = max(peak, rss_mb(pid))
+        most_held = max(most_held, read_metrics(admin).value("skyoap_memory_held_bytes"))
+        time.sleep(every_s)
+    for c in clients:
+        c.join()
+    return peak, most_held
+
+
 def test_hostile_requests_are_refused_within_the_budget_and_the_node_keeps_serving(
     node: NodeProcess,
 ) -> None:
     proc, address, admin = node
     time.sleep(1)  # the node's own start is behind it
-    baseline = peak = rss_mb(proc.pid)
-    most_held = 0.0
+    baseline = rss_mb(proc.pid)
     answers: Counter[tuple[str, str]] = Counter()
     lock = threading.Lock()
 
@@ -159,14 +175,7 @@ def test_hostile_requests_are_refused_within_the_budget_and_the_node_keeps_servi
                     answers[(name, code)] += 1
 
     clients = [threading.Thread(target=client, args=(n,)) for n in range(CONNECTIONS)]
-    for c in clients:
-        c.start()
-    while any(c.is_alive() for c in clients):
-        peak = max(peak, rss_mb(proc.pid))
-        most_held = max(most_held, read_metrics(admin).value("skyoap_memory_held_bytes"))
-        time.sleep(0.05)
-    for c in clients:
-        c.join()
+    peak, most_held = run_watching(clients, proc.pid, admin, 0.05)
 
     # Every hostile call was answered, and refused for what it was.
     assert dict(answers) == {
@@ -218,8 +227,7 @@ def test_dense_segments_are_decoded_within_the_budget_and_freed_when_their_calls
     time.sleep(1)  # the node's own start is behind it
     dense = empty_spans(DENSE_SPANS)
     in_a_collection = collection(dense)
-    baseline = peak = rss_mb(proc.pid)
-    most_held = 0.0
+    baseline = rss_mb(proc.pid)
     answers: Counter[tuple[str, str]] = Counter()
     lock = threading.Lock()
 
@@ -245,14 +253,7 @@ def test_dense_segments_are_decoded_within_the_budget_and_freed_when_their_calls
                         answers[(method, code)] += 1
 
     clients = [threading.Thread(target=client) for _ in range(DENSE_CALLS)]
-    for c in clients:
-        c.start()
-    while any(c.is_alive() for c in clients):
-        peak = max(peak, rss_mb(proc.pid))
-        most_held = max(most_held, read_metrics(admin).value("skyoap_memory_held_bytes"))
-        time.sleep(0.02)
-    for c in clients:
-        c.join()
+    peak, most_held = run_watching(clients, proc.pid, admin, 0.02)
 
     print(
         f"dense segments: {DENSE_CALLS} connections x 4 calls of {len(dense)} bytes ({DENSE_SPANS} "
