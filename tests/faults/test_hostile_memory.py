@@ -133,6 +133,19 @@ class Shapes:
         }
 
 
+def tally(
+    answers: Counter[tuple[str, str]], lock: threading.Lock, name: str, call: Callable[[], object]
+) -> None:
+    """Makes ``call`` and counts how it was answered, by ``name`` and status."""
+    try:
+        call()
+        code = "OK"
+    except grpc.RpcError as e:
+        code = e.code().name
+    with lock:
+        answers[(name, code)] += 1
+
+
 def run_watching(
     clients: list[threading.Thread], pid: int, admin: str, every_s: float
 ) -> tuple[float, float]:
@@ -166,13 +179,7 @@ def test_hostile_requests_are_refused_within_the_budget_and_the_node_keeps_servi
             if name == "agent":
                 continue
             for _ in range(2):
-                try:
-                    call()
-                    code = "OK"
-                except grpc.RpcError as e:
-                    code = e.code().name
-                with lock:
-                    answers[(name, code)] += 1
+                tally(answers, lock, name, call)
 
     clients = [threading.Thread(target=client, args=(n,)) for n in range(CONNECTIONS)]
     peak, most_held = run_watching(clients, proc.pid, admin, 0.05)
@@ -244,13 +251,7 @@ def test_dense_segments_are_decoded_within_the_budget_and_freed_when_their_calls
             }
             for _ in range(2):
                 for method, call in calls.items():
-                    try:
-                        call()
-                        code = "OK"
-                    except grpc.RpcError as e:
-                        code = e.code().name
-                    with lock:
-                        answers[(method, code)] += 1
+                    tally(answers, lock, method, call)
 
     clients = [threading.Thread(target=client) for _ in range(DENSE_CALLS)]
     peak, most_held = run_watching(clients, proc.pid, admin, 0.02)
