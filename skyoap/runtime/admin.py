@@ -21,6 +21,7 @@ import selectors
 import socket
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 
@@ -72,8 +73,10 @@ def _handler(instruments: Instruments) -> type[BaseHTTPRequestHandler]:
                 self.wfile.close()
 
         def do_GET(self) -> None:
-            if self.path == "/metrics":
-                body, status = instruments.exposition(), 200
+            path, _, query = self.path.partition("?")
+            if path == "/metrics":
+                names = urllib.parse.parse_qs(query).get("name[]", ())
+                body, status = instruments.exposition(names), 200
             elif self.path == "/healthz":
                 body, status = b"ok\n", 200
             else:

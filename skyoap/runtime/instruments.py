@@ -6,7 +6,7 @@ histograms in seconds. docs/operations.md lists every series."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import prometheus_client
@@ -72,6 +72,10 @@ class Instruments:
             return 0.0  # a labelled child that was never touched
         raise KeyError(f"no series {name}")
 
-    def exposition(self) -> bytes:
-        """The Prometheus text exposition of every series."""
-        return prometheus_client.generate_latest(self.registry)
+    def exposition(self, names: Iterable[str] = ()) -> bytes:
+        """The Prometheus text exposition of every series, or of the families
+        ``names`` (sample names: ``skyoap_worker_stored_total``) alone, as a
+        scrape that asks for ``name[]`` gets them."""
+        names = set(names)
+        registry = self.registry.restricted_registry(names) if names else self.registry
+        return prometheus_client.generate_latest(registry)

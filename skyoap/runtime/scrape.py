@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -45,8 +47,10 @@ _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """Nodes are read directly, whatever proxy the environment names."""
 
 
-def read_metrics(admin: str, timeout_s: float = 10.0) -> Scrape:
-    """The /metrics of the node whose admin endpoint is ``admin`` (host:port);
-    ``timeout_s`` bounds each socket operation of the read."""
-    with _DIRECT.open(f"http://{admin}/metrics", timeout=timeout_s) as r:
+def read_metrics(admin: str, timeout_s: float = 10.0, names: Iterable[str] = ()) -> Scrape:
+    """The /metrics of the node whose admin endpoint is ``admin`` (host:port),
+    every family or those of the sample ``names``; ``timeout_s`` bounds each
+    socket operation of the read."""
+    query = urllib.parse.urlencode([("name[]", n) for n in names])
+    with _DIRECT.open(f"http://{admin}/metrics{'?' if query else ''}{query}", timeout=timeout_s) as r:
         return Scrape(r.read().decode())

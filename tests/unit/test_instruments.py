@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.buffer import BufferQueue, BufferStrategy
 from skyoap.runtime.instruments import Instruments
-from skyoap.runtime.scrape import Scrape
+from skyoap.runtime.scrape import Scrape, read_metrics
 
 
 def test_the_exposition_carries_labelled_series_that_prometheus_parses() -> None:
@@ -52,3 +53,23 @@ def test_series_are_named_by_the_conventions(declare, message) -> None:  # type:
     instruments.counter("skyoap_pool_errors_total", "batches", ["pool"])
     with pytest.raises(ValueError, match=message):
         declare(instruments)
+
+
+def test_a_scrape_that_names_families_gets_those_alone() -> None:
+    instruments = Instruments()
+    stored = instruments.counter("skyoap_worker_stored_total", "rows written", ["worker"])
+    stored.labels(worker="segment_records").inc(7)
+    instruments.gauge("skyoap_buffer_depth", "items queued", ["queue"]).labels(queue="segment_records").set(3)
+    admin = AdminServer("127.0.0.1", 0, instruments)
+    admin.start()
+    try:
+        address = f"127.0.0.1:{admin.port}"
+        some = read_metrics(address, names=["skyoap_worker_stored_total"])
+        every = read_metrics(address)
+    finally:
+        admin.close()
+
+    assert some.value("skyoap_worker_stored_total", worker="segment_records") == 7
+    assert some.value("skyoap_buffer_depth", queue="segment_records") == 0
+    assert every.value("skyoap_worker_stored_total", worker="segment_records") == 7
+    assert every.value("skyoap_buffer_depth", queue="segment_records") == 3
