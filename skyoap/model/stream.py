@@ -111,22 +111,14 @@ class StreamData:
         built from telemetry the receiver checked and never leave their node."""
 
     def size_hint(self) -> int:
-        """About how many bytes the item takes on the wire (its strings dominate)."""
-        layout = _layout(type(self))
-        size = 10 * len(layout.longs) + sum(len(getattr(self, n)) for n in layout.strings)
-        size += 10 * sum(len(getattr(self, n)) for n in layout.ints)
-        for n in layout.maps:
-            size += sum(len(k) + len(v) + 4 for k, v in getattr(self, n).items())
-        for n in layout.lists:
-            size += sum(len(v) + 2 for v in getattr(self, n))
-        return size
+        """About how many bytes the item takes on the wire (its strings dominate):
+        10 a number, each string's length, 4 more a map entry and 2 a list's."""
+        return _layout(type(self)).size(self)
 
     def to_row(self) -> dict[str, Any]:
         """The stored columns, derived ones included; a string list as a list,
         as JSON and storage hold it."""
-        row = {c.name: getattr(self, c.name) for c in self.columns()}
-        for n in _layout(type(self)).lists:
-            row[n] = list(row[n])
+        row = _layout(type(self)).row(self)
         row.update(self.derived())
         return row
 
@@ -207,6 +199,10 @@ class _RemoteLayout:
     """STRINGS columns: only records have them, and records never leave their node."""
     decode: Callable[[Sequence[str], Sequence[int]], StreamData]
     """Builds the item from checked columns (see ``_decoder``)."""
+    size: Callable[[Any], int]
+    row: Callable[[Any], dict[str, Any]]
+    """``size_hint`` and ``to_row`` without their derived columns, written out
+    for the type (see ``_written_out``): every item taken runs both."""
 
 
 _LAYOUTS: dict[type[StreamData], _RemoteLayout] = {}
@@ -260,8 +256,23 @@ def _layout_of(cls: type[StreamData]) -> _RemoteLayout:
     longs = named(ColumnType.INT, ColumnType.BOOL, ColumnType.FLOAT)
     bools, floats = named(ColumnType.BOOL), named(ColumnType.FLOAT)
     maps, ints = named(ColumnType.MAP), named(ColumnType.INTS)
+    lists = named(ColumnType.STRINGS)
     decode = _decoder(cls, strings, longs, bools, floats, maps, ints)
-    return _RemoteLayout(strings, longs, bools, floats, maps, ints, named(ColumnType.STRINGS), decode)
+    size = [str(10 * len(longs)), *(f"len(x.{n})" for n in strings), *(f"10 * len(x.{n})" for n in ints)]
+    size += [f"sum(len(k) + len(v) + 4 for k, v in x.{n}.items())" for n in maps]
+    size += [f"sum(len(v) + 2 for v in x.{n})" for n in lists]
+    row = [f"{c.name!r}: {'list' if c.name in lists else ''}(x.{c.name})" for c in cols]
+    return _RemoteLayout(
+        strings, longs, bools, floats, maps, ints, lists, decode,
+        _written_out(f"return {' + '.join(size)}"), _written_out(f"return {{{', '.join(row)}}}"),
+    )  # fmt: skip
+
+
+def _written_out(body: str) -> Callable[[Any], Any]:
+    """``def f(x): body``: only field names of our own dataclasses go into the code."""
+    namespace: dict[str, Any] = {}
+    exec(f"def f(x):\n    {body}", namespace)
+    return namespace["f"]
 
 
 def _decoder(

@@ -322,18 +322,19 @@ class Cardinality:
         """The reference with its address and its caller's names guarded, with
         the names this receiver knows: neither the list of services nor the
         caller's scope is read from storage while the call waits."""
-        service, instance, endpoint = ref.parent_service, ref.parent_instance, ref.parent_endpoint
+        _, service, instance, endpoint, address = ref
         if service:
             service = self.service(service, seed=False)
+            if instance:
+                instance = self.instance(service, instance, seed=False)
+            if endpoint:
+                endpoint = self.endpoint(service, endpoint, seed=False)
+        if address:
+            address = self.address(address)
+        if (service, instance, endpoint, address) == ref[1:]:
+            return ref
         return ref._replace(
-            parent_service=service,
-            address=self.address(ref.address) if ref.address else "",
-            parent_instance=self.instance(service, instance, seed=False)
-            if service and instance
-            else instance,
-            parent_endpoint=self.endpoint(service, endpoint, seed=False)
-            if service and endpoint
-            else endpoint,
+            parent_service=service, parent_instance=instance, parent_endpoint=endpoint, address=address
         )
 
 

@@ -337,7 +337,7 @@ class Callers:
                     # A call to its own service counts only when made by an exit span.
                     if caller.service != w.service or caller.kind == SpanKind.EXIT:
                         calls.served(Caller(caller.service, caller.instance, endpoint), w.service, w.instance,
-                                     w.endpoint, w.call)  # fmt: skip
+                                     w.endpoint, w.call.minute, w.call.sums())  # fmt: skip
                 elif ends:
                     self._unknown.inc()
                 else:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from skyoap.model.checks import Reason, Refused, TelemetryLimits
+from skyoap.model.checks import CONTROL_CHARACTERS, Reason, Refused, TelemetryLimits
 from skyoap.model.inventory import OTHER, DetectPoint
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
@@ -114,6 +114,42 @@ def searchable_tags(pairs: Iterable[tuple[str, str]], keys: frozenset[str]) -> t
 
 def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
     """Raises Refused if the segment cannot be analysed as it is."""
+    if not _passes(segment, limits, now_ms):
+        _refuse(segment, limits, now_ms)
+
+
+_KINDS = frozenset(SpanKind)
+
+
+def _passes(segment: Segment, limits: TelemetryLimits, now_ms: int) -> bool:
+    """Whether every rule of ``_refuse`` holds, judged at once: one pass over
+    the spans, one search of all names for a control character."""
+    spans = segment.spans
+    if not spans or len(spans) > limits.max_spans_per_segment:
+        return False
+    names = [segment.trace_id, segment.segment_id, segment.service, segment.instance]
+    if not all(names):
+        return False
+    earliest, latest = now_ms - limits.max_past_ms, now_ms + limits.max_future_ms
+    for span in spans:
+        if (
+            span.kind not in _KINDS
+            or span.layer not in SPAN_LAYERS
+            or not earliest <= span.start_time <= span.end_time <= latest
+            or len(span.refs) > limits.max_refs_per_span
+            or span.tags > limits.max_tags_per_item
+        ):
+            return False
+        names += (span.operation, span.peer)
+        for ref in span.refs:
+            if ref.ref_type not in REF_TYPES:
+                return False
+            names += ref[1:]
+    return max(map(len, names)) <= limits.max_name_length and not CONTROL_CHARACTERS.search("".join(names))
+
+
+def _refuse(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
+    """Raises the first rule the segment breaks, saying where."""
     limits.name("traceId", segment.trace_id)
     limits.name("traceSegmentId", segment.segment_id)
     limits.name("service", segment.service)
@@ -209,58 +245,72 @@ class Call(NamedTuple):
         latency = span.end_time - span.start_time
         return cls(minute_bucket(span.start_time), latency, span.is_error, latency_bucket(latency))
 
+    def sums(self) -> Sums:
+        return [1, int(self.error), self.latency, {self.slot: 1}, 0, 0]
+
+
+Sums = list[Any]
+"""What calls add up to: [calls, errors, latency sum, {histogram bucket: calls},
+apdex satisfied, apdex tolerating]."""
+
+
+def _add(into: Sums, sums: Sums) -> None:
+    into[0] += sums[0]
+    into[1] += sums[1]
+    into[2] += sums[2]
+    histogram = into[3]
+    for slot, n in sums[3].items():
+        histogram[slot] = histogram.get(slot, 0) + n
+    into[4] += sums[4]
+    into[5] += sums[5]
+
 
 class Calls:
     """Calls summed per scope, entity and minute: one metric value per key
     rather than one per span and scope, so that L1 starts from the sums of a
     whole chunk."""
 
-    def __init__(self, apdex: ApdexThresholds = DEFAULT_APDEX) -> None:
-        self._apdex = apdex
-        # (model, entity names, minute) -> [calls, errors, latency sum, histogram, satisfied, tolerating]
-        self._sums: dict[tuple[type[CallMetrics], tuple[str, ...], int], list[Any]] = {}
+    def __init__(self) -> None:
+        self._sums: dict[tuple[type[CallMetrics], tuple[str, ...], int], Sums] = {}
 
-    def count(self, model: type[CallMetrics], names: tuple[str, ...], call: Call) -> list[Any]:
-        key = (model, names, call.minute)
-        acc = self._sums.get(key)
-        if acc is None:
-            acc = self._sums[key] = [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS), 0, 0]
-        acc[0] += 1
-        acc[1] += call.error
-        acc[2] += call.latency
-        acc[3][call.slot] += 1
-        return acc
+    def count(self, model: type[CallMetrics], names: tuple[str, ...], minute: int, sums: Sums) -> None:
+        key = (model, names, minute)
+        held = self._sums.get(key)
+        if held is None:
+            self._sums[key] = [*sums[:3], dict(sums[3]), *sums[4:]]
+        else:
+            _add(held, sums)
 
-    def service(self, service: str, call: Call) -> None:
-        """A call ``service`` served: counted with its apdex level."""
-        acc = self.count(ServiceMetrics, (service,), call)
-        if not call.error:
-            threshold = self._apdex.of(service)
-            if call.latency <= threshold:
-                acc[4] += 1
-            elif call.latency <= 4 * threshold:
-                acc[5] += 1
-
-    def served(self, caller: Caller, service: str, instance: str, endpoint: str, call: Call) -> None:
-        """``endpoint`` of ``instance`` of ``service`` served ``call`` from
-        ``caller``: the relations the callee sees (server side)."""
-        self.count(ServiceRelationMetrics, (caller.service, service, SERVER), call)
+    def served(
+        self, caller: Caller, service: str, instance: str, endpoint: str, minute: int, sums: Sums
+    ) -> None:
+        """``endpoint`` of ``instance`` of ``service`` served calls of
+        ``sums`` from ``caller``: the relations the callee sees (server side)."""
+        self.count(ServiceRelationMetrics, (caller.service, service, SERVER), minute, sums)
         if caller.instance:
-            names = (caller.service, caller.instance, service, instance, SERVER)
-            self.count(ServiceInstanceRelationMetrics, names, call)
+            instances = (caller.service, caller.instance, service, instance, SERVER)
+            self.count(ServiceInstanceRelationMetrics, instances, minute, sums)
         if caller.endpoint and endpoint:
-            self.count(EndpointRelationMetrics, (caller.service, caller.endpoint, service, endpoint), call)
+            endpoints = (caller.service, caller.endpoint, service, endpoint)
+            self.count(EndpointRelationMetrics, endpoints, minute, sums)
 
     def called(
-        self, service: str, instance: str, peer: str, alias: NetworkAddressAlias | None, call: Call
+        self,
+        service: str,
+        instance: str,
+        peer: str,
+        alias: NetworkAddressAlias | None,
+        minute: int,
+        sums: Sums,
     ) -> None:
-        """``instance`` of ``service`` made ``call`` to the address ``peer``:
-        the relations the caller sees (client side), to the service and
-        instance ``alias`` names, else to the address as a service and an
+        """``instance`` of ``service`` made calls of ``sums`` to the address
+        ``peer``: the relations the caller sees (client side), to the service
+        and instance ``alias`` names, else to the address as a service and an
         instance of its own (what SkyWalking draws as a conjectured node)."""
         dest, dest_instance = (alias.service, alias.instance) if alias is not None else (peer, peer)
-        self.count(ServiceRelationMetrics, (service, dest, CLIENT), call)
-        self.count(ServiceInstanceRelationMetrics, (service, instance, dest, dest_instance, CLIENT), call)
+        self.count(ServiceRelationMetrics, (service, dest, CLIENT), minute, sums)
+        names = (service, instance, dest, dest_instance, CLIENT)
+        self.count(ServiceInstanceRelationMetrics, names, minute, sums)
 
     def metrics(self) -> list[CallMetrics]:
         return [
@@ -269,7 +319,7 @@ class Calls:
                 calls=calls,
                 errors=errors,
                 latency_sum_ms=latency_sum,
-                histogram=tuple(histogram),
+                histogram=tuple(histogram.get(slot, 0) for slot in range(len(LATENCY_BUCKETS_MS))),
                 **dict(zip(ENTITY_FIELDS[model], names, strict=True)),
                 **(
                     {"apdex_satisfied": satisfied, "apdex_tolerating": tolerating}
@@ -345,40 +395,81 @@ def measure(
     (``sightings``). Those are learned before any exit span is measured, so
     that a caller's and a callee's segments taken together count one
     relation from the first call. An entry whose references name no service
-    (its caller is not known yet) counts no relation."""
+    (its caller is not known yet) counts no relation.
+
+    Spans are summed first by what they count for (an entry's service,
+    instance, endpoint, callers and minute; an exit's service, instance,
+    peer and minute), and each sum is then counted once for every metric it
+    makes: a chunk's spans share few of those."""
     known = CallAliases() if aliases is None else aliases
     seen = sightings(segments)
     if seen:
         known.learn(seen)
-    calls = Calls(apdex)
+    entries: dict[tuple[str, str, str, tuple[Caller, ...], int], Sums] = {}
+    exits: dict[tuple[str, str, str, int], Sums] = {}
+    thresholds: dict[str, int] = {}
     for segment in segments:
         service, instance = segment.service, segment.instance
         for span in segment.spans:
             if span.skip_analysis:
                 continue
+            latency = span.end_time - span.start_time
             if span.kind == SpanKind.ENTRY:
-                _entry(calls, service, instance, span)
+                entry = (service, instance, span.operation, _callers(span.refs), span.start_time // 60_000)
+                sums = entries.get(entry)
+                if sums is None:
+                    sums = entries[entry] = [0, 0, 0, {}, 0, 0]
+                if not span.is_error:
+                    threshold = thresholds.get(service)
+                    if threshold is None:
+                        threshold = thresholds[service] = apdex.of(service)
+                    if latency <= threshold:
+                        sums[4] += 1
+                    elif latency <= 4 * threshold:
+                        sums[5] += 1
             elif span.kind == SpanKind.EXIT and span.peer:
-                calls.called(service, instance, span.peer, known.get(span.peer), Call.of(span))
+                exit = (service, instance, span.peer, span.start_time // 60_000)
+                sums = exits.get(exit)
+                if sums is None:
+                    sums = exits[exit] = [0, 0, 0, {}, 0, 0]
+            else:
+                continue
+            sums[0] += 1
+            sums[1] += span.is_error
+            sums[2] += latency
+            slot = latency_bucket(latency)
+            sums[3][slot] = sums[3].get(slot, 0) + 1
+    calls = Calls()
+    for (service, instance, endpoint, callers, minute), sums in entries.items():
+        bucket = minute_bucket(minute * 60_000)
+        calls.count(ServiceMetrics, (service,), bucket, sums)
+        calls.count(ServiceInstanceMetrics, (service, instance), bucket, sums)
+        if endpoint:
+            calls.count(EndpointMetrics, (service, endpoint), bucket, sums)
+        for caller in callers:
+            calls.served(caller, service, instance, endpoint, bucket, sums)
+    for (service, instance, peer, minute), sums in exits.items():
+        calls.called(service, instance, peer, known.get(peer), minute_bucket(minute * 60_000), sums)
     return [*calls.metrics(), *seen]
 
 
-def _entry(calls: Calls, service: str, instance: str, span: Span) -> None:
-    """The calls an entry span of ``instance`` of ``service`` counts."""
-    call = Call.of(span)
-    calls.service(service, call)
-    calls.count(ServiceInstanceMetrics, (service, instance), call)
-    if span.operation:
-        calls.count(EndpointMetrics, (service, span.operation), call)
-    callers = {
-        Caller(r.parent_service, r.parent_instance, r.parent_endpoint)
-        for r in span.refs
-        if r.ref_type == CROSS_PROCESS and r.parent_service
-    }
-    if not any(r.ref_type == CROSS_PROCESS for r in span.refs):
-        callers = {Caller(USER, "", "")}
-    for caller in callers:
-        calls.served(caller, service, instance, span.operation, call)
+_USER_CALLER = (Caller(USER, "", ""),)
+
+
+def _callers(refs: tuple[SpanRef, ...]) -> tuple[Caller, ...]:
+    """The callers an entry span's references name, each once: ``User`` when
+    none is cross-process, none when those name no service."""
+    if not refs:
+        return _USER_CALLER
+    if not any(r.ref_type == CROSS_PROCESS for r in refs):
+        return _USER_CALLER
+    return tuple(
+        dict.fromkeys(
+            Caller(r.parent_service, r.parent_instance, r.parent_endpoint)
+            for r in refs
+            if r.ref_type == CROSS_PROCESS and r.parent_service
+        )
+    )
 
 
 ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {

@@ -285,52 +285,53 @@ def segment_of(
 ) -> Segment:
     """The segment ``pb`` carries, with its tags whose keys are ``searchable``.
     With ``limits``, a segment of more spans, or a span of more references,
-    than they allow is refused before any of them becomes an object."""
-    if limits is not None:
-        _at_most_spans(pb, limits)
+    than they allow is refused before they become objects.
+
+    One pass over the spans reads each field once: every read of a decoded
+    message's field makes a Python object, and this runs for every span."""
+    most_spans, most_refs = (limits.max_spans_per_segment, limits.max_refs_per_span) if limits else (0, 0)
+    if limits and len(pb.spans) > most_spans:
+        _too_many(pb, limits, "spans of segment", len(pb.spans), most_spans, "--max-spans-per-segment")
+    spans = []
+    pairs: list[tuple[str, str]] = []
+    for s in pb.spans:
+        given, tags = s.refs, s.tags
+        if tags:
+            pairs += [(t.key, t.value) for t in tags]
+        refs: tuple[SpanRef, ...] = ()
+        if given:
+            if limits and len(given) > most_refs:
+                what = "references of a span of segment"
+                _too_many(pb, limits, what, len(given), most_refs, "--max-refs-per-span")
+            refs = tuple([
+                _new(SpanRef, (r.refType, r.parentService, r.parentServiceInstance, r.parentEndpoint,
+                               r.networkAddressUsedAtPeer))
+                for r in given
+            ])  # fmt: skip
+        spans.append(
+            _new(Span, (s.spanType, s.spanLayer, s.startTime, s.endTime, s.operationName, s.peer, s.isError,
+                        s.skipAnalysis, refs, len(tags)))
+        )  # fmt: skip
     return Segment(
         trace_id=pb.traceId,
         segment_id=pb.traceSegmentId,
         service=pb.service,
         instance=pb.serviceInstance,
-        spans=tuple(
-            Span(  # positional: this runs for every span
-                s.spanType,
-                s.spanLayer,
-                s.startTime,
-                s.endTime,
-                s.operationName,
-                s.peer,
-                s.isError,
-                s.skipAnalysis,
-                tuple(
-                    SpanRef(
-                        r.refType,
-                        r.parentService,
-                        r.parentServiceInstance,
-                        r.parentEndpoint,
-                        r.networkAddressUsedAtPeer,
-                    )
-                    for r in s.refs
-                ),
-                len(s.tags),
-            )
-            for s in pb.spans
-        ),
+        spans=tuple(spans),
         data=pb.SerializeToString(),
-        tags=searchable_tags(((t.key, t.value) for s in pb.spans for t in s.tags), searchable),
+        tags=searchable_tags(pairs, searchable) if pairs else (),
     )
 
 
-def _at_most_spans(pb: tracing_pb2.SegmentObject, limits: TelemetryLimits) -> None:
-    segment = pb.traceSegmentId[:100]
-    limits.at_most(
-        f"spans of segment {segment}", len(pb.spans), limits.max_spans_per_segment, "--max-spans-per-segment"
-    )
-    most = max((len(s.refs) for s in pb.spans), default=0)
-    limits.at_most(
-        f"references of a span of segment {segment}", most, limits.max_refs_per_span, "--max-refs-per-span"
-    )
+_new = tuple.__new__
+"""Builds a named tuple from a tuple of its fields, without the call its
+constructor makes to do the same."""
+
+
+def _too_many(
+    pb: tracing_pb2.SegmentObject, limits: TelemetryLimits, what: str, count: int, most: int, option: str
+) -> None:
+    limits.at_most(f"{what} {pb.traceSegmentId[:100]}", count, most, option)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from skyoap.model.metrics import (
     latency_bucket,
     minute_bucket,
 )
-from skyoap.receiver.segments import Call, Calls, Span
+from skyoap.receiver.segments import Segment, Span, measure
 from skyoap.runtime.budget import memory_size
 from skyoap.runtime.buffer import BufferSpec, BufferStrategy
 from skyoap.runtime.instruments import Instruments
@@ -81,12 +81,14 @@ def test_apdex_counts_each_services_calls_by_its_threshold() -> None:
     assert (thresholds.of("shop"), thresholds.of("slow")) == (100, 1000)
     span = Span(0, 0, 0, 0, "GET /", "", False, False, (), 0)
     latencies = [100, 101, 400, 401]  # satisfied, tolerating, tolerating, frustrated at T = 100
-    calls = Calls(thresholds)
-    for ms in latencies:
-        calls.service("shop", Call.of(span._replace(end_time=ms)))
-        calls.service("slow", Call.of(span._replace(end_time=ms)))
-    calls.service("shop", Call.of(span._replace(end_time=1, is_error=True)))  # failed: frustrated
-    by_service = {m.service: m for m in calls.metrics() if isinstance(m, ServiceMetrics)}
+    failed = span._replace(end_time=1, is_error=True)  # frustrated
+    shop_spans = (*(span._replace(end_time=ms) for ms in latencies), failed)
+    slow_spans = tuple(span._replace(end_time=ms) for ms in latencies)
+    segments = [
+        Segment("t1", "s1", "shop", "shop-1", shop_spans, b""),
+        Segment("t2", "s2", "slow", "slow-1", slow_spans, b""),
+    ]
+    by_service = {m.service: m for m in measure(segments, thresholds) if isinstance(m, ServiceMetrics)}
     shop, slow = by_service["shop"], by_service["slow"]
     assert (shop.calls, shop.apdex_satisfied, shop.apdex_tolerating, shop.apdex) == (5, 1, 2, 4000)
     assert (slow.calls, slow.apdex_satisfied, slow.apdex_tolerating, slow.apdex) == (4, 4, 0, 10_000)

@@ -1,0 +1,149 @@
+"""``measure`` sums a chunk's spans by what they count for before it counts
+each sum once per metric; what it answers must be what counting every span
+for every metric, one by one, gives."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from skyoap.model.metrics import (
+    LATENCY_BUCKETS_MS,
+    ApdexThresholds,
+    CallMetrics,
+    EndpointMetrics,
+    EndpointRelationMetrics,
+    ServiceInstanceMetrics,
+    ServiceInstanceRelationMetrics,
+    ServiceMetrics,
+    ServiceRelationMetrics,
+    latency_bucket,
+    minute_bucket,
+)
+from skyoap.receiver.segments import (
+    CROSS_PROCESS,
+    ENTITY_FIELDS,
+    USER,
+    CallAliases,
+    Segment,
+    Span,
+    SpanKind,
+    SpanRef,
+    measure,
+    sightings,
+)
+
+MINUTE_MS = 1_790_000_040_000 // 60_000 * 60_000
+APDEX = ApdexThresholds(default_ms=50, services={"svc-1": 5})
+
+
+def random_segments(rng: random.Random, count: int) -> list[Segment]:
+    services = [f"svc-{i}" for i in range(4)]
+
+    def ref() -> SpanRef:
+        caller = rng.choice([*services, ""])
+        instance, endpoint = rng.choice(["", f"{caller}-a"]), rng.choice(["", "GET:/up"])
+        return SpanRef(
+            rng.choice([0, 0, 1]), caller, instance, endpoint, rng.choice(["", "svc-0:80", "10.0.0.1:80"])
+        )
+
+    def span() -> Span:
+        start = MINUTE_MS + rng.randrange(-30_000, 90_000)
+        latency = rng.choice(
+            [0, 3, 5, 6, 20, 21, 40, 50, 51, 120, 200, 201, 700]
+        )  # apdex's bounds and beside
+        refs = tuple(ref() for _ in range(rng.choice([0, 1, 1, 2])))
+        kind, operation, peer = (
+            rng.choice([0, 0, 1, 1, 2]),
+            rng.choice(["", "GET:/a"]),
+            rng.choice(["", "db:3306", "svc-0:80"]),
+        )
+        return Span(
+            kind, 0, start, start + latency, operation, peer, rng.random() < 0.2, rng.random() < 0.1, refs, 0
+        )
+
+    segments = []
+    for i in range(count):
+        service = rng.choice(services)
+        spans = tuple(span() for _ in range(1 + rng.randrange(5)))
+        segments.append(Segment(f"t{i}", f"s{i}", service, f"{service}-{rng.randrange(2)}", spans, b""))
+    return segments
+
+
+def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
+    """Every span counted for every metric it makes, one at a time."""
+    known = CallAliases()
+    known.learn(sightings(segments))
+    sums: dict[tuple[Any, ...], list[Any]] = defaultdict(
+        lambda: [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS), 0, 0]
+    )
+
+    def count(model: type[CallMetrics], names: tuple[str, ...], span: Span, apdex: bool = False) -> None:
+        latency = span.end_time - span.start_time
+        held = sums[(model, names, minute_bucket(span.start_time))]
+        held[0] += 1
+        held[1] += span.is_error
+        held[2] += latency
+        held[3][latency_bucket(latency)] += 1
+        threshold = APDEX.of(names[0])
+        if apdex and not span.is_error:
+            held[4] += latency <= threshold
+            held[5] += threshold < latency <= 4 * threshold
+
+    for segment in segments:
+        service, instance = segment.service, segment.instance
+        for span in segment.spans:
+            if span.skip_analysis:
+                continue
+            if span.kind == SpanKind.ENTRY:
+                count(ServiceMetrics, (service,), span, apdex=True)
+                count(ServiceInstanceMetrics, (service, instance), span)
+                if span.operation:
+                    count(EndpointMetrics, (service, span.operation), span)
+                crossing = [r for r in span.refs if r.ref_type == CROSS_PROCESS]
+                callers = {
+                    (r.parent_service, r.parent_instance, r.parent_endpoint)
+                    for r in crossing
+                    if r.parent_service
+                }
+                for c_service, c_instance, c_endpoint in callers if crossing else {(USER, "", "")}:
+                    count(ServiceRelationMetrics, (c_service, service, "server"), span)
+                    if c_instance:
+                        count(
+                            ServiceInstanceRelationMetrics,
+                            (c_service, c_instance, service, instance, "server"),
+                            span,
+                        )
+                    if c_endpoint and span.operation:
+                        count(EndpointRelationMetrics, (c_service, c_endpoint, service, span.operation), span)
+            elif span.kind == SpanKind.EXIT and span.peer:
+                alias = known.get(span.peer)
+                dest, dest_instance = (alias.service, alias.instance) if alias else (span.peer, span.peer)
+                count(ServiceRelationMetrics, (service, dest, "client"), span)
+                count(
+                    ServiceInstanceRelationMetrics, (service, instance, dest, dest_instance, "client"), span
+                )
+    return {k: [*v[:3], tuple(v[3]), *v[4:]] for k, v in sums.items()}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_measuring_a_chunk_counts_what_each_span_counts_for(seed: int) -> None:
+    segments = random_segments(random.Random(seed), 300)
+    measured = {}
+    for m in measure(segments, APDEX):
+        if isinstance(m, CallMetrics):
+            names = tuple(str(getattr(m, f)) for f in ENTITY_FIELDS[type(m)])
+            apdex = [m.apdex_satisfied, m.apdex_tolerating] if isinstance(m, ServiceMetrics) else [0, 0]
+            measured[(type(m), names, m.time_bucket)] = [
+                m.calls,
+                m.errors,
+                m.latency_sum_ms,
+                m.histogram,
+                *apdex,
+            ]
+    expected = one_by_one(segments)
+    assert measured == expected
+    assert len(expected) > 100
