@@ -48,6 +48,7 @@ from skyoap.receiver.services import add_agent_services
 from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, add_skywalking_services
 from skyoap.remote.client import RemoteClient, SelfRemoteClient
 from skyoap.remote.cluster import (
+    ClusterNodesQuery,
     Member,
     RedisCluster,
     RemoteNode,
@@ -81,6 +82,22 @@ from skyoap.wiring.config import ClusterKind, NodeConfig
 from skyoap.wiring.overview import overview_page
 
 log = logging.getLogger(__name__)
+
+
+class _SelfWhenAlone:
+    """The targets a cluster lists or, when it lists none, the node itself: a
+    node that takes L1 results stores its own L1's in its own L2 before it
+    has registered and once it has left, at its close. Otherwise they would
+    be held for a target until the close dropped them: a node alone in its
+    cluster, or the worker processes of one node all stopping at once, would
+    lose what their L1 took last."""
+
+    def __init__(self, cluster: ClusterNodesQuery, me: RemoteNode) -> None:
+        self._cluster = cluster
+        self._me = me
+
+    def remote_nodes(self) -> list[RemoteNode]:
+        return self._cluster.remote_nodes() or [self._me]
 
 
 class Node:
@@ -356,9 +373,15 @@ class Node:
 
     def _remote_clients(self, cluster: RedisCluster | StandaloneCluster) -> RemoteClientManager:
         """The client set L1 results are routed over (only they travel between nodes)."""
-        manager = RemoteClientManager(
-            cluster, self._make_client, self.config.cluster.remote_refresh_interval_s
-        )
+        targets: ClusterNodesQuery = cluster
+        if self.config.cluster.role.is_target:
+            # As its own membership lists it, so that leaving changes no client.
+            identity = self._client_tls.identity if self._client_tls else ""
+            internal = self.internal_address or self.address
+            me = RemoteNode(self.address, True, internal, identity, self.incarnation)
+            targets = _SelfWhenAlone(cluster, me)
+        refresh_s = self.config.cluster.remote_refresh_interval_s
+        manager = RemoteClientManager(targets, self._make_client, refresh_s)
         self._sender = RemoteSender(manager, self.instruments, self.budget)
         self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
             lambda: len(manager.clients)
