@@ -142,8 +142,10 @@ class _Worker:
     quick_deaths: int = 0
     """Deaths in a row, each less than ``STEADY_S`` after its start."""
     restart_at: float | None = None
+    error: str = ""
+    """Why its run could not start, as it said."""
     ended: str = ""
-    """How its last run ended, or why it did not start."""
+    """How its last run ended."""
 
     def describe(self) -> str:
         restarts = f", {self.restarts} restarts" if self.restarts else ""
@@ -259,7 +261,7 @@ class Supervisor:
             for w in pending:
                 self._receive(w)
                 if w.serving is None and w.process is not None and not w.process.is_alive():
-                    raise OSError(f"worker {w.index} did not start: {w.ended or _ending(w.process)}")
+                    raise OSError(f"worker {w.index} did not start: {w.error or _ending(w.process)}")
 
     @staticmethod
     def _waitables(worker: _Worker) -> list[Connection | int]:
@@ -283,7 +285,7 @@ class Supervisor:
                 self._query_port = message.query_port  # a restart serves queries where the first run did
             log.info("worker %d serves (pid %d)", worker.index, message.pid)
         else:
-            worker.ended = str(message)
+            worker.error = str(message)
 
     def _watch(self) -> None:
         """Starts again each worker that exits on its own, until the node stops."""
@@ -307,7 +309,7 @@ class Supervisor:
         ran_s = time.monotonic() - worker.started_at
         worker.quick_deaths = 0 if ran_s >= STEADY_S else worker.quick_deaths + 1
         pause_s = RESTART.delay_s(worker.quick_deaths) if worker.quick_deaths else 0.0
-        how = _ending(worker.process)
+        how = _ending(worker.process) + (f" ({worker.error})" if worker.error else "")
         log.error(
             "worker %d (pid %d) %s after %.1f s; starting it again in %.1f s",
             worker.index, worker.process.pid, how, ran_s, pause_s,
@@ -315,7 +317,7 @@ class Supervisor:
         if worker.conn is not None:
             worker.conn.close()
         with self._lock:
-            worker.process, worker.conn, worker.serving = None, None, None
+            worker.process, worker.conn, worker.serving, worker.error = None, None, None, ""
             worker.restart_at = time.monotonic() + pause_s
             worker.ended = f"{how}, starting again"
 
