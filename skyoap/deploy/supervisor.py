@@ -70,6 +70,9 @@ class Serving:
 
 def serve(config: NodeConfig, index: int, parent: Connection, log_level: str) -> None:
     """A worker process: its node, until SIGTERM, SIGINT or the parent's end."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     from skyoap.deploy.cli import LOG_FORMAT
     from skyoap.wiring.node import Node
 
@@ -79,9 +82,6 @@ def serve(config: NodeConfig, index: int, parent: Connection, log_level: str) ->
         format=LOG_FORMAT.replace("[%(threadName)s]", "[%(processName)s %(threadName)s]"),
     )
     descriptors.raise_limit()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     try:
         node = Node(config, process=index).start()
     except Exception as e:
@@ -148,7 +148,7 @@ class _Worker:
     """How its last run ended."""
 
     def describe(self) -> str:
-        restarts = f", {self.restarts} restarts" if self.restarts else ""
+        restarts = f", restarts: {self.restarts}" if self.restarts else ""
         if self.serving is not None:
             return f"worker {self.index}: pid {self.serving.pid}, serving{restarts}"
         if self.process is not None:
@@ -300,9 +300,18 @@ class Supervisor:
                 if w.process is not None and not w.process.is_alive():
                     self._died(w)
                 elif w.restart_at is not None and time.monotonic() >= w.restart_at:
-                    w.restarts += 1
-                    self._restarts.labels(str(w.index)).inc()
-                    self._spawn(w)
+                    self._start_again(w)
+
+    def _start_again(self, worker: _Worker) -> None:
+        worker.restarts += 1
+        self._restarts.labels(str(worker.index)).inc()
+        try:
+            self._spawn(worker)
+        except OSError as e:  # no process could be made (memory, descriptors): later, then
+            worker.quick_deaths += 1
+            pause_s = RESTART.delay_s(worker.quick_deaths)
+            log.error("worker %d could not be started (%s); trying again in %.1f s", worker.index, e, pause_s)
+            worker.restart_at = time.monotonic() + pause_s
 
     def _died(self, worker: _Worker) -> None:
         assert worker.process is not None
@@ -364,7 +373,7 @@ class Supervisor:
         for w in running:
             assert w.process is not None
             w.process.join()
-            if w.process.exitcode:
+            if w.process.exitcode not in (0, -signal.SIGTERM):  # SIGTERM: it was stopped while it started
                 log.error("worker %d (pid %d) %s at its close", w.index, w.process.pid, _ending(w.process))
         for w in self._workers:
             if w.conn is not None:
