@@ -259,9 +259,15 @@ def main() -> None:
 
 
 def start_node(
-    es_url: str, redis_url: str, persist_interval_s: float, publish: str
+    es_url: str,
+    redis_url: str,
+    persist_interval_s: float,
+    publish: str,
+    *options: str,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[str], str, str, str]:
-    """A node on fresh indices: its process, gRPC address, admin address and index prefix."""
+    """A node on fresh indices, with ``options`` and ``env`` added: its
+    process, gRPC address, admin address and index prefix."""
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     node, addresses = spawn(
         [
@@ -270,8 +276,10 @@ def start_node(
             "--storage", "elasticsearch", "--es-hosts", es_url,
             "--redis-url", redis_url, "--es-index-prefix", prefix, "--redis-key-prefix", prefix,
             "--metrics-persist-interval-s", str(persist_interval_s), "--publish-topics", publish,
+            *options,
         ],
         r"listening on (\S+ admin \S+)",
+        env=None if env is None else {**os.environ, **env},
     )  # fmt: skip
     address, _, admin = addresses.split()
     return node, address, admin, prefix

@@ -20,11 +20,15 @@ from skyoap.runtime import descriptors
 
 if TYPE_CHECKING:
     from skyoap.deploy.cluster import NodeProcess
+    from skyoap.deploy.supervisor import Supervisor
+    from skyoap.wiring.node import Node
 from skyoap.remote.cluster import Role
 from skyoap.runtime.malloc import tune_allocator
 from skyoap.storage.api import StorageError
 from skyoap.storage.config import StorageConfig
 from skyoap.wiring.config import NodeConfig
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 
 
 def _node(args: argparse.Namespace) -> int:
@@ -35,7 +39,13 @@ def _node(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    node = Node(config).start()
+    node: Node | Supervisor
+    if config.server.processes > 1:
+        from skyoap.deploy.supervisor import Supervisor
+
+        node = Supervisor(config, args.log_level, stop).start()
+    else:
+        node = Node(config).start()
     # One line on stdout that scripts can wait for (the ports are real even when 0 was asked for).
     admin = f"{config.server.advertised_host}:{node.admin_port}" if node.admin_port else "-"
     internal = node.internal_address or "-"
@@ -53,8 +63,11 @@ def _node(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from skyoap.deploy.demo import run_demo
 
+    config = config_from(args, NodeConfig)
+    if config.server.processes != 1:
+        raise ValueError("skyoap demo runs its node in one process: --workers is for skyoap node")
     return run_demo(
-        config_from(args, NodeConfig),
+        config,
         args.services,
         args.instances,
         args.heartbeat_s,
@@ -433,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
+        format=LOG_FORMAT,
     )
     try:
         return int(args.run(args))

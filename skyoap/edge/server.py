@@ -57,6 +57,7 @@ class GrpcServer:
         reflection: bool = True,
         budget: MemoryBudget | None = None,
         max_control_message_bytes: int | None = None,
+        reuse_port: bool = False,
     ) -> None:
         """Each call answers within ``call_deadline_s`` of its request's arrival
         (``edge.binding.bind``), and ``limits`` bound the calls served at once
@@ -66,7 +67,9 @@ class GrpcServer:
         services to whoever asks. A call reserves in ``budget`` what decoding
         its requests can cost before they are decoded; a request of a control
         service (``add``) may carry at most ``max_control_message_bytes``, any
-        other ``max_message_bytes``."""
+        other ``max_message_bytes``. With ``reuse_port``, the worker processes
+        of one node share the port (SO_REUSEPORT): the kernel hands each new
+        connection to one of them."""
         self._reflection = reflection
         self.limits = limits or CallLimits(max_calls=128, stream_idle_s=60.0)
         self._binding = Binding(call_deadline_s, self.limits, budget)
@@ -88,7 +91,7 @@ class GrpcServer:
             options=[
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
-                ("grpc.so_reuseport", 0),
+                ("grpc.so_reuseport", int(reuse_port)),
                 # Without probing, each stream's flow-control window stays at
                 # gRPC's lookahead (and what the message being read needs);
                 # with it, gRPC widens the window of a client that streams

@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 
@@ -36,6 +37,9 @@ MAX_HEAD_BYTES = 8192
 REQUEST_TIMEOUT_S = 5.0
 MOST_CONNECTIONS = MAX_PENDING + MAX_QUEUED + WORKERS
 """The most connections the port holds at once."""
+
+Health = Callable[[], tuple[bool, str]]
+"""Whether the process serves, and a text that says so (or why not)."""
 
 
 class Dropped(enum.Enum):
@@ -59,7 +63,7 @@ class _Pending:
         self.opened = time.monotonic()
 
 
-def _handler(instruments: Instruments) -> type[BaseHTTPRequestHandler]:
+def _handler(exposition: Callable[[Iterable[str]], bytes], health: Health) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def setup(self) -> None:
             # The head was read whole already; GET carries no body.
@@ -75,10 +79,10 @@ def _handler(instruments: Instruments) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path, _, query = self.path.partition("?")
             if path == "/metrics":
-                names = urllib.parse.parse_qs(query).get("name[]", ())
-                body, status = instruments.exposition(names), 200
-            elif self.path == "/healthz":
-                body, status = b"ok\n", 200
+                body, status = exposition(urllib.parse.parse_qs(query).get("name[]", [])), 200
+            elif path == "/healthz":
+                serving, text = health()
+                body, status = f"{text}\n".encode(), 200 if serving else 503
             else:
                 body, status = b"try /metrics or /healthz\n", 404
             self.send_response(status)
@@ -93,9 +97,24 @@ def _handler(instruments: Instruments) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _serving() -> tuple[bool, str]:
+    return True, "ok"
+
+
 class AdminServer:
-    def __init__(self, host: str, port: int, instruments: Instruments) -> None:
-        self._handler = _handler(instruments)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        instruments: Instruments,
+        health: Health = _serving,
+        exposition: Callable[[Iterable[str]], bytes] | None = None,
+    ) -> None:
+        """``/metrics`` answers ``exposition(names)``, the families of the
+        ``name[]`` a scrape asks for (every one when it asks for none), of
+        ``instruments``' series by default; ``/healthz`` answers ``health()``'s text, 200 while the
+        process serves and 503 while it does not."""
+        self._handler = _handler(exposition or instruments.exposition, health)
         self._dropped = instruments.counter(
             "skyoap_admin_dropped_total",
             "connections to the admin HTTP port dropped unanswered",

@@ -69,8 +69,18 @@ class ServerConfig:
     tls_key: str = option("", "PEM private key of --tls-cert")
     admin_host: str = option("127.0.0.1", "address the admin HTTP server binds (its /metrics is open)")
     admin_port: int = option(-1, "HTTP port of /metrics and /healthz (-1: off, 0: a free one)")
+    processes: int = option(
+        1,
+        "worker processes the node runs, one per core at most: each a member of the cluster with its "
+        "own L1, L2 and memory budget, all sharing the agent port; worker K takes --internal-port + K "
+        "(0: free ports), worker 0 serves the query port, and the admin port covers them all; more "
+        "than one needs --cluster redis and --storage elasticsearch (docs/operations.md)",
+        name="workers",
+    )
 
     def check(self) -> None:
+        if self.processes < 1:
+            raise ValueError(f"--workers must be at least 1, not {self.processes}")
         if self.max_concurrent_calls < 1:
             raise ValueError(f"--max-concurrent-calls must be at least 1, not {self.max_concurrent_calls}")
         if self.stream_idle_s <= 0:
@@ -495,6 +505,7 @@ class NodeConfig:
     def check(self) -> None:
         """Refuses a configuration that cannot work, saying why: the rules
         across sections, then each section's own."""
+        self._check_processes()
         if self.cluster.kind is ClusterKind.REDIS and self.storage.kind is StorageKind.EMBEDDED:
             raise ValueError("nodes of a cluster must share their storage: use --storage elasticsearch")
         if self.storage.topic_lease_s <= self.topics.commit_interval_s:
@@ -521,6 +532,20 @@ class NodeConfig:
         )
         for part in parts:
             part.check()
+
+    def _check_processes(self) -> None:
+        n = self.server.processes
+        if n > 1 and self.storage.kind is StorageKind.EMBEDDED:
+            raise ValueError(
+                f"--workers {n}: the embedded storage (SQLite) takes one writer, so a node on it is one "
+                "process; run it with --workers 1, or use --storage elasticsearch with --cluster redis"
+            )
+        if n > 1 and self.cluster.kind is ClusterKind.STANDALONE:
+            raise ValueError(
+                f"--workers {n}: each worker is a member of a cluster, with an internal port of its own "
+                "for the others' L1 results; run it with --cluster redis (and --cluster-secret or "
+                "--cluster-ca, as every node of a cluster), or with --workers 1"
+            )
 
     def _check_query_token(self) -> None:
         token = self.query.token

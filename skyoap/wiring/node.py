@@ -48,6 +48,7 @@ from skyoap.receiver.services import add_agent_services
 from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, add_skywalking_services
 from skyoap.remote.client import RemoteClient, SelfRemoteClient
 from skyoap.remote.cluster import (
+    ClusterNodesQuery,
     Member,
     RedisCluster,
     RemoteNode,
@@ -83,15 +84,37 @@ from skyoap.wiring.overview import overview_page
 log = logging.getLogger(__name__)
 
 
+class _SelfWhenAlone:
+    """The targets a cluster lists or, when it lists none, the node itself: a
+    node that takes L1 results stores its own L1's in its own L2 before it
+    has registered and once it has left, at its close. Otherwise they would
+    be held for a target until the close dropped them: a node alone in its
+    cluster, or the worker processes of one node all stopping at once, would
+    lose what their L1 took last."""
+
+    def __init__(self, cluster: ClusterNodesQuery, me: RemoteNode) -> None:
+        self._cluster = cluster
+        self._me = me
+
+    def remote_nodes(self) -> list[RemoteNode]:
+        return self._cluster.remote_nodes() or [self._me]
+
+
 class Node:
     """A node of one role. ``start`` builds and starts its components in order
     (storage, admin, L2, the remote clients, L1, the agent services, the query
     endpoint, the server, the cluster), and ``close`` closes them in the
-    reverse order."""
+    reverse order.
 
-    def __init__(self, config: NodeConfig) -> None:
+    ``process`` is which of the node's worker processes this one is
+    (``--workers``; None: the node is one process). Each worker is a node of
+    its own in the cluster, on the agent port they share: its address, its
+    name in routing, is the port's followed by ``/PROCESS``."""
+
+    def __init__(self, config: NodeConfig, process: int | None = None) -> None:
         config.check()
         self.config = config
+        self.process = process
         self.instruments = Instruments()
         self.budget = MemoryBudget(config.limits.memory_limit_mb * 1024 * 1024, self.instruments)
         report_allocator(self.instruments)
@@ -122,7 +145,8 @@ class Node:
 
     @property
     def address(self) -> str:
-        return f"{self.config.server.advertised_host}:{self.port}"
+        where = f"{self.config.server.advertised_host}:{self.port}"
+        return where if self.process is None else f"{where}/{self.process}"
 
     @property
     def internal_address(self) -> str | None:
@@ -132,7 +156,10 @@ class Node:
     @property
     def name(self) -> str:
         where = self.address if self.server is not None else "(not started)"
-        return self.config.cluster.node_name or f"{self.config.cluster.role.value}@{where}"
+        named = self.config.cluster.node_name
+        if named and self.process is not None:
+            return f"{named}/{self.process}"
+        return named or f"{self.config.cluster.role.value}@{where}"
 
     @property
     def admin_port(self) -> int | None:
@@ -210,8 +237,8 @@ class Node:
         # registers and routes under before anything is built on them.
         self.server, self.internal = self._servers()
         if cfg.server.admin_port >= 0:
-            # Every consumer group's lag, read from storage when scraped.
-            self.instruments.registry.register(LagCollector(lambda: lags(storage.topics, storage.state)))
+            if self.process in (None, 0):  # every consumer group's lag, read from storage when scraped
+                self.instruments.registry.register(LagCollector(lambda: lags(storage.topics, storage.state)))
             self._admin = AdminServer(cfg.server.admin_host, cfg.server.admin_port, self.instruments)
             yield self._admin
         cluster = self._cluster()
@@ -342,7 +369,7 @@ class Node:
         cfg = self.config
         token = AgentToken(cfg.server.auth_token) if cfg.server.auth_token else None
         agent_tls = ServerTls(cfg.server.tls_cert, cfg.server.tls_key) if cfg.server.tls_cert else None
-        server = self._server(cfg.server.port, token, agent_tls)
+        server = self._server(cfg.server.port, token, agent_tls, reuse_port=self.process is not None)
         if not (cfg.cluster.role.is_target and cfg.cluster.kind is ClusterKind.REDIS):
             return server, None
         c = cfg.cluster
@@ -356,9 +383,15 @@ class Node:
 
     def _remote_clients(self, cluster: RedisCluster | StandaloneCluster) -> RemoteClientManager:
         """The client set L1 results are routed over (only they travel between nodes)."""
-        manager = RemoteClientManager(
-            cluster, self._make_client, self.config.cluster.remote_refresh_interval_s
-        )
+        targets: ClusterNodesQuery = cluster
+        if self.config.cluster.role.is_target:
+            # As its own membership lists it, so that leaving changes no client.
+            identity = self._client_tls.identity if self._client_tls else ""
+            internal = self.internal_address or self.address
+            me = RemoteNode(self.address, True, internal, identity, self.incarnation)
+            targets = _SelfWhenAlone(cluster, me)
+        refresh_s = self.config.cluster.remote_refresh_interval_s
+        manager = RemoteClientManager(targets, self._make_client, refresh_s)
         self._sender = RemoteSender(manager, self.instruments, self.budget)
         self.instruments.gauge("skyoap_remote_targets", "nodes L1 results go to").set_function(
             lambda: len(manager.clients)
@@ -474,7 +507,12 @@ class Node:
         yield add_otlp_services(self.server, segments, intake, cfg.analysis.otlp_caller_wait_s)
 
     def _server(
-        self, port: int, token: RequiredMetadata | None, tls: ServerTls | None, reflection: bool = True
+        self,
+        port: int,
+        token: RequiredMetadata | None,
+        tls: ServerTls | None,
+        reflection: bool = True,
+        reuse_port: bool = False,
     ) -> GrpcServer:
         cfg = self.config
         return GrpcServer(
@@ -490,6 +528,7 @@ class Node:
             reflection,
             self.budget,
             cfg.server.max_control_message_bytes,
+            reuse_port,
         )
 
     def _cardinality(self, cache: InventoryCache, reads: InventoryDAO) -> Cardinality:

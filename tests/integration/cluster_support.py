@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import urllib.error
+import urllib.request
 
 from skyoap.deploy.cluster import NodeProcess
 from skyoap.runtime.scrape import read_metrics
@@ -21,3 +24,18 @@ def rendezvous_owner(key: str, addresses: list[str]) -> str:
         return int.from_bytes(hashlib.blake2b(f"{address}\0{key}".encode(), digest_size=8).digest(), "big")
 
     return max(addresses, key=weight)
+
+
+def health(node: NodeProcess) -> tuple[int, str]:
+    """The status and text of the node's admin /healthz."""
+    try:
+        with urllib.request.urlopen(f"http://{node.admin}/healthz", timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def serving_workers(node: NodeProcess) -> dict[int, int]:
+    """The pid of each worker process that serves, by its index (``--workers``)."""
+    _, text = health(node)
+    return {int(k): int(pid) for k, pid in re.findall(r"^worker (\d+): pid (\d+), serving", text, re.M)}

@@ -165,3 +165,20 @@ def test_an_alarm_settings_file_with_an_error_refuses_the_start(tmp_path: Path) 
         ValueError, match=f"^--alarm-settings {bad} line 3: rule sla_rule: a rule needs a period"
     ):
         NodeConfig().with_options(alarm_settings=str(bad)).check()
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ({}, r"--workers 2: the embedded storage \(SQLite\) takes one writer.*--workers 1"),
+        (
+            {"storage": StorageKind.ELASTICSEARCH},
+            r"--workers 2: each worker is a member of a cluster.*--cluster redis",
+        ),
+    ],
+)
+def test_workers_are_refused_where_a_node_cannot_be_several_processes(
+    options: dict[str, object], refusal: str
+) -> None:
+    with pytest.raises(ValueError, match=refusal):
+        NodeConfig().with_options(workers=2, **options).check()

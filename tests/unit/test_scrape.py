@@ -1,9 +1,10 @@
-"""A reading of self-metrics: totals over labels, and a histogram's quantile
-as the upper bound of the bucket that holds it."""
+"""A reading of self-metrics: totals over labels, a histogram's quantile as
+the upper bound of the bucket that holds it, and a node of worker processes."""
 
 from __future__ import annotations
 
-from skyoap.runtime.scrape import Scrape
+from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.scrape import Scrape, exposition
 from skyoap.wiring.overview import figures
 
 TEXT = """
@@ -48,3 +49,21 @@ def test_the_cluster_page_s_figures_of_a_node() -> None:
     )
     shown = figures(Scrape(every_one_within_10_ms))
     assert shown["persistP99Ms"] == 10.0
+
+
+def test_a_node_of_worker_processes_reads_as_one_and_each_process_apart() -> None:
+    """The parent's /metrics: its own series beside each worker's, labelled
+    with its process; a total without a process is the node's."""
+    parent, worker = Instruments(), Instruments()
+    parent.counter("skyoap_admin_dropped_total", "drops", ["reason"]).labels("timeout").inc()
+    worker.counter("skyoap_admin_dropped_total", "drops", ["reason"]).labels("timeout").inc(2)
+    stored = worker.counter("skyoap_worker_stored_total", "rows", ["worker", "op"])
+    stored.labels("segment_records", "write").inc(5)
+    one = worker.exposition().decode()
+    stored.labels("segment_records", "write").inc(2)
+    node = Scrape(exposition(parent.registry, {"0": one, "1": worker.exposition().decode()}).decode())
+    assert node.value("skyoap_worker_stored_total", worker="segment_records", op="write") == 12
+    assert node.value("skyoap_worker_stored_total", worker="segment_records", op="write", process="1") == 7
+    assert node.total("skyoap_worker_stored_total", process="0") == 5
+    assert node.value("skyoap_admin_dropped_total", reason="timeout") == 5  # the parent's 1 and 2 of each
+    assert node.value("skyoap_admin_dropped_total", reason="timeout", process="0") == 2
