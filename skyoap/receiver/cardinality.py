@@ -165,6 +165,12 @@ class NameBound:
         ).labels(kind=kind)
         self._log = RateLimitedLog(log, interval_s=60.0)
 
+    def held(self, scope: str) -> set[str] | None:
+        """The names the scope holds, read without the lock (a name in it is
+        admitted as it is); None for a scope not held, or to be read from
+        storage again."""
+        return None if scope in self._reseed_at else self._names.get(scope)
+
     @property
     def scopes(self) -> int:
         """How many scopes the bound holds names of."""
@@ -295,6 +301,8 @@ class Cardinality:
         and the callers its references name (they make relation metrics);
         itself when nothing changes, as for nearly every segment."""
         service = self.service(segment.service)
+        if service == segment.service and self._all_known(segment):
+            return segment
         spans = list(segment.spans)
         for i, span in enumerate(spans):
             if span.kind == SpanKind.ENTRY and span.operation:
@@ -317,6 +325,38 @@ class Cardinality:
         ):
             return segment
         return replace(segment, service=service, instance=instance, spans=tuple(spans))
+
+    def _all_known(self, segment: Segment) -> bool:
+        """Whether every name of the segment is one its bound holds already,
+        found without a call or a lock: what nearly every segment is."""
+        service = segment.service
+        endpoints, addresses = self._endpoints.held(service), self._addresses.held(ALL)
+        instances, services = self._instances.held(service), self._services.held(ALL)
+        if self._groups or endpoints is None or addresses is None or instances is None or services is None:
+            return False
+        if segment.instance not in instances:
+            return False
+        for span in segment.spans:
+            if span.kind == SpanKind.ENTRY:
+                if span.operation and span.operation not in endpoints:
+                    return False
+            elif span.kind == SpanKind.EXIT and span.peer and span.peer not in addresses:
+                return False
+            for ref in span.refs:
+                if (ref.address and ref.address not in addresses) or (
+                    ref.parent_service and not self._knows_caller(ref)
+                ):
+                    return False
+        return True
+
+    def _knows_caller(self, ref: SpanRef) -> bool:
+        if ref.parent_service not in (self._services.held(ALL) or ()):
+            return False
+        instances = self._instances.held(ref.parent_service)
+        endpoints = self._endpoints.held(ref.parent_service)
+        return (not ref.parent_instance or (instances is not None and ref.parent_instance in instances)) and (
+            not ref.parent_endpoint or (endpoints is not None and ref.parent_endpoint in endpoints)
+        )
 
     def _reference(self, ref: SpanRef) -> SpanRef:
         """The reference with its address and its caller's names guarded, with
