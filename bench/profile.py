@@ -6,12 +6,11 @@ docs/benchmarks.md by ``bench.report``, which this runs at the end).
 
     .venv/bin/python -m bench.profile [--segments 30000] [--rate 250]
 
-py-spy samples the node's Python threads while they run (not while they
-wait); a sample is charged to the first stage below that one of its frames
-belongs to, so a stage nested in another (serialising inside the bulk)
-is charged to the inner one. The node's CPU that no Python thread's sample
-accounts for (gRPC's own C threads, the kernel's side of its sockets) is
-its own line."""
+py-spy samples the thread that holds the GIL (Python running); a sample is
+charged to the stage of its innermost frame that belongs to one, so a stage
+nested in another (serialising inside the bulk) is charged to the inner one.
+The node's CPU that no sample accounts for (gRPC's own C threads, the
+kernel's side of sockets and of threads handing the GIL on) is its own line."""
 
 from __future__ import annotations
 
@@ -38,25 +37,37 @@ from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 
 FLAME_GRAPH = RESULTS.parent.parent / "docs" / "images" / "node-profile.svg"
 
-# (stage, what a frame of it looks like): the first stage any frame of a
-# sample matches is charged the sample. A frame reads ``function (path)``.
+# (stage, what a frame of it looks like), a frame reading ``function (path)``;
+# a frame of two stages belongs to the first.
 STAGES: list[tuple[str, re.Pattern[str]]] = [
     (stage, re.compile("|".join(patterns)))
     for stage, patterns in [
         ("self-metrics (scrapes of /metrics)", [r"prometheus_client/", r"runtime/instruments\.py"]),
-        ("memory accounting", [r"memory_size", r"size_hint", r"runtime/budget\.py", r"admitted_size"]),
+        (
+            "memory accounting",
+            [r"memory_size", r"size_hint", r"budget\.py", r"DecodeCost"],
+        ),
         ("serialisation (JSON)", [r"orjson", r"json/", r"_serializer\.py", r"\bdumps\b", r"_bodies"]),
         ("topics", [r"aggregator/topics\.py", r"storage/\w+/topics\.py", r"model/topics\.py"]),
         ("Elasticsearch client and HTTP", [r"elastic_transport/", r"elasticsearch/", r"urllib3/", r"http/"]),
-        ("checks and guards", [r"^check ", r"cardinality\.py", r"checks\.py", r"edge/limits\.py"]),
-        ("decoding", [r"^segment_of", r"_at_most_spans", r"searchable_tags", r"FromString", r"decoding"]),
+        (
+            "checks and guards",
+            [r"^(check|_passes|_refuse) ", r"cardinality", r"checks\.py", r"limits\.py"],
+        ),
+        ("decoding", [r"^segment_of", r"_too_many", r"searchable_tags", r"FromString", r"^Decoder"]),
         ("record building", [r"^record_of", r"model/records\.py", r"model/stream\.py"]),
         ("measuring (spans to metrics)", [r"receiver/segments\.py", r"model/metrics\.py"]),
-        ("name registration", [r"_register_names", r"receiver/(registration|services)\.py"]),
-        ("L1 (queues and workers)", [r"runtime/(buffer|batching|worker|pools)\.py", r"receiver/aggregate"]),
+        (
+            "name registration",
+            [r"_register_names", r"NamesByService", r"(registration|services)\.py"],
+        ),
+        (
+            "L1 (queues and workers)",
+            [r"(buffer|batching|worker|pools)\.py", r"aggregate\.py", r"^Sinks"],
+        ),
         ("remote (L1 to L2)", [r"skyoap/remote/"]),
         ("L2 merge and persist", [r"skyoap/aggregator/", r"skyoap/storage/"]),
-        ("gRPC server and call limits", [r"grpc/", r"skyoap/edge/", r"receiver/skywalking\.py"]),
+        ("gRPC server and the handler's loop", [r"grpc/", r"skyoap/edge/", r"receiver/skywalking\.py"]),
     ]
 ]
 ELSE = "anything else"
@@ -72,9 +83,11 @@ class Node:
 
 
 def stage_of(frames: list[str]) -> str:
-    for stage, pattern in STAGES:
-        if any(pattern.search(f) for f in frames):
-            return stage
+    """The stage of the innermost of ``frames`` (root first) that has one."""
+    for frame in reversed(frames):
+        for stage, pattern in STAGES:
+            if pattern.search(frame):
+                return stage
     return ELSE
 
 
