@@ -60,8 +60,8 @@ class InventoryCache:
         """The ids of those ``keys`` that have one."""
         now = time.monotonic()
         oldest = now - self._max_age_s
-        cached = self._ids_of(model).get_many(keys)
-        found = {k: sequence for k, (sequence, at) in cached.items() if at > oldest}
+        get = self._ids_of(model).getter
+        found = {k: cached[0] for k in keys if (cached := get(k)) is not None and cached[1] > oldest}
         if len(found) < len(keys):
             ask = [k for k in keys if k not in found and self._misses.claim(model, k, now)]
             if ask:

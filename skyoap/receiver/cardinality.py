@@ -276,6 +276,14 @@ class Cardinality:
     def service(self, name: str, seed: bool = True) -> str:
         return self._services.admit(ALL, name, seed)
 
+    def services(self, names: Sequence[str]) -> Sequence[str]:
+        """``service`` of each of ``names``: ``names`` itself when the bound
+        holds them all, as it nearly always does."""
+        held = self._services.held(ALL)
+        if held is not None and held.issuperset(names):
+            return names
+        return [self.service(n) for n in names]
+
     def endpoint(self, service: str, name: str, seed: bool = True) -> str:
         """``name`` grouped and bounded among the endpoints of ``service`` (a
         name the service guard left)."""

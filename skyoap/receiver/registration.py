@@ -108,7 +108,7 @@ class Registrar:
         """The ids of ``names`` that have one, by the names given (a name past
         ``--max-services`` answers the id of the service ``(other)``)."""
         self.check_names("service name", names)
-        guarded = [self._cardinality.service(n) for n in names]
+        guarded = self._cardinality.services(names)
         t = clock.now_ms()
         ids = self.register(
             ServiceInventory,

@@ -48,7 +48,7 @@ class PairEncoder:
         self._encoded: BoundedDict[tuple[str, int], bytes] = BoundedDict(size)
 
     def encode(self, pairs: Iterable[tuple[str, int]]) -> bytes:
-        get = self._encoded.get
+        get = self._encoded.getter
         parts = []
         for pair in pairs:
             part = get(pair)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -22,9 +22,10 @@ class BoundedDict(Generic[K, V]):
     def get(self, key: K) -> V | None:
         return self._data.get(key)
 
-    def get_many(self, keys: Iterable[K]) -> dict[K, V]:
-        data = self._data
-        return {k: v for k in keys if (v := data.get(k)) is not None}
+    @property
+    def getter(self) -> Callable[[K], V | None]:
+        """``get`` without a call of its own, for lookups by the thousand."""
+        return self._data.get
 
     def put(self, key: K, value: V) -> None:
         with self._lock:
