@@ -65,6 +65,11 @@ log = logging.getLogger(__name__)
 
 NO_COMMANDS = common_pb2.Commands()
 _SEGMENT_COST = DecodeCost(tracing_pb2.SegmentObject)
+HOLD_EVERY = 64
+"""A call's segments are held in the budget this many at a time (and the
+rest when its stream ends): one reservation each would cost more than the
+segment. Counted over their bytes joined, a tag that spans two segments
+counts once more, which only errs high."""
 
 
 class _Name(enum.Enum):
@@ -396,25 +401,37 @@ class TraceSegmentReportService(TelemetryService):
         ``tally``)."""
         now_ms = clock.now_ms()
         outcome: list[tuple[tracing_pb2.SegmentObject, Segment | None]] = []
-        for pb in segments:
-            self._received.inc()
-            try:
-                segment = segment_of(pb, self._limits, self._searchable)
-                check(segment, self._limits, now_ms)
-            except Refused as e:
-                tally.refuse(e)
-                outcome.append((pb, None))
-                continue
-            segment = self._cardinality.segment(segment)
-            outcome.append((pb, segment))
-            # What the segment became holds about what its decoded message does.
-            self._sinks.hold(_SEGMENT_COST.of(segment.data))
+        unheld: list[bytes] = []
+        try:
+            for pb in segments:
+                try:
+                    segment = segment_of(pb, self._limits, self._searchable)
+                    check(segment, self._limits, now_ms)
+                except Refused as e:
+                    tally.refuse(e)
+                    outcome.append((pb, None))
+                    continue
+                segment = self._cardinality.segment(segment)
+                outcome.append((pb, segment))
+                unheld.append(segment.data)
+                if len(unheld) == HOLD_EVERY:
+                    self._hold(unheld)
+            self._hold(unheld)
+        finally:
+            self._received.inc(len(outcome))
         taken = [s for _, s in outcome if s is not None]
         if taken:
             self._sinks.take([record_of(s) for s in taken], measure(taken, self._apdex, self._aliases))
             tally.taken += len(taken)
             self._register_names(taken)
         return outcome
+
+    def _hold(self, unheld: list[bytes]) -> None:
+        """Holds what the segments of ``unheld`` became, about what their
+        decoded messages do, in the budget (Overloaded if no room comes)."""
+        if unheld:
+            self._sinks.hold(_SEGMENT_COST.of(b"".join(unheld)))
+            unheld.clear()
 
     def _register_names(self, segments: list[Segment]) -> None:
         instances: set[tuple[str, str]] = set()
