@@ -1,5 +1,5 @@
 # The two commands of the README. Each does its own set-up (deploy/install.sh).
-.PHONY: install install-node demo test test-busy lint bench screenshots
+.PHONY: install install-node demo test test-busy lint bench profile screenshots
 
 # What `make test` needs: the tools, Spark, Redis, Elasticsearch, the agents.
 install:
@@ -36,6 +36,11 @@ test-busy: lint
 
 bench: install
 	.venv/bin/python -m bench.registration
+
+# Where the node's CPU goes under bench.telemetry's load: the flame graph in
+# docs/images/node-profile.svg and the table of stages in docs/benchmarks.md.
+profile: install
+	.venv/bin/python -m bench.profile
 
 # The README's pictures of the web UI, taken by its tests in Chromium.
 screenshots: install
