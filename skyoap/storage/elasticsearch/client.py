@@ -9,12 +9,12 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 import elasticsearch
-from elasticsearch import Elasticsearch
+from elasticsearch import Elasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 
 from skyoap.model.metrics import day_of
@@ -146,33 +146,6 @@ def _suffix(period: Period, bucket: int) -> str | None:
 
 BUSY_STATUSES = frozenset({429, 502, 503, 504})
 """Statuses of a server that may take the same request later."""
-
-
-_BULK_META = ("_index", "_id", "if_seq_no", "if_primary_term")
-_BULK_ANSWER = "errors,items.*._id,items.*.status,items.*.error"
-
-
-def _bodies(actions: Iterable[dict[str, Any]], dumps: Callable[[Any], bytes]) -> Iterator[bytes]:
-    """The bodies of the bulk requests that write ``actions``, each of at most
-    ``BULK``'s items and bytes (or one action, when that alone is larger)."""
-    max_bytes = BULK.max_bytes or 100 * 1024 * 1024  # Elasticsearch refuses requests over 100 MB
-    body, items = bytearray(), 0
-    for action in actions:
-        op = action.get("_op_type", "index")
-        lines = [dumps({op: {k: action[k] for k in _BULK_META if k in action}})]
-        if op != "delete":
-            lines.append(dumps(action["_source"]))
-        size = sum(len(line) + 1 for line in lines)
-        if items and (items == BULK.max_items or len(body) + size > max_bytes):
-            yield bytes(body)
-            body.clear()
-            items = 0
-        for line in lines:
-            body += line
-            body += b"\n"
-        items += 1
-    if items:
-        yield bytes(body)
 
 
 def raise_if_busy(failures: list[dict[str, Any]], what: str) -> None:
@@ -317,7 +290,6 @@ class ElasticsearchClient:
             **(credentials or {}),
         )
         self.writes = self.es.options(max_retries=0, retry_on_timeout=False)
-        self._json = CompactOrjsonSerializer().json_dumps
         self.prefix = index_prefix
         self._closed = False
 
@@ -371,19 +343,21 @@ class ElasticsearchClient:
     def bulk(self, actions: Iterable[dict[str, Any]], what: str) -> list[dict[str, Any]]:
         """Writes ``actions`` in bulk and returns the items that failed, each as
         ``{"status": int, "_id": str, "error": ...}``, busy ones (429) included:
-        the caller decides what to try again (``raise_if_busy``).
-
-        An action is the bulk helper's: ``_op_type`` (``index`` when absent),
-        ``_index``, ``_id``, ``if_seq_no``/``if_primary_term`` and ``_source``.
-        Each is encoded once, straight into the request's body, and the answer
-        carries only what a failure is told by."""
+        the caller decides what to try again (``raise_if_busy``)."""
         failures = []
         with translated_errors(what):
-            for body in _bodies(actions, self._json):
-                answer = self.writes.bulk(operations=cast(Any, body), filter_path=_BULK_ANSWER)
-                if answer.get("errors"):
-                    items = (item for op in answer["items"] for item in op.values())
-                    failures += [item for item in items if not 200 <= item["status"] < 300]
+            for ok, info in helpers.streaming_bulk(
+                self.writes,
+                actions,
+                chunk_size=BULK.max_items,
+                max_chunk_bytes=BULK.max_bytes or 100 * 1024 * 1024,  # ES refuses requests over 100 MB
+                max_retries=0,
+                raise_on_error=False,
+                raise_on_exception=True,
+                yield_ok=False,
+            ):
+                if not ok:
+                    failures.append(next(iter(info.values())))
         return failures
 
     def close(self) -> None:
