@@ -47,7 +47,7 @@ STAGES: list[tuple[str, re.Pattern[str]]] = [
             "memory accounting",
             [r"memory_size", r"size_hint", r"budget\.py", r"DecodeCost"],
         ),
-        ("serialisation (JSON)", [r"orjson", r"json/", r"_serializer\.py", r"\bdumps\b", r"_bodies"]),
+        ("serialisation (JSON)", [r"orjson", r"json/", r"_serializer\.py", r"\bdumps\b", r"_chunk_actions"]),
         ("topics", [r"aggregator/topics\.py", r"storage/\w+/topics\.py", r"model/topics\.py"]),
         ("Elasticsearch client and HTTP", [r"elastic_transport/", r"elasticsearch/", r"urllib3/", r"http/"]),
         (
