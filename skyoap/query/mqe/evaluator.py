@@ -147,7 +147,7 @@ class Evaluator:
     def _read(self, definition: MetricDef, metric: s.Metric, duration: Duration) -> Evaluated:
         try:
             duration.step.downsampling()
-            ids = [str(p.epoch_ms) for p in duration.points()]
+            ids = duration.point_ids
         except DurationError as e:
             raise ExpressionError(str(e)) from None
         labeled = definition.type is MetricsType.LABELED_VALUE
@@ -230,7 +230,7 @@ class Evaluator:
         return Evaluated(ExpressionResultType.SORTED_LIST, (Series((), points),))
 
 
-def _series(metric: s.Metric, ids: list[str], read: LabeledValues) -> Series:
+def _series(metric: s.Metric, ids: tuple[str, ...], read: LabeledValues) -> Series:
     """A series read, its labels sorted by key (as SkyWalking sorts them)."""
     if len(read.values) != len(ids):
         raise ExpressionError(
