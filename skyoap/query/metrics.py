@@ -4,12 +4,15 @@ rows storage holds (``StoredMetrics``, the MetricReader of a node).
 
 A read takes the rows of one metric's entity in the Duration's buckets at
 its step's downsampling: one storage query per metric an expression names.
-A read past ``MAX_ROWS`` rows fails with a message saying so, rather than
-holding the query's thread for what a client cannot draw anyway."""
+A request's ``execExpression`` are evaluated together, what they read read
+at once for all their entities (``StoredMetrics.read_ahead``). A read past
+``MAX_ROWS`` rows fails with a message saying so, rather than holding the
+query's thread for what a client cannot draw anyway."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from skyoap.model.metrics import Downsampling, MeterMetrics, Metrics
@@ -27,11 +30,12 @@ from skyoap.query.context import QueryContext
 from skyoap.query.duration import Duration
 from skyoap.query.entity import Entity, Scope, entity_of
 from skyoap.query.metadata import GENERAL
-from skyoap.query.mqe.evaluator import execute
+from skyoap.query.mqe.evaluator import Evaluator, reads
+from skyoap.query.mqe.parser import parse
 from skyoap.query.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
 from skyoap.query.mqe.results import ExpressionResult, KeyValue
-from skyoap.query.mqe.syntax import Order
-from skyoap.storage.api import MetricsDAO
+from skyoap.query.mqe.syntax import Expression, Order
+from skyoap.storage.api import Equal, MetricsDAO
 
 MAX_ROWS = 9_999
 """The most rows one read of a metric may take: one more is asked for, to
@@ -50,6 +54,8 @@ class TooManyRows(ValueError):
 
 _WINDOWS = "metrics.windows"
 """Where a request keeps the windows it read whole (``QueryContext.shared``)."""
+_AHEAD = "metrics.ahead"
+"""Where a request keeps the rows it read ahead, by window and entity."""
 
 Window = dict[tuple[str, ...], list[Metrics]]
 """A metric's rows in a window, by the names of their entity."""
@@ -62,30 +68,80 @@ class StoredMetrics:
     """The MetricReader over a node's metrics storage.
 
     SkyWalking's UI asks its lists (of services, instances, endpoints) as one
-    request of an expression per entity. So within a request (``shared``), a
-    metric's first entity in a window is read alone; from its second, the
-    window's rows of every entity (at most ``MAX_ROWS``) are read once, and
-    each entity's are taken from them."""
+    request of an expression per entity: the rows of all the entities a
+    request's expressions read are read at once (``read_ahead``). Within a
+    request (``shared``), a metric of an entity not read ahead is read alone
+    for its first entity in a window; from its second, the window's rows of
+    every entity (at most ``MAX_ROWS``) are read once, and each entity's are
+    taken from them (what alarm rules evaluated entity by entity read)."""
 
     def __init__(self, metrics: MetricsDAO, shared: dict[Any, Any] | None = None) -> None:
         self._metrics = metrics
-        self._windows: dict[Any, Window | None] = {} if shared is None else shared.setdefault(_WINDOWS, {})
+        shared = {} if shared is None else shared
+        self._windows: dict[Any, Window | None] = shared.setdefault(_WINDOWS, {})
+        self._ahead: dict[Any, Window] = shared.setdefault(_AHEAD, {})
+
+    def read_ahead(self, wanted: Iterable[tuple[MetricDef, Entity, Duration]]) -> None:
+        """Reads the rows of each metric of each entity ``wanted`` at once,
+        in a read per window (a model's rows in a Duration) of at most
+        ``MAX_ROWS`` rows: what ``values`` is then asked of them is taken
+        from those rows. The entities of a read past ``MAX_ROWS`` rows, and
+        what cannot be read, are left to be read as ``values`` is asked."""
+        windows: dict[Any, tuple[MetricDef, Duration, dict[tuple[str, ...], None]]] = {}
+        for metric, entity, duration in wanted:
+            never_read = not metric.measured or metric.type is MetricsType.SAMPLED_RECORD
+            if never_read or entity.missing(metric.scope):
+                continue
+            try:
+                duration.step.downsampling()
+                duration.points()
+            except ValueError:  # the expression's error, when it is evaluated
+                continue
+            key = _window_key(metric, duration)
+            names = tuple(metric.rows_of(entity)[c] for c in _columns(metric))
+            windows.setdefault(key, (metric, duration, {}))[2][names] = None
+        for key, (metric, duration, entities) in windows.items():
+            ahead = self._ahead.setdefault(key, {})
+            unread = [names for names in entities if names not in ahead]
+            per_read = max(1, MAX_ROWS // len(duration.points()))
+            for first in range(0, len(unread), per_read):
+                ahead.update(self._entities_rows(metric, duration, unread[first : first + per_read]))
+
+    def _entities_rows(
+        self, metric: MetricDef, duration: Duration, entities: Sequence[tuple[str, ...]]
+    ) -> Window:
+        """The rows of each of ``entities`` (their names in ``ENTITY_COLUMNS``
+        order), read at once; none past ``MAX_ROWS`` rows."""
+        columns = _columns(metric)
+        where: dict[str, Equal] = dict(metric.where)
+        for i, column in enumerate(columns):
+            values = sorted({names[i] for names in entities})
+            where[column] = values[0] if len(values) == 1 else tuple(values)
+        try:
+            rows = self._rows(metric, duration, where)
+        except TooManyRows:
+            return {}
+        found: Window = {names: [] for names in entities}
+        for row in rows:
+            of = found.get(tuple(getattr(row, c) for c in columns))
+            if of is not None:  # a read of several columns' values reads their every pairing
+                of.append(row)
+        return found
 
     def _entity_rows(self, metric: MetricDef, duration: Duration, entity: Entity) -> list[Metrics]:
         assert metric.model is not None
         where = metric.rows_of(entity)
-        key = (
-            metric.model,
-            duration.step,
-            duration.start_bucket,
-            duration.end_bucket,
-            tuple(metric.where.items()),
-        )
+        key = _window_key(metric, duration)
+        ahead = self._ahead.get(key)
+        if ahead is not None:
+            rows = ahead.get(tuple(where[c] for c in _columns(metric)))
+            if rows is not None:
+                return rows
         if key not in self._windows:
             self._windows[key] = None
             return self._rows(metric, duration, where)
         window = self._windows[key]
-        columns = [column for column, _ in ENTITY_COLUMNS[metric.model]]
+        columns = _columns(metric)
         if window is None:
             window = _TOO_MANY
             try:
@@ -101,7 +157,7 @@ class StoredMetrics:
             return self._rows(metric, duration, where)
         return window.get(tuple(where[c] for c in columns), [])
 
-    def _rows(self, metric: MetricDef, duration: Duration, where: Mapping[str, str]) -> list[Metrics]:
+    def _rows(self, metric: MetricDef, duration: Duration, where: Mapping[str, Equal]) -> list[Metrics]:
         assert metric.model is not None, f"{metric.name} is not measured"
         level = duration.step.downsampling()
         rows = self._metrics.query(
@@ -156,6 +212,18 @@ class StoredMetrics:
         return meter(name, labeled=any(found)) if found else None
 
 
+def _window_key(metric: MetricDef, duration: Duration) -> tuple[Any, ...]:
+    """What every metric read from the same rows of a Duration shares."""
+    where = tuple(metric.where.items())
+    return metric.model, duration.step, duration.start_bucket, duration.end_bucket, where
+
+
+def _columns(metric: MetricDef) -> list[str]:
+    """The columns naming a metric's entity, in ``ENTITY_COLUMNS`` order."""
+    assert metric.model is not None
+    return [column for column, _ in ENTITY_COLUMNS[metric.model]]
+
+
 def labels_of(text: str) -> tuple[KeyValue, ...]:
     """A meter's stored labels (``k=v,k=v``) as key-values."""
     return tuple(KeyValue(*pair.split("=", 1)) for pair in text.split(",") if pair)
@@ -184,23 +252,47 @@ def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:
     return Ranked(value=mean, service=names[0], normal=True)
 
 
-def exec_expression(
-    context: QueryContext,
-    expression: str,
-    entity: Mapping[str, Any],
-    duration: Mapping[str, Any],
-    debug: bool | None = None,
-    dumpDBRsp: bool | None = None,
-) -> dict[str, Any]:
-    """``execExpression``: the expression's result, or its ``error``. A
-    Duration that cannot be read is the expression's error too, as SkyWalking
-    answers it. ``debug`` traces are not kept: ``debuggingTrace`` is null."""
+def exec_expressions(context: QueryContext, asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``execExpression`` asked with each of ``asked``'s arguments (the fields
+    of a request, ``Binder.query_batch``): what the expressions read is read
+    at once for every entity (``StoredMetrics.read_ahead``), then each is
+    evaluated. What cannot be read (an expression, a Duration) is the
+    expression's error, as SkyWalking answers it. ``debug`` traces are not
+    kept: ``debuggingTrace`` is null."""
+    reader = StoredMetrics(context.metrics, context.shared)
+    prepared = [_prepared(reader, arguments) for arguments in asked]
+    if len(prepared) > 1:
+        reader.read_ahead(
+            (definition, p.evaluator.entity, duration)
+            for p in prepared
+            if isinstance(p, _Prepared)
+            for metric, duration in reads(p.tree, p.evaluator.duration)
+            if (definition := CATALOGUE.get(metric.name)) is not None
+        )
+    return [_answer(p if isinstance(p, ExpressionResult) else p.evaluated()) for p in prepared]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """An expression read, ready to be evaluated."""
+
+    evaluator: Evaluator
+    tree: Expression
+
+    def evaluated(self) -> ExpressionResult:
+        try:
+            return self.evaluator.run(self.tree)
+        except (ValueError, KeyError) as e:  # a read past MAX_ROWS, a Duration of too many points
+            return ExpressionResult.failed(str(e))
+
+
+def _prepared(reader: StoredMetrics, arguments: Mapping[str, Any]) -> _Prepared | ExpressionResult:
     try:
-        reader = StoredMetrics(context.metrics, context.shared)
-        result = execute(expression, entity_of(entity), Duration.of(duration), reader)
+        entity, duration = entity_of(arguments["entity"]), Duration.of(arguments["duration"])
+        tree = parse(arguments["expression"])
     except (ValueError, KeyError) as e:
-        result = ExpressionResult.failed(str(e))
-    return _answer(result)
+        return ExpressionResult.failed(str(e))
+    return _Prepared(Evaluator(reader, entity, duration), tree)
 
 
 def _answer(result: ExpressionResult) -> dict[str, Any]:

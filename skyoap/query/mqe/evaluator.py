@@ -10,7 +10,9 @@ expression's: it propagates, for the caller to report as it reports others.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from skyoap.query.catalogue import CATALOGUE, MetricDef, MetricsType
@@ -51,6 +53,24 @@ def execute(expression: str, entity: Entity, duration: Duration, reader: MetricR
     except MQEError as e:
         return ExpressionResult.failed(str(e))
     return Evaluator(reader, entity, duration).run(tree)
+
+
+def reads(tree: s.Expression, duration: Duration) -> Iterator[tuple[s.Metric, Duration]]:
+    """The metrics ``tree`` reads of its entity, each with the Duration it
+    reads it over (a trend reaches back): what a reader may read before
+    evaluating it. Top lists, which rank every entity, are left out."""
+    if isinstance(tree, s.Metric):
+        yield tree, duration
+    elif isinstance(tree, s.Trend):
+        with contextlib.suppress(DurationError):  # the trend's own error, when it is evaluated
+            if tree.range >= 1:
+                yield tree.metric, duration.extended_back(tree.range)
+    elif not isinstance(tree, s.TopN | s.TopNOf | s.Baseline):
+        for f in dataclasses.fields(tree):
+            value = getattr(tree, f.name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if dataclasses.is_dataclass(child):
+                    yield from reads(child, duration)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
