@@ -197,6 +197,11 @@ class Duration:
         return self._points
 
     @functools.cached_property
+    def buckets(self) -> tuple[int, ...]:
+        """Each point's time bucket."""
+        return tuple(p.bucket for p in self._points)
+
+    @functools.cached_property
     def point_ids(self) -> tuple[str, ...]:
         """Each point's MQE id: the epoch ms its bucket starts at, as text."""
         return tuple(str(p.epoch_ms) for p in self._points)

@@ -11,7 +11,8 @@ query's thread for what a client cannot draw anyway."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,7 +174,7 @@ class StoredMetrics:
     def values(
         self, metric: MetricDef, entity: Entity, duration: Duration, selector: LabelSelector
     ) -> Sequence[LabeledValues]:
-        buckets = [p.bucket for p in duration.points()]
+        buckets = duration.buckets
         rows = self._entity_rows(metric, duration, entity)
         if metric.type is MetricsType.REGULAR_VALUE:
             return [_series(rows, buckets, metric.column, ())]
@@ -200,7 +201,7 @@ class StoredMetrics:
         by_entity: dict[tuple[str, ...], list[float]] = {}
         for row in self._rows(metric, duration, where):
             names = tuple(getattr(row, c) for c in columns)
-            by_entity.setdefault(names, []).append(float(_value(row, metric.column)))
+            by_entity.setdefault(names, []).append(float(_reader_of(type(row), metric.column)(row)))
         means = sorted(((sum(vs) / len(vs), names) for names, vs in by_entity.items()), reverse=True)
         if condition.order is Order.ASC:
             means.reverse()
@@ -229,19 +230,22 @@ def labels_of(text: str) -> tuple[KeyValue, ...]:
     return tuple(KeyValue(*pair.split("=", 1)) for pair in text.split(",") if pair)
 
 
-def _value(row: Metrics, column: str) -> Any:
-    """A column of ``row``, or one of its derived values (computed only if asked)."""
-    try:
-        return getattr(row, column)  # a column, or a derived value the row has as a property
-    except AttributeError:
-        return row.derived()[column]
+def _reader_of(model: type[Metrics], column: str) -> Callable[[Metrics], Any]:
+    """How to read a column of ``model``'s rows, or one of their derived
+    values (a property, or computed only if asked)."""
+    if hasattr(model, column):
+        return operator.attrgetter(column)
+    return lambda row: row.derived()[column]
 
 
 def _series(
-    rows: Sequence[Metrics], buckets: list[int], column: str, labels: tuple[KeyValue, ...]
+    rows: Sequence[Metrics], buckets: Sequence[int], column: str, labels: tuple[KeyValue, ...]
 ) -> LabeledValues:
-    at = {r.time_bucket: float(_value(r, column)) for r in rows}
-    return LabeledValues(labels, tuple(at.get(b) for b in buckets))
+    if not rows:
+        return LabeledValues(labels, (None,) * len(buckets))
+    value = _reader_of(type(rows[0]), column)
+    at = {r.time_bucket: float(value(r)) for r in rows}
+    return LabeledValues(labels, tuple(map(at.get, buckets)))
 
 
 def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:

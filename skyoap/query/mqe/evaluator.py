@@ -256,8 +256,7 @@ def _series(metric: s.Metric, ids: tuple[str, ...], read: LabeledValues) -> Seri
         raise ExpressionError(
             f"Metric: [{metric.name}] was read with {len(read.values)} values for {len(ids)} points."
         )
-    points = tuple(Point(i, v) for i, v in zip(ids, read.values, strict=True))
-    return Series(tuple(sorted(read.labels)), points)
+    return Series(tuple(sorted(read.labels)), Point.each(ids, read.values))
 
 
 def _attributes(definition: MetricDef, filters: tuple[s.AttrFilter, ...]) -> tuple[AttrCondition, ...] | None:

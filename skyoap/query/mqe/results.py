@@ -10,7 +10,9 @@ from __future__ import annotations
 import decimal
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from skyoap.query.entity import Scope
 
@@ -105,9 +107,10 @@ def format_value(value: float) -> str | None:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
-    """A value while an expression is evaluated: a number, or None for no data."""
+class Point(NamedTuple):
+    """A value while an expression is evaluated: a number, or None for no data.
+    A named tuple, not a frozen dataclass: an expression over a list of
+    entities makes tens of thousands, which a tuple makes in half the time."""
 
     id: str | None
     value: float | None
@@ -117,6 +120,13 @@ class Point:
     def formatted(self) -> MQEValue:
         text = None if self.value is None else format_value(self.value)
         return MQEValue(self.id, text, self.trace_id, self.owner)
+
+    @classmethod
+    def each(cls, ids: Sequence[str | None], values: Sequence[float | None]) -> tuple[Point, ...]:
+        """A point of each id with its value (of no trace, of no one), made
+        as a tuple is made: a series read makes a point of each bucket."""
+        new = tuple.__new__
+        return tuple([new(cls, (i, v, None, None)) for i, v in zip(ids, values, strict=True)])
 
 
 @dataclass(frozen=True, slots=True)
