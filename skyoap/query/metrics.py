@@ -12,7 +12,7 @@ query's thread for what a client cannot draw anyway."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +31,11 @@ from skyoap.query.context import QueryContext
 from skyoap.query.duration import Duration
 from skyoap.query.entity import Entity, Scope, entity_of
 from skyoap.query.metadata import GENERAL
+from skyoap.query.mqe.arithmetic import ExpressionError
 from skyoap.query.mqe.evaluator import Evaluator, reads
 from skyoap.query.mqe.parser import parse
 from skyoap.query.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
-from skyoap.query.mqe.results import ExpressionResult, KeyValue
+from skyoap.query.mqe.results import Evaluated, ExpressionResultType, KeyValue, Owner, Series, format_value
 from skyoap.query.mqe.syntax import Expression, Order
 from skyoap.storage.api import Equal, MetricsDAO
 
@@ -82,28 +83,30 @@ class StoredMetrics:
         self._windows: dict[Any, Window | None] = shared.setdefault(_WINDOWS, {})
         self._ahead: dict[Any, Window] = shared.setdefault(_AHEAD, {})
 
-    def read_ahead(self, wanted: Iterable[tuple[MetricDef, Entity, Duration]]) -> None:
-        """Reads the rows of each metric of each entity ``wanted`` at once,
-        in a read per window (a model's rows in a Duration) of at most
-        ``MAX_ROWS`` rows: what ``values`` is then asked of them is taken
-        from those rows. The entities of a read past ``MAX_ROWS`` rows, and
-        what cannot be read, are left to be read as ``values`` is asked."""
+    def read_ahead(self, wanted: Iterable[tuple[MetricDef, Duration, Sequence[Entity]]]) -> None:
+        """Reads the rows of each metric over each Duration of every entity
+        ``wanted`` at once, in a read per window (a model's rows in a
+        Duration) of at most ``MAX_ROWS`` rows: what ``values`` is then asked
+        of them is taken from those rows. The entities of a read past
+        ``MAX_ROWS`` rows, and what cannot be read, are left to be read as
+        ``values`` is asked."""
         windows: dict[Any, tuple[MetricDef, Duration, dict[tuple[str, ...], None]]] = {}
-        for metric, entity, duration in wanted:
-            never_read = not metric.measured or metric.type is MetricsType.SAMPLED_RECORD
-            if never_read or entity.missing(metric.scope):
+        for metric, duration, of in wanted:
+            if metric.model is None or metric.type is MetricsType.SAMPLED_RECORD:
                 continue
             try:
                 duration.step.downsampling()
                 duration.points()
             except ValueError:  # the expression's error, when it is evaluated
                 continue
-            key = _window_key(metric, duration)
-            names = tuple(metric.rows_of(entity)[c] for c in _columns(metric))
-            windows.setdefault(key, (metric, duration, {}))[2][names] = None
+            attrs = [attr for _, attr in ENTITY_COLUMNS[metric.model]]
+            names = windows.setdefault(_window_key(metric, duration), (metric, duration, {}))[2]
+            for entity in of:
+                if not entity.missing(metric.scope):
+                    names[tuple(getattr(entity, attr) for attr in attrs)] = None
         for key, (metric, duration, entities) in windows.items():
             ahead = self._ahead.setdefault(key, {})
-            unread = [names for names in entities if names not in ahead]
+            unread = [e for e in entities if e not in ahead]
             per_read = max(1, MAX_ROWS // len(duration.points()))
             for first in range(0, len(unread), per_read):
                 ahead.update(self._entities_rows(metric, duration, unread[first : first + per_read]))
@@ -131,13 +134,14 @@ class StoredMetrics:
 
     def _entity_rows(self, metric: MetricDef, duration: Duration, entity: Entity) -> list[Metrics]:
         assert metric.model is not None
-        where = metric.rows_of(entity)
         key = _window_key(metric, duration)
         ahead = self._ahead.get(key)
         if ahead is not None:
-            rows = ahead.get(tuple(where[c] for c in _columns(metric)))
+            names = tuple(getattr(entity, attr) for _, attr in ENTITY_COLUMNS[metric.model])
+            rows = ahead.get(names)
             if rows is not None:
                 return rows
+        where = metric.rows_of(entity)
         if key not in self._windows:
             self._windows[key] = None
             return self._rows(metric, duration, where)
@@ -266,14 +270,23 @@ def exec_expressions(context: QueryContext, asked: list[dict[str, Any]]) -> list
     reader = StoredMetrics(context.metrics, context.shared)
     prepared = [_prepared(reader, arguments) for arguments in asked]
     if len(prepared) > 1:
-        reader.read_ahead(
-            (definition, p.evaluator.entity, duration)
-            for p in prepared
-            if isinstance(p, _Prepared)
-            for metric, duration in reads(p.tree, p.evaluator.duration)
-            if (definition := CATALOGUE.get(metric.name)) is not None
-        )
-    return [_answer(p if isinstance(p, ExpressionResult) else p.evaluated()) for p in prepared]
+        reader.read_ahead(_reads(p for p in prepared if isinstance(p, _Prepared)))
+    return [p if isinstance(p, dict) else p.answer() for p in prepared]
+
+
+def _reads(prepared: Iterable[_Prepared]) -> Iterator[tuple[MetricDef, Duration, list[Entity]]]:
+    """What ``prepared`` read: each metric of the catalogue, over a Duration,
+    with the entities it is read of."""
+    by_expression: dict[tuple[int, Duration], list[Entity]] = {}
+    trees: dict[int, Expression] = {}
+    for p in prepared:
+        trees[id(p.tree)] = p.tree
+        by_expression.setdefault((id(p.tree), p.evaluator.duration), []).append(p.evaluator.entity)
+    for (tree, duration), entities in by_expression.items():
+        for metric, over in reads(trees[tree], duration):
+            definition = CATALOGUE.get(metric.name)  # an agent's meter is looked up as it is read
+            if definition is not None:
+                yield definition, over, entities
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,50 +296,57 @@ class _Prepared:
     evaluator: Evaluator
     tree: Expression
 
-    def evaluated(self) -> ExpressionResult:
+    def answer(self) -> dict[str, Any]:
         try:
-            return self.evaluator.run(self.tree)
+            return _answer(self.evaluator.evaluate(self.tree))
+        except ExpressionError as e:
+            return _failed(str(e))
         except (ValueError, KeyError) as e:  # a read past MAX_ROWS, a Duration of too many points
-            return ExpressionResult.failed(str(e))
+            return _failed(str(e))
 
 
-def _prepared(reader: StoredMetrics, arguments: Mapping[str, Any]) -> _Prepared | ExpressionResult:
+def _prepared(reader: StoredMetrics, arguments: Mapping[str, Any]) -> _Prepared | dict[str, Any]:
     try:
         entity, duration = entity_of(arguments["entity"]), Duration.of(arguments["duration"])
         tree = parse(arguments["expression"])
     except (ValueError, KeyError) as e:
-        return ExpressionResult.failed(str(e))
+        return _failed(str(e))
     return _Prepared(Evaluator(reader, entity, duration), tree)
 
 
-def _answer(result: ExpressionResult) -> dict[str, Any]:
-    def owner(o: Any) -> dict[str, Any] | None:
-        if o is None:
-            return None
-        return {
-            "scope": o.scope.value,
-            "serviceID": o.service_id,
-            "serviceName": o.service_name,
-            "normal": o.normal,
-            "serviceInstanceID": o.service_instance_id,
-            "serviceInstanceName": o.service_instance_name,
-            "endpointID": o.endpoint_id,
-            "endpointName": o.endpoint_name,
-        }
+def _answer(result: Evaluated) -> dict[str, Any]:
+    """The protocol's ``ExpressionResult`` of ``result``: what
+    ``Evaluated.formatted`` gives, as the endpoint answers it."""
+    return {"type": result.type.value, "error": None, "results": [_values(s) for s in result.series]}
 
+
+def _failed(error: str) -> dict[str, Any]:
+    return {"type": ExpressionResultType.UNKNOWN.value, "error": error, "results": []}
+
+
+def _values(series: Series) -> dict[str, Any]:
+    owners = series.owners or (None,) * len(series.ids)
     return {
-        "type": result.type.value,
-        "error": result.error,
-        "results": [
-            {
-                "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in values.metric.labels]},
-                "values": [
-                    {"id": v.id, "value": v.value, "traceID": v.trace_id, "owner": owner(v.owner)}
-                    for v in values.values
-                ],
-            }
-            for values in result.results
+        "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in series.labels]},
+        "values": [
+            {"id": i, "value": None if v is None else format_value(v), "traceID": None, "owner": _owner(o)}
+            for i, v, o in zip(series.ids, series.values, owners, strict=True)
         ],
+    }
+
+
+def _owner(o: Owner | None) -> dict[str, Any] | None:
+    if o is None:
+        return None
+    return {
+        "scope": o.scope.value,
+        "serviceID": o.service_id,
+        "serviceName": o.service_name,
+        "normal": o.normal,
+        "serviceInstanceID": o.service_instance_id,
+        "serviceInstanceName": o.service_instance_name,
+        "endpointID": o.endpoint_id,
+        "endpointName": o.endpoint_name,
     }
 
 

@@ -55,6 +55,10 @@ def execute(expression: str, entity: Entity, duration: Duration, reader: MetricR
     return Evaluator(reader, entity, duration).run(tree)
 
 
+_EVERY = LabelSelector({})
+"""What an unlabeled metric's read selects."""
+
+
 def reads(tree: s.Expression, duration: Duration) -> Iterator[tuple[s.Metric, Duration]]:
     """The metrics ``tree`` reads of its entity, each with the Duration it
     reads it over (a trend reaches back): what a reader may read before
@@ -91,7 +95,7 @@ class Evaluator:
             case s.Metric():
                 return self._metric(node)
             case s.Scalar():
-                return Evaluated(SINGLE, (Series((), (Point(None, node.value),)),))
+                return Evaluated(SINGLE, (Series.single(node.value),))
             case s.Binary():
                 return self._operands(node, ARITHMETIC[node.op], "binary")
             case s.Compare():
@@ -172,12 +176,15 @@ class Evaluator:
             raise ExpressionError(str(e)) from None
         labeled = definition.type is MetricsType.LABELED_VALUE
         if not definition.measured:
-            nothing = () if labeled else (Series((), tuple(Point(i, None) for i in ids)),)
+            nothing = () if labeled else (Series((), ids, (None,) * len(ids)),)
             return Evaluated(SERIES, nothing, labeled)
-        selector = LabelSelector.of(metric.labels) if labeled else LabelSelector({})
+        if not labeled:
+            read = self.reader.values(definition, self.entity, duration, _EVERY)
+            if len(read) != 1:
+                raise ExpressionError(f"Metric: [{metric.name}] was read as {len(read)} series, not one.")
+            return Evaluated(SERIES, (_series(metric, ids, read[0]),))
+        selector = LabelSelector.of(metric.labels)
         read = self.reader.values(definition, self.entity, duration, selector)
-        if not labeled and len(read) != 1:
-            raise ExpressionError(f"Metric: [{metric.name}] was read as {len(read)} series, not one.")
         series = [_series(metric, ids, values) for values in read if selector.selects(values.labels)]
         # Series in the order of their labels, as SkyWalking gives them.
         return Evaluated(SERIES, tuple(sorted(series, key=lambda x: x.labels)), labeled)
@@ -208,9 +215,9 @@ class Evaluator:
             if isinstance(result, Evaluated) and result.has_values():
                 if node.func is s.LogicalFunction.VIEW_AS_SEQ:
                     return result
-                return Evaluated(SINGLE, (Series((), (Point(None, 1.0),)),))
+                return Evaluated(SINGLE, (Series.single(1.0),))
         if node.func is s.LogicalFunction.IS_PRESENT:
-            return Evaluated(SINGLE, (Series((), (Point(None, 0.0),)),))
+            return Evaluated(SINGLE, (Series.single(0.0),))
         if isinstance(first, ExpressionError):
             raise first
         assert first is not None  # the grammar takes at least one operand
@@ -231,7 +238,7 @@ class Evaluator:
         kind = ExpressionResultType.RECORD_LIST if definition.type is MetricsType.SAMPLED_RECORD else None
         attributes = _attributes(definition, node.attributes)
         if kind or not definition.measured or attributes is None:
-            return Evaluated(kind or ExpressionResultType.SORTED_LIST, (Series((), ()),))
+            return Evaluated(kind or ExpressionResultType.SORTED_LIST, (Series((), (), ()),))
         try:
             self.duration.step.downsampling()
         except DurationError as e:
@@ -246,8 +253,8 @@ class Evaluator:
         )
         name_of = _RANKED_NAMES[scope]
         ranked = self.reader.top(definition, self.duration, condition)
-        points = tuple(Point(name_of(r, parent is None), r.value, None, _owner(scope, r)) for r in ranked)
-        return Evaluated(ExpressionResultType.SORTED_LIST, (Series((), points),))
+        points = [Point(name_of(r, parent is None), r.value, _owner(scope, r)) for r in ranked]
+        return Evaluated(ExpressionResultType.SORTED_LIST, (Series.of((), points),))
 
 
 def _series(metric: s.Metric, ids: tuple[str, ...], read: LabeledValues) -> Series:
@@ -256,7 +263,7 @@ def _series(metric: s.Metric, ids: tuple[str, ...], read: LabeledValues) -> Seri
         raise ExpressionError(
             f"Metric: [{metric.name}] was read with {len(read.values)} values for {len(ids)} points."
         )
-    return Series(tuple(sorted(read.labels)), Point.each(ids, read.values))
+    return Series(tuple(sorted(read.labels)), ids, read.values)
 
 
 def _attributes(definition: MetricDef, filters: tuple[s.AttrFilter, ...]) -> tuple[AttrCondition, ...] | None:
