@@ -126,8 +126,9 @@ class StoredMetrics:
         except TooManyRows:
             return {}
         found: Window = {names: [] for names in entities}
+        names_of = _names_of(columns)
         for row in rows:
-            of = found.get(tuple(getattr(row, c) for c in columns))
+            of = found.get(names_of(row))
             if of is not None:  # a read of several columns' values reads their every pairing
                 of.append(row)
         return found
@@ -155,8 +156,9 @@ class StoredMetrics:
                 pass
             else:
                 window = {}
+                names_of = _names_of(columns)
                 for row in rows:
-                    window.setdefault(tuple(getattr(row, c) for c in columns), []).append(row)
+                    window.setdefault(names_of(row), []).append(row)
             self._windows[key] = window
         if window is _TOO_MANY:
             return self._rows(metric, duration, where)
@@ -229,6 +231,14 @@ def _columns(metric: MetricDef) -> list[str]:
     return [column for column, _ in ENTITY_COLUMNS[metric.model]]
 
 
+def _names_of(columns: Sequence[str]) -> Callable[[Metrics], tuple[str, ...]]:
+    """The names of a row's entity, its ``columns``' values."""
+    if len(columns) == 1:
+        (column,) = columns
+        return lambda row: (getattr(row, column),)
+    return operator.attrgetter(*columns)  # a tuple of two or more
+
+
 def labels_of(text: str) -> tuple[KeyValue, ...]:
     """A meter's stored labels (``k=v,k=v``) as key-values."""
     return tuple(KeyValue(*pair.split("=", 1)) for pair in text.split(",") if pair)
@@ -268,7 +278,8 @@ def exec_expressions(context: QueryContext, asked: list[dict[str, Any]]) -> list
     expression's error, as SkyWalking answers it. ``debug`` traces are not
     kept: ``debuggingTrace`` is null."""
     reader = StoredMetrics(context.metrics, context.shared)
-    prepared = [_prepared(reader, arguments) for arguments in asked]
+    entities: dict[tuple[Any, ...], Entity] = {}  # a list asks several expressions of each entity
+    prepared = [_prepared(reader, arguments, entities) for arguments in asked]
     if len(prepared) > 1:
         reader.read_ahead(_reads(p for p in prepared if isinstance(p, _Prepared)))
     return [p if isinstance(p, dict) else p.answer() for p in prepared]
@@ -305,9 +316,15 @@ class _Prepared:
             return _failed(str(e))
 
 
-def _prepared(reader: StoredMetrics, arguments: Mapping[str, Any]) -> _Prepared | dict[str, Any]:
+def _prepared(
+    reader: StoredMetrics, arguments: Mapping[str, Any], entities: dict[tuple[Any, ...], Entity]
+) -> _Prepared | dict[str, Any]:
     try:
-        entity, duration = entity_of(arguments["entity"]), Duration.of(arguments["duration"])
+        given = arguments["entity"]
+        entity = entities.get(key := tuple(given.items()))
+        if entity is None:
+            entity = entities[key] = entity_of(given)
+        duration = Duration.of(arguments["duration"])
         tree = parse(arguments["expression"])
     except (ValueError, KeyError) as e:
         return _failed(str(e))
