@@ -247,8 +247,17 @@ def labels_of(text: str) -> tuple[KeyValue, ...]:
 def _reader_of(model: type[Metrics], column: str) -> Callable[[Metrics], Any]:
     """How to read a column of ``model``'s rows, or one of their derived
     values (a property, or computed only if asked)."""
-    if hasattr(model, column):
-        return operator.attrgetter(column)
+    found = _READERS.get((model, column))
+    if found is None:
+        found = operator.attrgetter(column) if hasattr(model, column) else _derived(column)
+        _READERS[model, column] = found
+    return found
+
+
+_READERS: dict[tuple[type[Metrics], str], Callable[[Metrics], Any]] = {}
+
+
+def _derived(column: str) -> Callable[[Metrics], Any]:
     return lambda row: row.derived()[column]
 
 

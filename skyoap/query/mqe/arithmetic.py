@@ -126,21 +126,18 @@ def _pair(
     if right is None:
         return Series(labels, left.ids, (None,) * len(left.values), left.owners)
     if ltype is SINGLE and rtype is not SINGLE:
-        scalar = left.values[0]
-        values = tuple(_apply(scalar, v, apply) for v in right.values)
-        return Series(labels, right.ids, values, right.owners)
+        a = left.values[0]
+        values = [None if a is None or b is None else apply(a, b) for b in right.values]
+        return Series(labels, right.ids, tuple(values), right.owners)
     if rtype is SINGLE and ltype is not SINGLE:
-        scalar = right.values[0]
-        values = tuple(_apply(v, scalar, apply) for v in left.values)
+        b = right.values[0]
+        values = [None if a is None or b is None else apply(a, b) for a in left.values]
     else:
         if len(left.values) != len(right.values):
             raise ExpressionError(
                 f"Unsupported operation: the left operand has {len(left.values)} points and the right one "
                 f"{len(right.values)}; they are paired one to one."
             )
-        values = tuple(_apply(a, b, apply) for a, b in zip(left.values, right.values, strict=True))
-    return Series(labels, left.ids, values, left.owners)
-
-
-def _apply(a: float | None, b: float | None, apply: Apply) -> float | None:
-    return None if a is None or b is None else apply(a, b)
+        pairs = zip(left.values, right.values, strict=True)
+        values = [None if a is None or b is None else apply(a, b) for a, b in pairs]
+    return Series(labels, left.ids, tuple(values), left.owners)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -59,6 +60,12 @@ _EVERY = LabelSelector({})
 """What an unlabeled metric's read selects."""
 
 
+@functools.lru_cache(maxsize=1024)
+def _scalar(text: str) -> Evaluated:
+    """A number's value (immutable: the same for every entity an expression is evaluated of)."""
+    return Evaluated(SINGLE, (Series.single(s.Scalar(text).value),))
+
+
 def reads(tree: s.Expression, duration: Duration) -> Iterator[tuple[s.Metric, Duration]]:
     """The metrics ``tree`` reads of its entity, each with the Duration it
     reads it over (a trend reaches back): what a reader may read before
@@ -95,7 +102,7 @@ class Evaluator:
             case s.Metric():
                 return self._metric(node)
             case s.Scalar():
-                return Evaluated(SINGLE, (Series.single(node.value),))
+                return _scalar(node.text)
             case s.Binary():
                 return self._operands(node, ARITHMETIC[node.op], "binary")
             case s.Compare():
@@ -103,7 +110,7 @@ class Evaluator:
             case s.BoolOp():
                 return self._bool(node)
             case s.Aggregate():
-                return ops.aggregate(self.evaluate(node.operand), node.func, str(node.operand))
+                return ops.aggregate(self.evaluate(node.operand), node.func, node.operand)
             case s.Mathematical():
                 return ops.mathematical(self.evaluate(node.operand), node.func)
             case s.Round():

@@ -8,7 +8,6 @@ from __future__ import annotations
 import decimal
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from skyoap.query.duration import Step
 from skyoap.query.mqe.arithmetic import SERIES, SINGLE, ExpressionError
@@ -45,13 +44,14 @@ _CHOOSING: dict[Aggregation, Callable[[Series, list[int]], int | None]] = {
 """Aggregations choosing a point (by its place among those with data)."""
 
 
-def aggregate(result: Evaluated, func: Aggregation, text: str) -> Evaluated:
+def aggregate(result: Evaluated, func: Aggregation, operand: object) -> Evaluated:
     """Each series to one value, from its points with data: their mean, count
     or sum (no id), or the point with the greatest or least value, or the
     last (with its id). A series with no data gives no data (``count`` and
-    ``sum`` 0). Labels are kept."""
+    ``sum`` 0). Labels are kept. ``operand`` is written (``str``) only in an
+    error: an aggregate is evaluated for each of a list's entities."""
     if func is Aggregation.LATEST and result.type is not SERIES:
-        raise ExpressionError(f"latest needs a time series: [{text}] gives {result.type.value}.")
+        raise ExpressionError(f"latest needs a time series: [{operand}] gives {result.type.value}.")
     of_values, choosing = _OF_VALUES.get(func), _CHOOSING.get(func)
     series = []
     for s in result.series:
@@ -164,7 +164,7 @@ def relabel(result: Evaluated, target: Label, replacement: Label, text: str) -> 
             f"{len(replacements)}; the n-th value of one replaces the n-th of the other."
         )
     renamed = dict(zip(targets, replacements, strict=True))
-    series = tuple(replace(s, labels=tuple(renamed.get(kv, kv) for kv in s.labels)) for s in result.series)
+    series = tuple(s._replace(labels=tuple(renamed.get(kv, kv) for kv in s.labels)) for s in result.series)
     return Evaluated(result.type, series, True)
 
 
