@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import gc
 import http.client
 import json
 import random
@@ -246,6 +248,32 @@ def overview_expressions() -> list[str]:
     return [e for w in tab["children"] for e in w.get("expressions", [])]
 
 
+class FullCollections:
+    """The full collections of the bench process's heap (generation 2) while
+    ``counting``, and how long they took: tens of milliseconds each, in the
+    rounds they fall in."""
+
+    def __init__(self) -> None:
+        self.counting: list[float] | None = None
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2 or self.counting is None:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.counting.append((time.perf_counter() - self._started) * 1000)
+
+    @contextlib.contextmanager
+    def into(self, collections: list[float]) -> Iterator[None]:
+        self.counting = collections
+        try:
+            yield
+        finally:
+            self.counting = None
+
+
 def measure(
     name: str, client: Client, recorders: list[Recorder], query: str, variables: dict[str, Any], rounds: int
 ) -> tuple[list[float], list[float]]:
@@ -258,17 +286,26 @@ def measure(
         r.on = False
     reads = sum(len(r.calls) for r in recorders)
     asked, alone = [], []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        client.post(query, variables)
-        asked.append((time.perf_counter() - start) * 1000)
-        start = time.perf_counter()
-        for r in recorders:
-            r.replay()
-        alone.append((time.perf_counter() - start) * 1000)
+    full = FullCollections()
+    collected: tuple[list[float], list[float]] = ([], [])
+    gc.callbacks.append(full)
+    try:
+        for _ in range(rounds):
+            with full.into(collected[0]):
+                start = time.perf_counter()
+                client.post(query, variables)
+                asked.append((time.perf_counter() - start) * 1000)
+            with full.into(collected[1]):
+                start = time.perf_counter()
+                for r in recorders:
+                    r.replay()
+                alone.append((time.perf_counter() - start) * 1000)
+    finally:
+        gc.callbacks.remove(full)
     p50, p99, reads_p50 = pct(asked, 50), pct(asked, 99), pct(alone, 50)
     print(f"  {name}: {reads} storage reads; p50 {p50:.1f} ms (reads alone {reads_p50:.1f} ms), "
-          f"p99 {p99:.1f} ms")  # fmt: skip
+          f"p99 {p99:.1f} ms; full collections {len(collected[0])} asked, {len(collected[1])} alone "
+          f"({sum(collected[0]):.0f} and {sum(collected[1]):.0f} ms)")  # fmt: skip
     return asked, alone
 
 
