@@ -99,11 +99,10 @@ class StoredMetrics:
                 duration.points()
             except ValueError:  # the expression's error, when it is evaluated
                 continue
-            attrs = [attr for _, attr in ENTITY_COLUMNS[metric.model]]
             names = windows.setdefault(_window_key(metric, duration), (metric, duration, {}))[2]
             for entity in of:
                 if not entity.missing(metric.scope):
-                    names[tuple(getattr(entity, attr) for attr in attrs)] = None
+                    names[_names(entity, metric.model)] = None
         for key, (metric, duration, entities) in windows.items():
             ahead = self._ahead.setdefault(key, {})
             unread = [e for e in entities if e not in ahead]
@@ -138,8 +137,7 @@ class StoredMetrics:
         key = _window_key(metric, duration)
         ahead = self._ahead.get(key)
         if ahead is not None:
-            names = tuple(getattr(entity, attr) for _, attr in ENTITY_COLUMNS[metric.model])
-            rows = ahead.get(names)
+            rows = ahead.get(_names(entity, metric.model))
             if rows is not None:
                 return rows
         where = metric.rows_of(entity)
@@ -229,6 +227,18 @@ def _columns(metric: MetricDef) -> list[str]:
     """The columns naming a metric's entity, in ``ENTITY_COLUMNS`` order."""
     assert metric.model is not None
     return [column for column, _ in ENTITY_COLUMNS[metric.model]]
+
+
+def _names(entity: Entity, model: type[Metrics]) -> tuple[str, ...]:
+    """The names of ``entity`` in ``model``'s rows, in ``ENTITY_COLUMNS`` order."""
+    attrs = _ENTITY_NAMES.get(model)
+    if attrs is None:
+        attrs = _ENTITY_NAMES[model] = operator.attrgetter(*(attr for _, attr in ENTITY_COLUMNS[model]))
+    names = attrs(entity)
+    return names if isinstance(names, tuple) else (names,)
+
+
+_ENTITY_NAMES: dict[type[Metrics], Callable[[Entity], Any]] = {}
 
 
 def _names_of(columns: Sequence[str]) -> Callable[[Metrics], tuple[str, ...]]:

@@ -85,10 +85,12 @@ def combine(left: Evaluated, right: Evaluated, apply: Apply, operation: str) -> 
     elif right.labeled:
         only = _only(left, "left", operation)
         series = tuple(_pair(only, lt, s, rt, apply, s.labels) for s in right.series)
-    else:
-        paired = _pair(_only(left, "left", operation), lt, _only(right, "right", operation), rt, apply, ())
+    elif kind is SINGLE:
         # Two single values give a value of no one time, as in SkyWalking (max() keeps its point's id).
-        series = (Series.single(paired.values[0]),) if kind is SINGLE else (paired,)
+        a, b = _only(left, "left", operation).values[0], _only(right, "right", operation).values[0]
+        series = (Series.single(None if a is None or b is None else apply(a, b)),)
+    else:
+        series = (_pair(_only(left, "left", operation), lt, _only(right, "right", operation), rt, apply, ()),)
     return Evaluated(kind, series, left.labeled or right.labeled)
 
 

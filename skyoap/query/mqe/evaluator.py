@@ -270,7 +270,7 @@ def _series(metric: s.Metric, ids: tuple[str, ...], read: LabeledValues) -> Seri
         raise ExpressionError(
             f"Metric: [{metric.name}] was read with {len(read.values)} values for {len(ids)} points."
         )
-    return Series(tuple(sorted(read.labels)), ids, read.values)
+    return Series(tuple(sorted(read.labels)) if read.labels else (), ids, read.values)
 
 
 def _attributes(definition: MetricDef, filters: tuple[s.AttrFilter, ...]) -> tuple[AttrCondition, ...] | None:
