@@ -32,6 +32,7 @@ from graphql import (
     GraphQLError,
     GraphQLObjectType,
     GraphQLOutputType,
+    Node,
     Undefined,
     ValidationRule,
     execute_sync,
@@ -233,7 +234,7 @@ class Execution:
         if document is not None:
             return document
         try:
-            document = parse(query, max_tokens=self._max_tokens)
+            document = _without_tokens(parse(query, max_tokens=self._max_tokens))
         except GraphQLError as e:
             return Answer(Outcome.INVALID, encode(ExecutionResult(None, [_named(e, self._max_tokens)])))
         except RecursionError:
@@ -474,6 +475,24 @@ def _weight(fields: dict[str, Any]) -> int:
         else:
             weight += 4
     return weight
+
+
+def _without_tokens(document: DocumentNode) -> DocumentNode:
+    """``document`` without the lexer's tokens, which each node's location
+    holds (a linked list of every token of the text) and nothing reads once
+    it is parsed: a kept document of SkyWalking's lists is then a fifth fewer
+    objects for the garbage collector to walk, each time it walks them all.
+    What errors need of a location (its offsets and text) stays."""
+    stack: list[Any] = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Node):
+            if node.loc is not None:
+                node.loc.start_token = node.loc.end_token = None  # type: ignore[assignment]
+            stack.extend(getattr(node, key) for key in node.keys)
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+    return document
 
 
 def _named(error: GraphQLError, max_tokens: int) -> GraphQLError:
