@@ -297,8 +297,8 @@ def exec_expressions(context: QueryContext, asked: list[dict[str, Any]]) -> list
     expression's error, as SkyWalking answers it. ``debug`` traces are not
     kept: ``debuggingTrace`` is null."""
     reader = StoredMetrics(context.metrics, context.shared)
-    entities: dict[tuple[Any, ...], Entity] = {}  # a list asks several expressions of each entity
-    prepared = [_prepared(reader, arguments, entities) for arguments in asked]
+    evaluators: dict[tuple[Any, ...], Evaluator] = {}  # a list asks several expressions of each entity
+    prepared = [_prepared(reader, arguments, evaluators) for arguments in asked]
     if len(prepared) > 1:
         reader.read_ahead(_reads(p for p in prepared if isinstance(p, _Prepared)))
     return [p if isinstance(p, dict) else p.answer() for p in prepared]
@@ -336,18 +336,20 @@ class _Prepared:
 
 
 def _prepared(
-    reader: StoredMetrics, arguments: Mapping[str, Any], entities: dict[tuple[Any, ...], Entity]
+    reader: StoredMetrics, arguments: Mapping[str, Any], evaluators: dict[tuple[Any, ...], Evaluator]
 ) -> _Prepared | dict[str, Any]:
+    """An expression ready to be evaluated, with the evaluator of its entity
+    and Duration (made once for each, kept in ``evaluators``)."""
     try:
-        given = arguments["entity"]
-        entity = entities.get(key := tuple(given.items()))
-        if entity is None:
-            entity = entities[key] = entity_of(given)
         duration = Duration.of(arguments["duration"])
+        given = arguments["entity"]
+        evaluator = evaluators.get(key := (duration, *given.items()))
+        if evaluator is None:
+            evaluator = evaluators[key] = Evaluator(reader, entity_of(given), duration)
         tree = parse(arguments["expression"])
     except (ValueError, KeyError) as e:
         return _failed(str(e))
-    return _Prepared(Evaluator(reader, entity, duration), tree)
+    return _Prepared(evaluator, tree)
 
 
 def _answer(result: Evaluated) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def reads(tree: s.Expression, duration: Duration) -> Iterator[tuple[s.Metric, Du
                     yield from reads(child, duration)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Evaluator:
     reader: MetricReader
     entity: Entity
