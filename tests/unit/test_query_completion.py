@@ -103,12 +103,12 @@ class Asked:
         ]  # fmt: skip
 
 
-EXPRESSIONS = """query ($d: Duration!, $x: String!, $y: String!, $in: Boolean!) {
+EXPRESSIONS = """query ($d: Duration!, $x: String!, $y: String!, $in: Boolean!, $debug: Boolean) {
   a: execExpression(expression: "one", entity: {serviceName: "s"}, duration: $d) { ...V }
   b: execExpression(expression: $x, entity: {serviceName: "s"}, duration: $d) {
     type results { values { value } }
   }
-  c: execExpression(expression: $y, entity: {serviceName: "s"}, duration: $d) { type }
+  c: execExpression(expression: $y, entity: {serviceName: "s"}, duration: $d, debug: $debug) { type }
   d: execExpression(expression: "four", entity: {serviceName: "s"}, duration: $d) @include(if: $in) { error }
   ... on Query { e: execExpression(expression: "five", entity: {serviceName: "s"}, duration: $d) { type } }
   version
@@ -121,7 +121,9 @@ DURATION = {"start": "2026-11-24 1000", "end": "2026-11-24 1004", "step": "MINUT
 def test_the_fields_of_a_batch_resolver_are_resolved_in_one_call() -> None:
     asked = Asked()
     binder = Binder(load_schema()).query_batch("execExpression", asked).query("version", lambda context: "v")
-    answer, own = both(binder, EXPRESSIONS, {"d": DURATION, "x": "two", "y": "three", "in": True})
+    answer, own = both(
+        binder, EXPRESSIONS, {"d": DURATION, "x": "two", "y": "three", "in": True, "debug": None}
+    )
     assert answer == own
     assert answer == {
         "data": {
@@ -133,11 +135,15 @@ def test_the_fields_of_a_batch_resolver_are_resolved_in_one_call() -> None:
             "version": "v",
         }
     }
-    expressions = ["one", "two", "three", "four", "five"]
-    assert [[a["expression"] for a in call] for call in asked.calls] == [
-        expressions,  # the request's, at once
-        *([e] for e in expressions),  # graphql-core's, one by one
+    arguments = [
+        {"expression": "one", "entity": {"serviceName": "s"}, "duration": DURATION},
+        {"expression": "two", "entity": {"serviceName": "s"}, "duration": DURATION},
+        {"expression": "three", "entity": {"serviceName": "s"}, "duration": DURATION, "debug": None},
+        {"expression": "four", "entity": {"serviceName": "s"}, "duration": DURATION},
+        {"expression": "five", "entity": {"serviceName": "s"}, "duration": DURATION},
     ]
+    # The request's at once, with the arguments graphql-core gives each when it resolves them one by one.
+    assert asked.calls == [arguments, *([a] for a in arguments)]
 
 
 def test_an_answer_that_is_an_error_fails_its_field_and_a_batch_that_fails_fails_them_all() -> None:
