@@ -26,6 +26,7 @@ from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+import orjson
 from graphql import (
     DocumentNode,
     ExecutionResult,
@@ -105,7 +106,14 @@ class Busy(Exception):
 
 
 def encode(result: ExecutionResult) -> bytes:
-    return json.dumps(result.formatted, ensure_ascii=False, separators=(",", ":")).encode()
+    """``result`` as compact JSON in UTF-8. orjson writes the strings, numbers
+    and lists of an answer as the json module does, in a tenth of its time;
+    what it refuses (an integer past 64 bits) the json module writes."""
+    formatted = result.formatted
+    try:
+        return orjson.dumps(formatted)
+    except orjson.JSONEncodeError:
+        return json.dumps(formatted, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class Execution:
