@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from graphql import (
     GraphQLBoolean,
+    GraphQLEnumType,
     GraphQLID,
     GraphQLLeafType,
     GraphQLList,
@@ -135,18 +136,24 @@ def list_of(item: Complete) -> Complete:
 def leaf(type_: GraphQLLeafType) -> Complete:
     coerce = type_.coerce_output_value
     as_is = _AS_IS.get(type_)
+    names: dict[str, Any] | None = {} if isinstance(type_, GraphQLEnumType) else None
+    """An enum's names by the values they were sent for (as many as it has)."""
 
     def complete(value: Any, _guard: Guard) -> Any:
         if value is None:
             return None
         if value.__class__ is as_is:
             return value
+        if names is not None and value.__class__ is str and value in names:
+            return names[value]
         try:
             done = coerce(value)
         except Exception:
             raise GiveUp from None
         if done is None or done is Undefined:
             raise GiveUp
+        if names is not None and value.__class__ is str:
+            names[value] = done
         return done
 
     return complete
