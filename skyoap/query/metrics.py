@@ -329,9 +329,7 @@ class _Prepared:
     def answer(self) -> dict[str, Any]:
         try:
             return _answer(self.evaluator.evaluate(self.tree))
-        except ExpressionError as e:
-            return _failed(str(e))
-        except (ValueError, KeyError) as e:  # a read past MAX_ROWS, a Duration of too many points
+        except (ExpressionError, ValueError, KeyError) as e:  # ValueError: a read past MAX_ROWS, …
             return _failed(str(e))
 
 

@@ -21,10 +21,6 @@ def _java_order(value: float | None) -> tuple[bool, float]:
     return (math.isnan(value), 0.0 if math.isnan(value) else value)
 
 
-def _sum(values: list[float]) -> float | None:
-    return math.fsum(values)
-
-
 def _mean(values: list[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
@@ -32,7 +28,7 @@ def _mean(values: list[float]) -> float | None:
 _OF_VALUES: dict[Aggregation, Callable[[list[float]], float | None]] = {
     Aggregation.AVG: _mean,
     Aggregation.COUNT: lambda vs: float(len(vs)),
-    Aggregation.SUM: _sum,
+    Aggregation.SUM: math.fsum,
 }
 """Aggregations to a value of no one time or entity."""
 
