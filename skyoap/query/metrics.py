@@ -277,8 +277,13 @@ def _series(
     if not rows:
         return LabeledValues(labels, (None,) * len(buckets))
     value = _reader_of(type(rows[0]), column)
+    if len(rows) == len(buckets) and tuple(map(_BUCKET, reversed(rows))) == buckets:
+        return LabeledValues(labels, tuple([float(value(r)) for r in reversed(rows)]))  # a row at each point
     at = {r.time_bucket: float(value(r)) for r in rows}
     return LabeledValues(labels, tuple(map(at.get, buckets)))
+
+
+_BUCKET = operator.attrgetter("time_bucket")
 
 
 def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:
