@@ -142,6 +142,8 @@ class Execution:
         self._executor = _guarded(binder, max_answer_bytes)
         self._rules = (*specified_rules, _WithinDeadline)
         self._documents: TextCache[DocumentNode] = TextCache(DOCUMENTS_CACHED_CHARS)
+        self._reading: dict[str, threading.Event] = {}
+        """Texts being parsed and checked, each by the first request that sent it."""
         self._lock = threading.Lock()
         self._pending = 0
         self._pool: futures.ThreadPoolExecutor | None = None
@@ -242,10 +244,27 @@ class Execution:
         return Answer(self._outcome(result), body)
 
     def _document(self, query: str) -> DocumentNode | Answer:
-        """``query`` parsed and valid, or the answer saying what is wrong with it."""
+        """``query`` parsed and valid, or the answer saying what is wrong with
+        it. A text another request is reading is waited for, not read again:
+        the UI sends a list's requests at once, all of the same text."""
         document = self._documents.get(query)
         if document is not None:
             return document
+        with self._lock:
+            reading = self._reading.get(query)
+            if reading is None:
+                self._reading[query] = threading.Event()
+        if reading is not None:
+            reading.wait(deadline.remaining(self.deadline_s))
+            return self._documents.get(query) or self._read(query)  # not kept: invalid, or too long
+        try:
+            return self._read(query)
+        finally:
+            with self._lock:
+                self._reading.pop(query).set()
+
+    def _read(self, query: str) -> DocumentNode | Answer:
+        """``query`` parsed and checked, kept if valid."""
         try:
             document = _without_tokens(parse(query, max_tokens=self._max_tokens))
         except GraphQLError as e:
