@@ -22,24 +22,32 @@ RESULTS = Path(__file__).resolve().parent / "results"
 @dataclass(frozen=True)
 class Goal:
     """``at_least`` or ``at_most`` ``value``, of the figure itself, or of its
-    share of the ceiling (``of_ceiling``)."""
+    share of the ceiling (``of_ceiling``). With ``or_within``, an ``at_most``
+    goal of the ceiling is also met by a figure at most ``or_within`` above a
+    ceiling below ``or_within`` (in the figure's unit): what a fixed cost,
+    such as a request's round trip, makes of a share of a small ceiling."""
 
     kind: str
     value: float
     of_ceiling: bool = False
+    or_within: float | None = None
 
     def met(self, figure: Figure) -> bool | None:
         value = figure.value
         if self.of_ceiling:
             if not figure.ceiling:
                 return None
+            if self.or_within is not None and figure.ceiling < self.or_within:
+                return figure.value - figure.ceiling <= self.or_within or value / figure.ceiling <= self.value
             value = figure.value / figure.ceiling
         return value >= self.value if self.kind == "at_least" else value <= self.value
 
     def describe(self, unit: str) -> str:
         sign = "≥" if self.kind == "at_least" else "≤"
         if self.of_ceiling:
-            return f"{sign} {self.value:.0%} of the ceiling"
+            within = self.or_within
+            also = f", or within {within:,g} {unit} of it when it is < {within:,g} {unit}" if within else ""
+            return f"{sign} {self.value:.0%} of the ceiling{also}"
         return f"{sign} {self.value:,g} {unit}"
 
 
@@ -47,8 +55,8 @@ def at_least(value: float, of_ceiling: bool = False) -> Goal:
     return Goal("at_least", value, of_ceiling)
 
 
-def at_most(value: float, of_ceiling: bool = False) -> Goal:
-    return Goal("at_most", value, of_ceiling)
+def at_most(value: float, of_ceiling: bool = False, or_within: float | None = None) -> Goal:
+    return Goal("at_most", value, of_ceiling, or_within)
 
 
 @dataclass(frozen=True)

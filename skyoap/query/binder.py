@@ -1,6 +1,14 @@
 """Resolvers bound to the schema's root fields by name, and an empty answer
 for every field that has none.
 
+A root field asked many times in one request (aliased: SkyWalking's UI asks
+a list's metrics as an ``execExpression`` per entity and column) can be
+bound to a resolver of all of them at once (``query_batch``), so that what
+they read is read once for all. The query's execution (``execution.py``)
+calls it before the root fields are resolved, and hands its ``Answers`` to
+``resolve`` as the root value; without them (graphql-core's own execution),
+each field is resolved alone.
+
 A client built for SkyWalking selects many fields at start-up and on every
 page; a field this node does not answer yet must not fail the whole query (a
 non-null field that resolves to null does, up to its nearest nullable
@@ -12,7 +20,7 @@ and for a non-null object an object whose own fields answer empty in turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from graphql import (
@@ -32,6 +40,18 @@ Resolver = Callable[..., Any]
 resolvers read) and the field's arguments by their names in the schema, an
 argument the client left out absent; returns the field's value as graphql-core
 takes it (dicts or objects for object types, an enum value's name)."""
+
+BatchResolver = Callable[[Any, list[dict[str, Any]]], list[Any]]
+"""``resolver(context, asked)``: the values of a root field asked with each
+of ``asked``'s arguments (as a ``Resolver`` takes them), in their order; an
+exception among them fails its field alone (graphql-core raises a value that
+is one), one raised fails them all."""
+
+
+class Answers(dict[str | int, Any]):
+    """What a request's batch resolvers answered, by the response key of
+    each field: the root value ``Binder.resolve`` takes answers from."""
+
 
 _EMPTY_SCALARS: dict[str, object] = {
     "Boolean": False,
@@ -78,12 +98,23 @@ class Binder:
     def __init__(self, schema: GraphQLSchema) -> None:
         self.schema = schema
         self._roots: dict[str, dict[str, Resolver]] = {}
+        self._batches: dict[str, dict[str, BatchResolver]] = {}
         for root in (schema.query_type, schema.mutation_type):
             if root is not None:
-                self._roots[root.name] = {}
+                self._roots[root.name], self._batches[root.name] = {}, {}
 
     def query(self, name: str, resolver: Resolver) -> Binder:
         return self._bind(self.schema.query_type, name, resolver)
+
+    def query_batch(self, name: str, resolver: BatchResolver) -> Binder:
+        """Binds the query ``name`` to a resolver of all its fields of a
+        request at once (see the module's docstring)."""
+        self._bind(
+            self.schema.query_type, name, lambda context, **arguments: resolver(context, [arguments])[0]
+        )
+        assert self.schema.query_type is not None  # or _bind would have refused
+        self._batches[self.schema.query_type.name][name] = resolver
+        return self
 
     def mutation(self, name: str, resolver: Resolver) -> Binder:
         return self._bind(self.schema.mutation_type, name, resolver)
@@ -97,6 +128,10 @@ class Binder:
         bound[name] = resolver
         return self
 
+    def batches(self, root: str) -> Mapping[str, BatchResolver]:
+        """The batch resolvers of ``root``'s fields, by name."""
+        return self._batches.get(root, {})
+
     def bound(self, root: str) -> frozenset[str]:
         """The names of ``root``'s (``Query``, ``Mutation``) fields that have a resolver."""
         return frozenset(self._roots.get(root, {}))
@@ -107,6 +142,8 @@ class Binder:
         empty object)."""
         roots = self._roots.get(info.parent_type.name)
         if roots is not None and info.path.prev is None:
+            if isinstance(source, Answers) and info.path.key in source:
+                return source[info.path.key]  # an exception fails the field, as one raised does
             resolver = roots.get(info.field_name)
             if resolver is None:
                 return empty(info.return_type)

@@ -123,12 +123,15 @@ class PointOfTime:
     epoch_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Duration:
     """The protocol's ``Duration``. Built from the strings a client sent;
     DurationError if one is not of its step's form or the end is before the
     start. ``cold_stage`` asks SkyWalking's BanyanDB for its cold data; skyoap's
-    storages have no such stage and read the same data either way."""
+    storages have no such stage and read the same data either way.
+
+    What is derived from the strings is derived once: a list of entities
+    evaluates hundreds of expressions over the same Duration."""
 
     start: str
     end: str
@@ -137,27 +140,29 @@ class Duration:
 
     @classmethod
     def of(cls, given: Mapping[str, Any]) -> Duration:
-        """From the protocol's ``Duration`` input, as a resolver receives it."""
-        return cls(given["start"], given["end"], Step(given["step"]), bool(given.get("coldStage")))
+        """From the protocol's ``Duration`` input, as a resolver receives it:
+        the same Duration for the same input, so that what is derived from
+        it is derived once."""
+        return _duration(given["start"], given["end"], Step(given["step"]), bool(given.get("coldStage")))
 
     def __post_init__(self) -> None:
         start = self.start_time  # read first, so that a bad start is the error when both are
         if self.end_time < start:
             raise DurationError(f"Duration end {self.end!r} is before its start {self.start!r}")
 
-    @property
+    @functools.cached_property
     def start_time(self) -> datetime.datetime:
         return self.step.parse(self.start, "start")
 
-    @property
+    @functools.cached_property
     def end_time(self) -> datetime.datetime:
         return self.step.parse(self.end, "end")
 
-    @property
+    @functools.cached_property
     def start_bucket(self) -> int:
         return self.step.bucket(self.start_time)
 
-    @property
+    @functools.cached_property
     def end_bucket(self) -> int:
         return self.step.bucket(self.end_time)
 
@@ -180,13 +185,26 @@ class Duration:
             return (datetime.datetime.max.replace(tzinfo=SERVER_ZONE) - _EPOCH) // _MS + 1
         return (end + self.step.width - _EPOCH) // _MS
 
-    @functools.lru_cache(maxsize=256)  # noqa: B019 (Durations are few and small; each is asked for many times)
-    def points(self) -> tuple[PointOfTime, ...]:
-        """Every step from the start to the end, both included; DurationError
-        past ``MAX_STEPS`` steps, with SkyWalking's message."""
+    @functools.cached_property
+    def _points(self) -> tuple[PointOfTime, ...]:
         start, step, steps = self.start_time, self.step.width, self.steps()
         times = (start + i * step for i in range(steps + 1))
         return tuple(PointOfTime(self.step.bucket(t), (t - _EPOCH) // _MS) for t in times)
+
+    def points(self) -> tuple[PointOfTime, ...]:
+        """Every step from the start to the end, both included; DurationError
+        past ``MAX_STEPS`` steps, with SkyWalking's message."""
+        return self._points
+
+    @functools.cached_property
+    def buckets(self) -> tuple[int, ...]:
+        """Each point's time bucket."""
+        return tuple(p.bucket for p in self._points)
+
+    @functools.cached_property
+    def point_ids(self) -> tuple[str, ...]:
+        """Each point's MQE id: the epoch ms its bucket starts at, as text."""
+        return tuple(str(p.epoch_ms) for p in self._points)
 
     def extended_back(self, steps: int) -> Duration:
         """The same Duration starting ``steps`` steps earlier (what ``increase``
@@ -204,3 +222,8 @@ class Duration:
                 f"Duration start {self.start!r} less {steps} {self.step.value.lower()}s is before the year 1"
             ) from None
         return Duration(start, self.end, self.step, self.cold_stage)
+
+
+@functools.lru_cache(maxsize=256)
+def _duration(start: str, end: str, step: Step, cold_stage: bool) -> Duration:
+    return Duration(start, end, step, cold_stage)

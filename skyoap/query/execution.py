@@ -16,29 +16,44 @@ fields resolve: one past ``max_answer_bytes`` stops there and says so.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+import orjson
 from graphql import (
     DocumentNode,
     ExecutionResult,
+    FieldNode,
     GraphQLError,
+    GraphQLField,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    Node,
+    Undefined,
     ValidationRule,
+    VariableNode,
     execute_sync,
+    get_argument_values,
     parse,
     specified_rules,
     validate,
 )
+from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
 from graphql.execution.executor_throwing_on_incremental import ExecutorThrowingOnIncremental
+from graphql.execution.values import VariableValues
+from graphql.pyutils import Path
 
-from skyoap.query.binder import Binder
+from skyoap.query.binder import Answers, BatchResolver, Binder
 from skyoap.query.bounds import size_error
+from skyoap.query.completion import Complete, GiveUp, Plan, completer, selection_text, typename
 from skyoap.runtime import deadline
 from skyoap.runtime.cache import TextCache
 from skyoap.runtime.ratelimit import RateLimitedLog
@@ -46,6 +61,9 @@ from skyoap.runtime.ratelimit import RateLimitedLog
 log = logging.getLogger(__name__)
 _failures = RateLimitedLog(log)
 
+
+PLANS_CACHED_CHARS = 64 * 1024
+"""How much selection text the completion plans kept stand for (``completion.py``)."""
 
 DOCUMENTS_CACHED_CHARS = 256 * 1024
 """How much query text the valid documents kept stand for. SkyWalking's UI
@@ -88,7 +106,14 @@ class Busy(Exception):
 
 
 def encode(result: ExecutionResult) -> bytes:
-    return json.dumps(result.formatted, ensure_ascii=False, separators=(",", ":")).encode()
+    """``result`` as compact JSON in UTF-8. orjson writes the strings, numbers
+    and lists of an answer as the json module does, in a tenth of its time;
+    what it refuses (an integer past 64 bits) the json module writes."""
+    formatted = result.formatted
+    try:
+        return orjson.dumps(formatted)
+    except orjson.JSONEncodeError:
+        return json.dumps(formatted, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class Execution:
@@ -114,9 +139,11 @@ class Execution:
         self.deadline_s = deadline_s
         self._max_depth, self._max_fields, self._max_tokens = max_depth, max_fields, max_tokens
         self._max_answer_bytes = max_answer_bytes
-        self._executor = _guarded(max_answer_bytes)
+        self._executor = _guarded(binder, max_answer_bytes)
         self._rules = (*specified_rules, _WithinDeadline)
         self._documents: TextCache[DocumentNode] = TextCache(DOCUMENTS_CACHED_CHARS)
+        self._reading: dict[str, threading.Event] = {}
+        """Texts being parsed and checked, each by the first request that sent it."""
         self._lock = threading.Lock()
         self._pending = 0
         self._pool: futures.ThreadPoolExecutor | None = None
@@ -217,12 +244,29 @@ class Execution:
         return Answer(self._outcome(result), body)
 
     def _document(self, query: str) -> DocumentNode | Answer:
-        """``query`` parsed and valid, or the answer saying what is wrong with it."""
+        """``query`` parsed and valid, or the answer saying what is wrong with
+        it. A text another request is reading is waited for, not read again:
+        the UI sends a list's requests at once, all of the same text."""
         document = self._documents.get(query)
         if document is not None:
             return document
+        with self._lock:
+            reading = self._reading.get(query)
+            if reading is None:
+                self._reading[query] = threading.Event()
+        if reading is not None:
+            reading.wait(deadline.remaining(self.deadline_s))
+            return self._documents.get(query) or self._read(query)  # not kept: invalid, or too long
         try:
-            document = parse(query, max_tokens=self._max_tokens)
+            return self._read(query)
+        finally:
+            with self._lock:
+                self._reading.pop(query).set()
+
+    def _read(self, query: str) -> DocumentNode | Answer:
+        """``query`` parsed and checked, kept if valid."""
+        try:
+            document = _without_tokens(parse(query, max_tokens=self._max_tokens))
         except GraphQLError as e:
             return Answer(Outcome.INVALID, encode(ExecutionResult(None, [_named(e, self._max_tokens)])))
         except RecursionError:
@@ -290,24 +334,198 @@ class _Guarded(ExecutorThrowingOnIncremental):
     (so a query answered late stops taking CPU and reading storage) or once
     the objects it completed would be an answer past ``max_bytes`` (weighed
     as they complete, so the answer is never built whole). It looks once per
-    object, introspection's too, not per field: a field costs nothing more."""
+    object, introspection's too, not per field: a field costs nothing more.
 
+    The root fields of a batch resolver (``binder.py``) are resolved at
+    once, before the others. What resolvers answer is completed by plans
+    (``completion.py``), kept in ``completers`` by the text of their
+    selections, where one can be made; graphql-core completes the rest."""
+
+    binder: ClassVar[Binder]
     max_bytes: ClassVar[int]
+    completers: ClassVar[TextCache[Complete]]
     _left: int | None = None
 
+    def execute_root_grouped_field_set(
+        self,
+        root_type: GraphQLObjectType,
+        root_value: Any,
+        grouped_field_set: GroupedFieldSet,
+        serially: bool,
+        position_context: None,
+    ) -> Any:
+        batches = self.binder.batches(root_type.name)
+        if serially or not batches:
+            return super().execute_root_grouped_field_set(
+                root_type, root_value, grouped_field_set, serially, position_context
+            )
+        self.entering()
+        answers = self._batched(root_type, grouped_field_set, batches)
+        done: dict[str, Any] = {}
+        for key, fields in grouped_field_set.items():
+            if key in answers:  # completed here, unless its plan gives up
+                complete = self._completer(root_type.fields[fields[0].node.name.value].type, fields)
+                if complete is not None:
+                    left = self._left
+                    try:
+                        done[key] = complete(answers[key], self)
+                        continue
+                    except GiveUp:
+                        self._left = left
+            value = self.execute_field(root_type, answers, fields, Path(None, key, root_type.name), None)
+            if value is not Undefined:
+                done[key] = value
+        self.completed(done)
+        return done
+
+    def _batched(
+        self, root_type: GraphQLObjectType, fields: GroupedFieldSet, batches: Mapping[str, BatchResolver]
+    ) -> Answers:
+        """What the batch resolvers answer for their fields among ``fields``,
+        by response key. A field whose arguments are wrong is left out, for
+        graphql-core to say what is wrong with them."""
+        asked: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
+        for key, details in fields.items():
+            node = details[0].node
+            name = node.name.value
+            if name not in batches:
+                continue
+            field = root_type.fields[name]
+            arguments = (
+                None
+                if details[0].fragment_variable_values
+                else _of_variables(field, node, self.variable_values)
+            )
+            if arguments is None:
+                try:
+                    arguments = get_argument_values(
+                        field,
+                        node,
+                        self.variable_values,
+                        details[0].fragment_variable_values,
+                        self.hide_suggestions,
+                    )
+                except Exception:
+                    continue
+            keys, each = asked.setdefault(name, ([], []))
+            keys.append(key)
+            each.append(arguments)
+        answers = Answers()
+        for name, (keys, each) in asked.items():
+            try:
+                values = batches[name](self.context_value, each)
+            except Exception as e:
+                values = [e] * len(keys)
+            answers.update(zip(keys, values, strict=True))
+        return answers
+
     def execute_fields(self, *arguments: Any) -> Any:
+        self.entering()
+        fields = cast(dict[str, Any], super().execute_fields(*arguments))  # a sync execution's
+        self.completed(fields)
+        return fields
+
+    def entering(self) -> None:
         if deadline.remaining(1.0) <= 0:
             raise _DeadlinePassed
-        fields = cast(dict[str, Any], super().execute_fields(*arguments))  # a sync execution's
+
+    def completed(self, fields: dict[str, Any]) -> None:
         left = (self.max_bytes if self._left is None else self._left) - _weight(fields)
         if left < 0:
             raise _AnswerTooLarge
         self._left = left
-        return fields
+
+    def complete_value(
+        self,
+        return_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        *arguments: Any,
+    ) -> Any:
+        if field_details_list[0].node.selection_set is not None:
+            complete = self._completer(return_type, field_details_list)
+            if complete is not None:
+                left = self._left
+                try:
+                    return complete(arguments[2], self)
+                except GiveUp:
+                    self._left = left  # graphql-core weighs them again
+        return super().complete_value(return_type, field_details_list, *arguments)
+
+    def _completer(self, type_: GraphQLOutputType, fields: FieldDetailsList) -> Complete | None:
+        text = selection_text(fields)
+        if text is None:
+            return None
+        key = f"{type_}\0{text}"
+        found = self.completers.get(key)
+        if found is None:
+            found = completer(type_, lambda parent: self._plan(parent, fields)) or _NOT_PLANNED
+            self.completers.put(key, found)
+        return None if found is _NOT_PLANNED else found
+
+    def _plan(self, parent: GraphQLObjectType, fields: FieldDetailsList) -> Plan | None:
+        grouped, deferred, _ = self.collect_subfields(parent, fields)
+        if deferred:
+            return None
+        planned = []
+        for key, details in grouped.items():
+            node = details[0].node
+            name = node.name.value
+            if name == "__typename":
+                planned.append((key, name, typename(parent.name)))
+                continue
+            field = self.schema.get_field(parent, name)
+            if field is None or field.resolve is not None or field.args or node.arguments:
+                return None
+            complete = completer(field.type, functools.partial(self._plan, fields=details))
+            if complete is None:
+                return None
+            planned.append((key, name, complete))
+        return Plan(tuple(planned))
 
 
-def _guarded(max_bytes: int) -> type[_Guarded]:
-    return type("Guarded", (_Guarded,), {"max_bytes": max_bytes})
+def _of_variables(field: GraphQLField, node: FieldNode, variables: VariableValues) -> dict[str, Any] | None:
+    """The arguments of ``node``, as ``get_argument_values`` gives them, when
+    each is a variable with a value (SkyWalking's UI sends each expression and
+    entity of a list as one) and those not given have no default: each is
+    then its variable's value, coerced with the others; None otherwise.
+    graphql-core's own takes several times as long, for the hundreds of
+    fields of a list."""
+    given: dict[str, Any] = {}
+    for argument in node.arguments or ():
+        if not isinstance(argument.value, VariableNode):
+            return None
+        value = variables.coerced.get(argument.value.name.value)
+        if value is None or value is Undefined:
+            return None
+        given[argument.name.value] = value
+    arguments = {}
+    for name, definition in field.args.items():
+        if name in given:
+            arguments[definition.out_name or name] = given[name]
+        elif (
+            definition.default is not None
+            or definition.default_value is not Undefined
+            or isinstance(definition.type, GraphQLNonNull)
+        ):
+            return None
+    return arguments
+
+
+def _not_planned(_value: Any, _guard: Any) -> Any:
+    raise GiveUp
+
+
+_NOT_PLANNED: Complete = _not_planned
+"""Kept for a selection no plan completes, so that it is not looked at again."""
+
+
+def _guarded(binder: Binder, max_bytes: int) -> type[_Guarded]:
+    attributes = {
+        "binder": binder,
+        "max_bytes": max_bytes,
+        "completers": TextCache[Complete](PLANS_CACHED_CHARS),
+    }
+    return type("Guarded", (_Guarded,), attributes)
 
 
 def _weight(fields: dict[str, Any]) -> int:
@@ -324,6 +542,24 @@ def _weight(fields: dict[str, Any]) -> int:
         else:
             weight += 4
     return weight
+
+
+def _without_tokens(document: DocumentNode) -> DocumentNode:
+    """``document`` without the lexer's tokens, which each node's location
+    holds (a linked list of every token of the text) and nothing reads once
+    it is parsed: a kept document of SkyWalking's lists is then a fifth fewer
+    objects for the garbage collector to walk, each time it walks them all.
+    What errors need of a location (its offsets and text) stays."""
+    stack: list[Any] = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Node):
+            if node.loc is not None:
+                node.loc.start_token = node.loc.end_token = None  # type: ignore[assignment]
+            stack.extend(getattr(node, key) for key in node.keys)
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+    return document
 
 
 def _named(error: GraphQLError, max_tokens: int) -> GraphQLError:

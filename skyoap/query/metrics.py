@@ -4,12 +4,16 @@ rows storage holds (``StoredMetrics``, the MetricReader of a node).
 
 A read takes the rows of one metric's entity in the Duration's buckets at
 its step's downsampling: one storage query per metric an expression names.
-A read past ``MAX_ROWS`` rows fails with a message saying so, rather than
-holding the query's thread for what a client cannot draw anyway."""
+A request's ``execExpression`` are evaluated together, what they read read
+at once for all their entities (``StoredMetrics.read_ahead``). A read past
+``MAX_ROWS`` rows fails with a message saying so, rather than holding the
+query's thread for what a client cannot draw anyway."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from skyoap.model.metrics import Downsampling, MeterMetrics, Metrics
@@ -27,11 +31,13 @@ from skyoap.query.context import QueryContext
 from skyoap.query.duration import Duration
 from skyoap.query.entity import Entity, Scope, entity_of
 from skyoap.query.metadata import GENERAL
-from skyoap.query.mqe.evaluator import execute
+from skyoap.query.mqe.arithmetic import ExpressionError
+from skyoap.query.mqe.evaluator import Evaluator, reads
+from skyoap.query.mqe.parser import parse
 from skyoap.query.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
-from skyoap.query.mqe.results import ExpressionResult, KeyValue
-from skyoap.query.mqe.syntax import Order
-from skyoap.storage.api import MetricsDAO
+from skyoap.query.mqe.results import Evaluated, ExpressionResultType, KeyValue, Owner, Series, format_value
+from skyoap.query.mqe.syntax import Expression, Order
+from skyoap.storage.api import Equal, MetricsDAO
 
 MAX_ROWS = 9_999
 """The most rows one read of a metric may take: one more is asked for, to
@@ -50,6 +56,8 @@ class TooManyRows(ValueError):
 
 _WINDOWS = "metrics.windows"
 """Where a request keeps the windows it read whole (``QueryContext.shared``)."""
+_AHEAD = "metrics.ahead"
+"""Where a request keeps the rows it read ahead, by window and entity."""
 
 Window = dict[tuple[str, ...], list[Metrics]]
 """A metric's rows in a window, by the names of their entity."""
@@ -62,30 +70,82 @@ class StoredMetrics:
     """The MetricReader over a node's metrics storage.
 
     SkyWalking's UI asks its lists (of services, instances, endpoints) as one
-    request of an expression per entity. So within a request (``shared``), a
-    metric's first entity in a window is read alone; from its second, the
-    window's rows of every entity (at most ``MAX_ROWS``) are read once, and
-    each entity's are taken from them."""
+    request of an expression per entity: the rows of all the entities a
+    request's expressions read are read at once (``read_ahead``). Within a
+    request (``shared``), a metric of an entity not read ahead is read alone
+    for its first entity in a window; from its second, the window's rows of
+    every entity (at most ``MAX_ROWS``) are read once, and each entity's are
+    taken from them (what alarm rules evaluated entity by entity read)."""
 
     def __init__(self, metrics: MetricsDAO, shared: dict[Any, Any] | None = None) -> None:
         self._metrics = metrics
-        self._windows: dict[Any, Window | None] = {} if shared is None else shared.setdefault(_WINDOWS, {})
+        shared = {} if shared is None else shared
+        self._windows: dict[Any, Window | None] = shared.setdefault(_WINDOWS, {})
+        self._ahead: dict[Any, Window] = shared.setdefault(_AHEAD, {})
+
+    def read_ahead(self, wanted: Iterable[tuple[MetricDef, Duration, Sequence[Entity]]]) -> None:
+        """Reads the rows of each metric over each Duration of every entity
+        ``wanted`` at once, in a read per window (a model's rows in a
+        Duration) of at most ``MAX_ROWS`` rows: what ``values`` is then asked
+        of them is taken from those rows. The entities of a read past
+        ``MAX_ROWS`` rows, and what cannot be read, are left to be read as
+        ``values`` is asked."""
+        windows: dict[Any, tuple[MetricDef, Duration, dict[tuple[str, ...], None]]] = {}
+        for metric, duration, of in wanted:
+            if metric.model is None or metric.type is MetricsType.SAMPLED_RECORD:
+                continue
+            try:
+                duration.step.downsampling()
+                duration.points()
+            except ValueError:  # the expression's error, when it is evaluated
+                continue
+            names = windows.setdefault(_window_key(metric, duration), (metric, duration, {}))[2]
+            for entity in of:
+                if not entity.missing(metric.scope):
+                    names[_names(entity, metric.model)] = None
+        for key, (metric, duration, entities) in windows.items():
+            ahead = self._ahead.setdefault(key, {})
+            unread = [e for e in entities if e not in ahead]
+            per_read = max(1, MAX_ROWS // len(duration.points()))
+            for first in range(0, len(unread), per_read):
+                ahead.update(self._entities_rows(metric, duration, unread[first : first + per_read]))
+
+    def _entities_rows(
+        self, metric: MetricDef, duration: Duration, entities: Sequence[tuple[str, ...]]
+    ) -> Window:
+        """The rows of each of ``entities`` (their names in ``ENTITY_COLUMNS``
+        order), read at once; none past ``MAX_ROWS`` rows."""
+        columns = _columns(metric)
+        where: dict[str, Equal] = dict(metric.where)
+        for i, column in enumerate(columns):
+            values = sorted({names[i] for names in entities})
+            where[column] = values[0] if len(values) == 1 else tuple(values)
+        try:
+            rows = self._rows(metric, duration, where)
+        except TooManyRows:
+            return {}
+        found: Window = {names: [] for names in entities}
+        names_of = _names_of(columns)
+        for row in rows:
+            of = found.get(names_of(row))
+            if of is not None:  # a read of several columns' values reads their every pairing
+                of.append(row)
+        return found
 
     def _entity_rows(self, metric: MetricDef, duration: Duration, entity: Entity) -> list[Metrics]:
         assert metric.model is not None
+        key = _window_key(metric, duration)
+        ahead = self._ahead.get(key)
+        if ahead is not None:
+            rows = ahead.get(_names(entity, metric.model))
+            if rows is not None:
+                return rows
         where = metric.rows_of(entity)
-        key = (
-            metric.model,
-            duration.step,
-            duration.start_bucket,
-            duration.end_bucket,
-            tuple(metric.where.items()),
-        )
         if key not in self._windows:
             self._windows[key] = None
             return self._rows(metric, duration, where)
         window = self._windows[key]
-        columns = [column for column, _ in ENTITY_COLUMNS[metric.model]]
+        columns = _columns(metric)
         if window is None:
             window = _TOO_MANY
             try:
@@ -94,14 +154,15 @@ class StoredMetrics:
                 pass
             else:
                 window = {}
+                names_of = _names_of(columns)
                 for row in rows:
-                    window.setdefault(tuple(getattr(row, c) for c in columns), []).append(row)
+                    window.setdefault(names_of(row), []).append(row)
             self._windows[key] = window
         if window is _TOO_MANY:
             return self._rows(metric, duration, where)
         return window.get(tuple(where[c] for c in columns), [])
 
-    def _rows(self, metric: MetricDef, duration: Duration, where: Mapping[str, str]) -> list[Metrics]:
+    def _rows(self, metric: MetricDef, duration: Duration, where: Mapping[str, Equal]) -> list[Metrics]:
         assert metric.model is not None, f"{metric.name} is not measured"
         level = duration.step.downsampling()
         rows = self._metrics.query(
@@ -117,7 +178,7 @@ class StoredMetrics:
     def values(
         self, metric: MetricDef, entity: Entity, duration: Duration, selector: LabelSelector
     ) -> Sequence[LabeledValues]:
-        buckets = [p.bucket for p in duration.points()]
+        buckets = duration.buckets
         rows = self._entity_rows(metric, duration, entity)
         if metric.type is MetricsType.REGULAR_VALUE:
             return [_series(rows, buckets, metric.column, ())]
@@ -144,7 +205,7 @@ class StoredMetrics:
         by_entity: dict[tuple[str, ...], list[float]] = {}
         for row in self._rows(metric, duration, where):
             names = tuple(getattr(row, c) for c in columns)
-            by_entity.setdefault(names, []).append(float(_value(row, metric.column)))
+            by_entity.setdefault(names, []).append(float(_reader_of(type(row), metric.column)(row)))
         means = sorted(((sum(vs) / len(vs), names) for names, vs in by_entity.items()), reverse=True)
         if condition.order is Order.ASC:
             means.reverse()
@@ -156,24 +217,73 @@ class StoredMetrics:
         return meter(name, labeled=any(found)) if found else None
 
 
+def _window_key(metric: MetricDef, duration: Duration) -> tuple[Any, ...]:
+    """What every metric read from the same rows of a Duration shares."""
+    where = tuple(metric.where.items())
+    return metric.model, duration.step, duration.start_bucket, duration.end_bucket, where
+
+
+def _columns(metric: MetricDef) -> list[str]:
+    """The columns naming a metric's entity, in ``ENTITY_COLUMNS`` order."""
+    assert metric.model is not None
+    return [column for column, _ in ENTITY_COLUMNS[metric.model]]
+
+
+def _names(entity: Entity, model: type[Metrics]) -> tuple[str, ...]:
+    """The names of ``entity`` in ``model``'s rows, in ``ENTITY_COLUMNS`` order."""
+    attrs = _ENTITY_NAMES.get(model)
+    if attrs is None:
+        attrs = _ENTITY_NAMES[model] = operator.attrgetter(*(attr for _, attr in ENTITY_COLUMNS[model]))
+    names = attrs(entity)
+    return names if isinstance(names, tuple) else (names,)
+
+
+_ENTITY_NAMES: dict[type[Metrics], Callable[[Entity], Any]] = {}
+
+
+def _names_of(columns: Sequence[str]) -> Callable[[Metrics], tuple[str, ...]]:
+    """The names of a row's entity, its ``columns``' values."""
+    if len(columns) == 1:
+        (column,) = columns
+        return lambda row: (getattr(row, column),)
+    return operator.attrgetter(*columns)  # a tuple of two or more
+
+
 def labels_of(text: str) -> tuple[KeyValue, ...]:
     """A meter's stored labels (``k=v,k=v``) as key-values."""
     return tuple(KeyValue(*pair.split("=", 1)) for pair in text.split(",") if pair)
 
 
-def _value(row: Metrics, column: str) -> Any:
-    """A column of ``row``, or one of its derived values (computed only if asked)."""
-    try:
-        return getattr(row, column)  # a column, or a derived value the row has as a property
-    except AttributeError:
-        return row.derived()[column]
+def _reader_of(model: type[Metrics], column: str) -> Callable[[Metrics], Any]:
+    """How to read a column of ``model``'s rows, or one of their derived
+    values (a property, or computed only if asked)."""
+    found = _READERS.get((model, column))
+    if found is None:
+        found = operator.attrgetter(column) if hasattr(model, column) else _derived(column)
+        _READERS[model, column] = found
+    return found
+
+
+_READERS: dict[tuple[type[Metrics], str], Callable[[Metrics], Any]] = {}
+
+
+def _derived(column: str) -> Callable[[Metrics], Any]:
+    return lambda row: row.derived()[column]
 
 
 def _series(
-    rows: Sequence[Metrics], buckets: list[int], column: str, labels: tuple[KeyValue, ...]
+    rows: Sequence[Metrics], buckets: Sequence[int], column: str, labels: tuple[KeyValue, ...]
 ) -> LabeledValues:
-    at = {r.time_bucket: float(_value(r, column)) for r in rows}
-    return LabeledValues(labels, tuple(at.get(b) for b in buckets))
+    if not rows:
+        return LabeledValues(labels, (None,) * len(buckets))
+    value = _reader_of(type(rows[0]), column)
+    if len(rows) == len(buckets) and tuple(map(_BUCKET, reversed(rows))) == buckets:
+        return LabeledValues(labels, tuple([float(value(r)) for r in reversed(rows)]))  # a row at each point
+    at = {r.time_bucket: float(value(r)) for r in rows}
+    return LabeledValues(labels, tuple(map(at.get, buckets)))
+
+
+_BUCKET = operator.attrgetter("time_bucket")
 
 
 def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:
@@ -184,53 +294,100 @@ def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:
     return Ranked(value=mean, service=names[0], normal=True)
 
 
-def exec_expression(
-    context: QueryContext,
-    expression: str,
-    entity: Mapping[str, Any],
-    duration: Mapping[str, Any],
-    debug: bool | None = None,
-    dumpDBRsp: bool | None = None,
-) -> dict[str, Any]:
-    """``execExpression``: the expression's result, or its ``error``. A
-    Duration that cannot be read is the expression's error too, as SkyWalking
-    answers it. ``debug`` traces are not kept: ``debuggingTrace`` is null."""
+def exec_expressions(context: QueryContext, asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``execExpression`` asked with each of ``asked``'s arguments (the fields
+    of a request, ``Binder.query_batch``): what the expressions read is read
+    at once for every entity (``StoredMetrics.read_ahead``), then each is
+    evaluated. What cannot be read (an expression, a Duration) is the
+    expression's error, as SkyWalking answers it. ``debug`` traces are not
+    kept: ``debuggingTrace`` is null."""
+    reader = StoredMetrics(context.metrics, context.shared)
+    evaluators: dict[tuple[Any, ...], Evaluator] = {}  # a list asks several expressions of each entity
+    prepared = [_prepared(reader, arguments, evaluators) for arguments in asked]
+    if len(prepared) > 1:
+        reader.read_ahead(_reads(p for p in prepared if isinstance(p, _Prepared)))
+    return [p if isinstance(p, dict) else p.answer() for p in prepared]
+
+
+def _reads(prepared: Iterable[_Prepared]) -> Iterator[tuple[MetricDef, Duration, list[Entity]]]:
+    """What ``prepared`` read: each metric of the catalogue, over a Duration,
+    with the entities it is read of."""
+    by_expression: dict[tuple[int, Duration], list[Entity]] = {}
+    trees: dict[int, Expression] = {}
+    for p in prepared:
+        trees[id(p.tree)] = p.tree
+        by_expression.setdefault((id(p.tree), p.evaluator.duration), []).append(p.evaluator.entity)
+    for (tree, duration), entities in by_expression.items():
+        for metric, over in reads(trees[tree], duration):
+            definition = CATALOGUE.get(metric.name)  # an agent's meter is looked up as it is read
+            if definition is not None:
+                yield definition, over, entities
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """An expression read, ready to be evaluated."""
+
+    evaluator: Evaluator
+    tree: Expression
+
+    def answer(self) -> dict[str, Any]:
+        try:
+            return _answer(self.evaluator.evaluate(self.tree))
+        except (ExpressionError, ValueError, KeyError) as e:  # ValueError: a read past MAX_ROWS, …
+            return _failed(str(e))
+
+
+def _prepared(
+    reader: StoredMetrics, arguments: Mapping[str, Any], evaluators: dict[tuple[Any, ...], Evaluator]
+) -> _Prepared | dict[str, Any]:
+    """An expression ready to be evaluated, with the evaluator of its entity
+    and Duration (made once for each, kept in ``evaluators``)."""
     try:
-        reader = StoredMetrics(context.metrics, context.shared)
-        result = execute(expression, entity_of(entity), Duration.of(duration), reader)
+        duration = Duration.of(arguments["duration"])
+        given = arguments["entity"]
+        evaluator = evaluators.get(key := (duration, *given.items()))
+        if evaluator is None:
+            evaluator = evaluators[key] = Evaluator(reader, entity_of(given), duration)
+        tree = parse(arguments["expression"])
     except (ValueError, KeyError) as e:
-        result = ExpressionResult.failed(str(e))
-    return _answer(result)
+        return _failed(str(e))
+    return _Prepared(evaluator, tree)
 
 
-def _answer(result: ExpressionResult) -> dict[str, Any]:
-    def owner(o: Any) -> dict[str, Any] | None:
-        if o is None:
-            return None
-        return {
-            "scope": o.scope.value,
-            "serviceID": o.service_id,
-            "serviceName": o.service_name,
-            "normal": o.normal,
-            "serviceInstanceID": o.service_instance_id,
-            "serviceInstanceName": o.service_instance_name,
-            "endpointID": o.endpoint_id,
-            "endpointName": o.endpoint_name,
-        }
+def _answer(result: Evaluated) -> dict[str, Any]:
+    """The protocol's ``ExpressionResult`` of ``result``: what
+    ``Evaluated.formatted`` gives, as the endpoint answers it."""
+    return {"type": result.type.value, "error": None, "results": [_values(s) for s in result.series]}
 
+
+def _failed(error: str) -> dict[str, Any]:
+    return {"type": ExpressionResultType.UNKNOWN.value, "error": error, "results": []}
+
+
+def _values(series: Series) -> dict[str, Any]:
+    owners = series.owners or (None,) * len(series.ids)
     return {
-        "type": result.type.value,
-        "error": result.error,
-        "results": [
-            {
-                "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in values.metric.labels]},
-                "values": [
-                    {"id": v.id, "value": v.value, "traceID": v.trace_id, "owner": owner(v.owner)}
-                    for v in values.values
-                ],
-            }
-            for values in result.results
+        "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in series.labels]},
+        "values": [
+            {"id": i, "value": None if v is None else format_value(v), "traceID": None, "owner": _owner(o)}
+            for i, v, o in zip(series.ids, series.values, owners, strict=True)
         ],
+    }
+
+
+def _owner(o: Owner | None) -> dict[str, Any] | None:
+    if o is None:
+        return None
+    return {
+        "scope": o.scope.value,
+        "serviceID": o.service_id,
+        "serviceName": o.service_name,
+        "normal": o.normal,
+        "serviceInstanceID": o.service_instance_id,
+        "serviceInstanceName": o.service_instance_name,
+        "endpointID": o.endpoint_id,
+        "endpointName": o.endpoint_name,
     }
 
 

@@ -38,7 +38,7 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("getEndpointInfo", metadata.endpoint_info)
         .query("getMetricsTTL", metadata.metrics_ttl)
         .query("getRecordsTTL", metadata.records_ttl)
-        .query("execExpression", metrics.exec_expression)
+        .query_batch("execExpression", metrics.exec_expressions)
         .query("readMetricsValues", metrics.read_metrics_values)
         .query("getMenuItems", dashboards.menu_items)
         .query("getAllTemplates", dashboards.all_templates)

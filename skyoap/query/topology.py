@@ -16,6 +16,7 @@ for the ``User`` caller), and a service's only layer is ``GENERAL``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -71,14 +72,14 @@ class TopologyError(ValueError):
     one, or a Duration with more relation rows than ``MAX_ROWS``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Service:
     """A service as an id names it."""
 
     name: str
     normal: bool
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
         return ids.service_id(self.name, self.normal)
 
@@ -187,17 +188,27 @@ Keep = Callable[[Service, Service], bool]
 def services_answer(
     rows: Sequence[ServiceRelationMetrics], normal: frozenset[str], keep: Keep | None = None
 ) -> dict[str, Any]:
-    """The topology of ``rows`` (only the calls ``keep(source, dest)`` keeps, if given)."""
+    """The topology of ``rows`` (only the calls ``keep(source, dest)`` keeps, if
+    given): of each relation and side, whatever its buckets."""
     calls = _Calls()
     nodes: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        source, dest = Service(row.source, row.source in normal), Service(row.dest, row.dest in normal)
+    services: dict[str, Service] = {}
+
+    def service(name: str) -> Service:
+        found = services.get(name)
+        if found is None:
+            found = services[name] = Service(name, name in normal)
+        return found
+
+    for source_name, dest_name, side in dict.fromkeys((r.source, r.dest, r.detect_point) for r in rows):
+        source, dest = service(source_name), service(dest_name)
         if keep is not None and not keep(source, dest):
             continue
-        calls.add(source.id, dest.id, row.detect_point)
-        nodes.setdefault(source.id, _service_node(source))
-        nodes.setdefault(dest.id, _service_node(dest))
-        if row.source == USER and not source.normal and row.detect_point == DetectPoint.SERVER.value:
+        calls.add(source.id, dest.id, side)
+        for end in (source, dest):
+            if end.id not in nodes:
+                nodes[end.id] = _service_node(end)
+        if source_name == USER and not source.normal and side == DetectPoint.SERVER.value:
             nodes[source.id]["type"] = USER_TYPE
     return {
         "nodes": sorted(nodes.values(), key=lambda n: (n["name"], n["id"])),
@@ -276,16 +287,19 @@ def instance_topology(
     normal = normal_services(context, (n for r in found for n in (r.source_service, r.dest_service)))
     calls = _Calls()
     nodes: dict[str, dict[str, Any]] = {}
-    for row in found:
-        source = Service(row.source_service, row.source_service in normal)
-        dest = Service(row.dest_service, row.dest_service in normal)
+    relations = (
+        (r.source_service, r.source_instance, r.dest_service, r.dest_instance, r.detect_point) for r in found
+    )
+    for source_service, source_instance, dest_service, dest_instance, side in dict.fromkeys(relations):
+        source = Service(source_service, source_service in normal)
+        dest = Service(dest_service, dest_service in normal)
         if (source, dest) not in pairs:  # the name asked for, but not as the id said (real or not)
             continue
-        source_node = _instance_node(source, row.source_instance)
-        dest_node = _instance_node(dest, row.dest_instance)
+        source_node = _instance_node(source, source_instance)
+        dest_node = _instance_node(dest, dest_instance)
         nodes.setdefault(source_node["id"], source_node)
         nodes.setdefault(dest_node["id"], dest_node)
-        calls.add(source_node["id"], dest_node["id"], row.detect_point)
+        calls.add(source_node["id"], dest_node["id"], side)
     return {
         "nodes": sorted(nodes.values(), key=lambda n: (n["serviceName"], n["name"], n["id"])),
         "calls": calls.answer(),
@@ -320,9 +334,12 @@ def _endpoint_calls(
     normal = normal_services(context, (n for r in found.values() for n in (r.source_service, r.dest_service)))
     ends: dict[str, tuple[Service, str]] = {}
     calls: dict[str, dict[str, Any]] = {}
-    for row in found.values():
-        source = (Service(row.source_service, row.source_service in normal), row.source_endpoint)
-        dest = (Service(row.dest_service, row.dest_service in normal), row.dest_endpoint)
+    relations = (
+        (r.source_service, r.source_endpoint, r.dest_service, r.dest_endpoint) for r in found.values()
+    )
+    for source_service, source_endpoint, dest_service, dest_endpoint in dict.fromkeys(relations):
+        source = (Service(source_service, source_service in normal), source_endpoint)
+        dest = (Service(dest_service, dest_service in normal), dest_endpoint)
         source_id, dest_id = _endpoint_id(*source), _endpoint_id(*dest)
         if endpointId not in (source_id, dest_id):
             continue

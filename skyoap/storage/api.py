@@ -20,9 +20,13 @@ I = TypeVar("I", bound=Inventory)  # noqa: E741
 M = TypeVar("M", bound=Metrics)
 R = TypeVar("R", bound=Record)
 S = TypeVar("S", bound=StreamData, covariant=True)
+V = TypeVar("V")
+
+Equal = str | tuple[str, ...]
+"""What a read's string column must hold: a value, or any of a tuple of values."""
 
 
-def check_where(model: type[StreamData], where: Mapping[str, str] | None) -> Mapping[str, str]:
+def check_where(model: type[StreamData], where: Mapping[str, V] | None) -> Mapping[str, V]:
     """``where`` if it names only string columns of ``model``; a ValueError
     that lists them otherwise."""
     names = {c.name for c in model.columns() if c.type is ColumnType.STRING}
@@ -207,12 +211,13 @@ class MetricsDAO(Protocol):
         level: Downsampling,
         first_bucket: int,
         last_bucket: int,
-        where: Mapping[str, str] | None = None,
+        where: Mapping[str, Equal] | None = None,
         limit: int = 10_000,
     ) -> list[M]:
         """Rows with ``first_bucket <= time_bucket <= last_bucket`` whose string
-        columns equal ``where``'s values, newest bucket first: ``limit`` at
-        most, whatever the most one search of the storage answers."""
+        columns equal ``where``'s values (one of them, for a tuple), newest
+        bucket first: ``limit`` at most, whatever the most one search of the
+        storage answers."""
 
     def distinct(
         self, model: type[Metrics], level: Downsampling, first_bucket: int, columns: Sequence[str]

@@ -12,6 +12,7 @@ from typing import Any
 import graphql
 import pytest
 
+from skyoap.query import execution as query_execution
 from skyoap.query.binder import Binder
 from skyoap.query.bounds import size_error
 from skyoap.query.execution import Busy, Execution, Outcome, QueryRequest
@@ -280,5 +281,29 @@ def test_past_the_threads_and_the_waiting_room_a_query_is_refused_at_once(gate: 
         assert json.loads(running.result(60).body) == {"data": {"version": "through"}}
         assert json.loads(waiting.result(60).body) == {"data": {"checkHealth": {"score": 0}}}
         assert runs.pending == 0
+    finally:
+        runs.close(5)
+
+
+def test_a_text_sent_by_several_requests_at_once_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    first = threading.Event()
+
+    def slow_parse(text: str, **options: Any) -> graphql.DocumentNode:
+        parsed.append(text)
+        first.set()
+        time.sleep(0.2)  # the others come meanwhile
+        return graphql.parse(text, **options)
+
+    monkeypatch.setattr(query_execution, "parse", slow_parse)
+    runs = execution(threads=4)
+    runs.start()
+    try:
+        query = QueryRequest("{ a: version b: version }")
+        answers = [runs.submit(query)]
+        assert first.wait(10)
+        answers += [runs.submit(query) for _ in range(3)]
+        bodies = {json.loads(a.result(60).body)["data"]["a"] for a in answers}
+        assert (len(parsed), len(bodies)) == (1, 1)
     finally:
         runs.close(5)

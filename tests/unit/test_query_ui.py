@@ -4,6 +4,7 @@ not served, and the endpoint's credentials over them."""
 from __future__ import annotations
 
 import base64
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -80,6 +81,12 @@ def test_the_ui_is_under_the_endpoints_credentials() -> None:
         assert get(f"http://127.0.0.1:{s.port}/ui/app.js", good)[0] == 200
     finally:
         s.close()
+
+
+def test_the_page_asks_for_every_module_at_once() -> None:
+    page = (UI / "index.html").read_text()
+    modules = sorted(p.name for p in UI.glob("*.js") if p.name != "app.js")
+    assert re.findall(r'<link rel="modulepreload" href="/ui/([a-z]+\.js)">', page) == modules
 
 
 def test_the_ui_is_small() -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from skyoap.query.mqe.results import Evaluated, ExpressionResultType, KeyValue, Point, Series
+from skyoap.query.mqe.results import Evaluated, ExpressionResultType, KeyValue, Series
 from skyoap.query.mqe.syntax import BinaryOperator, BoolOperator, Comparison
 
 Apply = Callable[[float, float], float]
@@ -85,10 +85,12 @@ def combine(left: Evaluated, right: Evaluated, apply: Apply, operation: str) -> 
     elif right.labeled:
         only = _only(left, "left", operation)
         series = tuple(_pair(only, lt, s, rt, apply, s.labels) for s in right.series)
-    else:
-        paired = _pair(_only(left, "left", operation), lt, _only(right, "right", operation), rt, apply, ())
+    elif kind is SINGLE:
         # Two single values give a value of no one time, as in SkyWalking (max() keeps its point's id).
-        series = (Series((), (Point(None, paired.points[0].value),)),) if kind is SINGLE else (paired,)
+        a, b = _only(left, "left", operation).values[0], _only(right, "right", operation).values[0]
+        series = (Series.single(None if a is None or b is None else apply(a, b)),)
+    else:
+        series = (_pair(_only(left, "left", operation), lt, _only(right, "right", operation), rt, apply, ()),)
     return Evaluated(kind, series, left.labeled or right.labeled)
 
 
@@ -107,7 +109,7 @@ def _result_type(
 
 def _only(result: Evaluated, side: str, operation: str) -> Series:
     """The one series of an unlabeled operand (a single value: of one point)."""
-    if len(result.series) != 1 or (result.type is SINGLE and len(result.series[0].points) != 1):
+    if len(result.series) != 1 or (result.type is SINGLE and len(result.series[0].values) != 1):
         raise ExpressionError(f"Unsupported {operation} operation: the {side} operand has no value.")
     return result.series[0]
 
@@ -124,25 +126,20 @@ def _pair(
     other side (whose points the result keeps), or point by point. No
     ``right`` (a labeled series with no partner): no values."""
     if right is None:
-        points = tuple(_point(p, None, None, apply) for p in left.points)
-    elif ltype is SINGLE and rtype is not SINGLE:
-        scalar = left.points[0].value
-        points = tuple(_point(p, scalar, p.value, apply) for p in right.points)
-    elif rtype is SINGLE and ltype is not SINGLE:
-        scalar = right.points[0].value
-        points = tuple(_point(p, p.value, scalar, apply) for p in left.points)
+        return Series(labels, left.ids, (None,) * len(left.values), left.owners)
+    if ltype is SINGLE and rtype is not SINGLE:
+        a = left.values[0]
+        values = [None if a is None or b is None else apply(a, b) for b in right.values]
+        return Series(labels, right.ids, tuple(values), right.owners)
+    if rtype is SINGLE and ltype is not SINGLE:
+        b = right.values[0]
+        values = [None if a is None or b is None else apply(a, b) for a in left.values]
     else:
-        if len(left.points) != len(right.points):
+        if len(left.values) != len(right.values):
             raise ExpressionError(
-                f"Unsupported operation: the left operand has {len(left.points)} points and the right one "
-                f"{len(right.points)}; they are paired one to one."
+                f"Unsupported operation: the left operand has {len(left.values)} points and the right one "
+                f"{len(right.values)}; they are paired one to one."
             )
-        points = tuple(
-            _point(lp, lp.value, rp.value, apply) for lp, rp in zip(left.points, right.points, strict=True)
-        )
-    return Series(labels, points)
-
-
-def _point(keep: Point, a: float | None, b: float | None, apply: Apply) -> Point:
-    value = None if a is None or b is None else apply(a, b)
-    return Point(keep.id, value, keep.trace_id, keep.owner)
+        pairs = zip(left.values, right.values, strict=True)
+        values = [None if a is None or b is None else apply(a, b) for a, b in pairs]
+    return Series(labels, left.ids, tuple(values), left.owners)

@@ -10,7 +10,10 @@ expression's: it propagates, for the caller to report as it reports others.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from skyoap.query.catalogue import CATALOGUE, MetricDef, MetricsType
@@ -53,7 +56,35 @@ def execute(expression: str, entity: Entity, duration: Duration, reader: MetricR
     return Evaluator(reader, entity, duration).run(tree)
 
 
-@dataclass(frozen=True)
+_EVERY = LabelSelector({})
+"""What an unlabeled metric's read selects."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _scalar(text: str) -> Evaluated:
+    """A number's value (immutable: the same for every entity an expression is evaluated of)."""
+    return Evaluated(SINGLE, (Series.single(s.Scalar(text).value),))
+
+
+def reads(tree: s.Expression, duration: Duration) -> Iterator[tuple[s.Metric, Duration]]:
+    """The metrics ``tree`` reads of its entity, each with the Duration it
+    reads it over (a trend reaches back): what a reader may read before
+    evaluating it. Top lists, which rank every entity, are left out."""
+    if isinstance(tree, s.Metric):
+        yield tree, duration
+    elif isinstance(tree, s.Trend):
+        with contextlib.suppress(DurationError):  # the trend's own error, when it is evaluated
+            if tree.range >= 1:
+                yield tree.metric, duration.extended_back(tree.range)
+    elif not isinstance(tree, s.TopN | s.TopNOf | s.Baseline):
+        for f in dataclasses.fields(tree):
+            value = getattr(tree, f.name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if dataclasses.is_dataclass(child):
+                    yield from reads(child, duration)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluator:
     reader: MetricReader
     entity: Entity
@@ -71,7 +102,7 @@ class Evaluator:
             case s.Metric():
                 return self._metric(node)
             case s.Scalar():
-                return Evaluated(SINGLE, (Series((), (Point(None, node.value),)),))
+                return _scalar(node.text)
             case s.Binary():
                 return self._operands(node, ARITHMETIC[node.op], "binary")
             case s.Compare():
@@ -79,7 +110,7 @@ class Evaluator:
             case s.BoolOp():
                 return self._bool(node)
             case s.Aggregate():
-                return ops.aggregate(self.evaluate(node.operand), node.func, str(node.operand))
+                return ops.aggregate(self.evaluate(node.operand), node.func, node.operand)
             case s.Mathematical():
                 return ops.mathematical(self.evaluate(node.operand), node.func)
             case s.Round():
@@ -147,17 +178,20 @@ class Evaluator:
     def _read(self, definition: MetricDef, metric: s.Metric, duration: Duration) -> Evaluated:
         try:
             duration.step.downsampling()
-            ids = [str(p.epoch_ms) for p in duration.points()]
+            ids = duration.point_ids
         except DurationError as e:
             raise ExpressionError(str(e)) from None
         labeled = definition.type is MetricsType.LABELED_VALUE
         if not definition.measured:
-            nothing = () if labeled else (Series((), tuple(Point(i, None) for i in ids)),)
+            nothing = () if labeled else (Series((), ids, (None,) * len(ids)),)
             return Evaluated(SERIES, nothing, labeled)
-        selector = LabelSelector.of(metric.labels) if labeled else LabelSelector({})
+        if not labeled:
+            read = self.reader.values(definition, self.entity, duration, _EVERY)
+            if len(read) != 1:
+                raise ExpressionError(f"Metric: [{metric.name}] was read as {len(read)} series, not one.")
+            return Evaluated(SERIES, (_series(metric, ids, read[0]),))
+        selector = LabelSelector.of(metric.labels)
         read = self.reader.values(definition, self.entity, duration, selector)
-        if not labeled and len(read) != 1:
-            raise ExpressionError(f"Metric: [{metric.name}] was read as {len(read)} series, not one.")
         series = [_series(metric, ids, values) for values in read if selector.selects(values.labels)]
         # Series in the order of their labels, as SkyWalking gives them.
         return Evaluated(SERIES, tuple(sorted(series, key=lambda x: x.labels)), labeled)
@@ -188,9 +222,9 @@ class Evaluator:
             if isinstance(result, Evaluated) and result.has_values():
                 if node.func is s.LogicalFunction.VIEW_AS_SEQ:
                     return result
-                return Evaluated(SINGLE, (Series((), (Point(None, 1.0),)),))
+                return Evaluated(SINGLE, (Series.single(1.0),))
         if node.func is s.LogicalFunction.IS_PRESENT:
-            return Evaluated(SINGLE, (Series((), (Point(None, 0.0),)),))
+            return Evaluated(SINGLE, (Series.single(0.0),))
         if isinstance(first, ExpressionError):
             raise first
         assert first is not None  # the grammar takes at least one operand
@@ -211,7 +245,7 @@ class Evaluator:
         kind = ExpressionResultType.RECORD_LIST if definition.type is MetricsType.SAMPLED_RECORD else None
         attributes = _attributes(definition, node.attributes)
         if kind or not definition.measured or attributes is None:
-            return Evaluated(kind or ExpressionResultType.SORTED_LIST, (Series((), ()),))
+            return Evaluated(kind or ExpressionResultType.SORTED_LIST, (Series((), (), ()),))
         try:
             self.duration.step.downsampling()
         except DurationError as e:
@@ -226,18 +260,17 @@ class Evaluator:
         )
         name_of = _RANKED_NAMES[scope]
         ranked = self.reader.top(definition, self.duration, condition)
-        points = tuple(Point(name_of(r, parent is None), r.value, None, _owner(scope, r)) for r in ranked)
-        return Evaluated(ExpressionResultType.SORTED_LIST, (Series((), points),))
+        points = [Point(name_of(r, parent is None), r.value, _owner(scope, r)) for r in ranked]
+        return Evaluated(ExpressionResultType.SORTED_LIST, (Series.of((), points),))
 
 
-def _series(metric: s.Metric, ids: list[str], read: LabeledValues) -> Series:
+def _series(metric: s.Metric, ids: tuple[str, ...], read: LabeledValues) -> Series:
     """A series read, its labels sorted by key (as SkyWalking sorts them)."""
     if len(read.values) != len(ids):
         raise ExpressionError(
             f"Metric: [{metric.name}] was read with {len(read.values)} values for {len(ids)} points."
         )
-    points = tuple(Point(i, v) for i, v in zip(ids, read.values, strict=True))
-    return Series(tuple(sorted(read.labels)), points)
+    return Series(tuple(sorted(read.labels)) if read.labels else (), ids, read.values)
 
 
 def _attributes(definition: MetricDef, filters: tuple[s.AttrFilter, ...]) -> tuple[AttrCondition, ...] | None:

@@ -15,59 +15,56 @@ from skyoap.query.mqe.results import Evaluated, KeyValue, Point, Series
 from skyoap.query.mqe.syntax import Aggregation, Label, LabelsAggregation, MathFunction, Order, TrendFunction
 
 
-def _present(points: Sequence[Point]) -> list[Point]:
-    return [p for p in points if p.value is not None]
-
-
-def _value_of(value: float | None) -> Point:
-    """A value of no one time or entity (``avg``, ``sum``, ``count``)."""
-    return Point(None, value)
-
-
-def _select(point: Point | None) -> Point:
-    """A point ``max``, ``min`` or ``latest`` chose, with its id; no data if none."""
-    return point if point is not None else Point(None, None)
-
-
-def _java_order(point: Point) -> tuple[bool, float]:
+def _java_order(value: float | None) -> tuple[bool, float]:
     """Java's order of doubles: NaN above every number."""
-    value = point.value if point.value is not None else 0.0
+    value = value if value is not None else 0.0
     return (math.isnan(value), 0.0 if math.isnan(value) else value)
 
 
-def _mean(points: list[Point]) -> Point:
-    return _value_of(math.fsum(_numbers(points)) / len(points) if points else None)
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
 
 
-def _numbers(points: list[Point]) -> list[float]:
-    return [p.value for p in points if p.value is not None]
-
-
-_AGGREGATIONS: dict[Aggregation, Callable[[list[Point]], Point]] = {
+_OF_VALUES: dict[Aggregation, Callable[[list[float]], float | None]] = {
     Aggregation.AVG: _mean,
-    Aggregation.COUNT: lambda ps: _value_of(float(len(ps))),
-    Aggregation.SUM: lambda ps: _value_of(math.fsum(_numbers(ps))),
-    Aggregation.MAX: lambda ps: _select(max(ps, key=_java_order, default=None)),
-    Aggregation.MIN: lambda ps: _select(min(ps, key=_java_order, default=None)),
-    Aggregation.LATEST: lambda ps: _select(ps[-1] if ps else None),
+    Aggregation.COUNT: lambda vs: float(len(vs)),
+    Aggregation.SUM: math.fsum,
 }
+"""Aggregations to a value of no one time or entity."""
+
+_CHOOSING: dict[Aggregation, Callable[[Series, list[int]], int | None]] = {
+    Aggregation.MAX: lambda s, at: max(at, key=lambda i: _java_order(s.values[i]), default=None),
+    Aggregation.MIN: lambda s, at: min(at, key=lambda i: _java_order(s.values[i]), default=None),
+    Aggregation.LATEST: lambda s, at: at[-1] if at else None,
+}
+"""Aggregations choosing a point (by its place among those with data)."""
 
 
-def aggregate(result: Evaluated, func: Aggregation, text: str) -> Evaluated:
+def aggregate(result: Evaluated, func: Aggregation, operand: object) -> Evaluated:
     """Each series to one value, from its points with data: their mean, count
     or sum (no id), or the point with the greatest or least value, or the
     last (with its id). A series with no data gives no data (``count`` and
-    ``sum`` 0). Labels are kept."""
+    ``sum`` 0). Labels are kept. ``operand`` is written (``str``) only in an
+    error: an aggregate is evaluated for each of a list's entities."""
     if func is Aggregation.LATEST and result.type is not SERIES:
-        raise ExpressionError(f"latest needs a time series: [{text}] gives {result.type.value}.")
-    aggregated = _AGGREGATIONS[func]
-    series = tuple(Series(s.labels, (aggregated(_present(s.points)),)) for s in result.series)
-    return Evaluated(SINGLE, series, result.labeled)
+        raise ExpressionError(f"latest needs a time series: [{operand}] gives {result.type.value}.")
+    of_values, choosing = _OF_VALUES.get(func), _CHOOSING.get(func)
+    series = []
+    for s in result.series:
+        if of_values is not None:
+            value = of_values([v for v in s.values if v is not None])
+            series.append(Series(s.labels, (None,), (value,)))
+            continue
+        assert choosing is not None
+        chosen = choosing(s, [i for i, v in enumerate(s.values) if v is not None])
+        point = Point(None, None) if chosen is None else s.point(chosen)
+        series.append(Series.of(s.labels, (point,)))
+    return Evaluated(SINGLE, tuple(series), result.labeled)
 
 
 def _each_value(result: Evaluated, apply: Callable[[float], float]) -> Evaluated:
     def each(series: Series) -> Series:
-        return series.with_values([None if p.value is None else apply(p.value) for p in series.points])
+        return series.with_values([None if v is None else apply(v) for v in series.values])
 
     return Evaluated(result.type, tuple(map(each, result.series)), result.labeled)
 
@@ -116,13 +113,12 @@ def trend(result: Evaluated, func: TrendFunction, steps: int, step: Step) -> Eva
 
 
 def _trend(series: Series, steps: int, per: float) -> Series:
-    points = []
-    for now, then in zip(series.points[steps:], series.points, strict=False):
-        if now.value is None or then.value is None:
-            points.append(Point(now.id, None))
-        else:
-            points.append(Point(now.id, (now.value - then.value) / per, now.trace_id))
-    return Series(series.labels, tuple(points))
+    values = series.values
+    changes = (
+        None if now is None or then is None else (now - then) / per
+        for now, then in zip(values[steps:], values, strict=False)
+    )
+    return Series(series.labels, series.ids[steps:], tuple(changes))
 
 
 def top_n_of(results: Sequence[Evaluated], limit: int, order: Order) -> Evaluated:
@@ -132,8 +128,8 @@ def top_n_of(results: Sequence[Evaluated], limit: int, order: Order) -> Evaluate
         names = " and ".join(sorted(k.value for k in kinds))
         raise ExpressionError(f"top_n_of merges top lists of one type, not {names}.")
     values = [p for r in results for s in r.series for p in s.points if p.value is not None]
-    ordered = sorted(values, key=_java_order, reverse=order is Order.DES)
-    return Evaluated(results[0].type, (Series((), tuple(ordered[:limit])),))
+    ordered = sorted(values, key=lambda p: _java_order(p.value), reverse=order is Order.DES)
+    return Evaluated(results[0].type, (Series.of((), ordered[:limit]),))
 
 
 def _labeled(result: Evaluated, text: str) -> None:
@@ -164,7 +160,7 @@ def relabel(result: Evaluated, target: Label, replacement: Label, text: str) -> 
             f"{len(replacements)}; the n-th value of one replaces the n-th of the other."
         )
     renamed = dict(zip(targets, replacements, strict=True))
-    series = tuple(Series(tuple(renamed.get(kv, kv) for kv in s.labels), s.points) for s in result.series)
+    series = tuple(s._replace(labels=tuple(renamed.get(kv, kv) for kv in s.labels)) for s in result.series)
     return Evaluated(result.type, series, True)
 
 
@@ -197,14 +193,14 @@ def aggregate_labels(result: Evaluated, func: LabelsAggregation, by: Sequence[st
 def _combine_group(
     labels: tuple[KeyValue, ...], group: list[Series], func: Callable[[list[float]], float]
 ) -> Series:
-    first = group[0].points
-    if any(len(s.points) != len(first) for s in group):
+    ids = group[0].ids
+    if any(len(s.values) != len(ids) for s in group):
         raise ExpressionError("aggregate_labels: the labeled series have different numbers of points.")
-    points = []
-    for i, point in enumerate(first):
-        values = [v for s in group if (v := s.points[i].value) is not None]
-        points.append(Point(point.id, func(values) if values else None))
-    return Series(labels, tuple(points))
+    combined = []
+    for i in range(len(ids)):
+        values = [v for s in group if (v := s.values[i]) is not None]
+        combined.append(func(values) if values else None)
+    return Series(labels, ids, tuple(combined))
 
 
 def sort_values(
@@ -215,7 +211,7 @@ def sort_values(
     as it is."""
     if not result.labeled:
         return result
-    keys = [s.points[0].value for s in aggregate(result, aggregation or Aggregation.AVG, text).series]
+    keys = [s.values[0] for s in aggregate(result, aggregation or Aggregation.AVG, text).series]
     sign = -1.0 if order is Order.DES else 1.0
     ranked = sorted(range(len(keys)), key=lambda i: (keys[i] is None, sign * (keys[i] or 0.0)))
     return Evaluated(result.type, tuple(result.series[i] for i in ranked[:limit]), True)

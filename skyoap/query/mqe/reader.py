@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from skyoap.query.catalogue import Attribute, MetricDef
 from skyoap.query.duration import Duration
@@ -38,8 +38,7 @@ class LabelSelector:
         return all(have.get(name) in values for name, values in self.values.items())
 
 
-@dataclass(frozen=True, slots=True)
-class LabeledValues:
+class LabeledValues(NamedTuple):
     """A metric's value at each point of a Duration (None where there is no
     data), for one combination of labels (none for an unlabeled metric)."""
 

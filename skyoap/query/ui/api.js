@@ -35,10 +35,17 @@ export const lastMinutes = (minutes, now = new Date()) => between(new Date(now.g
 const BATCH = 100; // expressions in one request: a page of many entities sends several at once
 
 // Many execExpression, aliased e0, e1, … in requests of BATCH, as SkyWalking's
-// UI batches a list; the results in the order asked.
-export async function expressions(asked, duration) {
+// UI batches a list; the results in the order asked. `arrived(first,
+// results)`, if given, is told of each batch's as it comes (`first`: the
+// place of its first among those asked).
+export async function expressions(asked, duration, arrived = () => {}) {
   const batches = [];
-  for (let i = 0; i < asked.length; i += BATCH) batches.push(batch(asked.slice(i, i + BATCH), duration));
+  for (let i = 0; i < asked.length; i += BATCH) {
+    batches.push(batch(asked.slice(i, i + BATCH), duration).then((results) => {
+      arrived(i, results);
+      return results;
+    }));
+  }
   return (await Promise.all(batches)).flat();
 }
 

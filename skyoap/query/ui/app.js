@@ -70,6 +70,11 @@ async function show() {
   const update = (changes) => {
     for (const [k, v] of Object.entries(changes)) v == null || v === "" ? params.delete(k) : params.set(k, v);
   };
+  // The page is drawn aside and shown whole, unless another draw began
+  // meanwhile, or the page shows what it has drawn so far first.
+  const mine = ++drawing;
+  const drawn = document.createElement("main");
+  let early = false;
   const state = {
     params,
     duration: durationOf(params),
@@ -83,11 +88,19 @@ async function show() {
       update(changes);
       history.replaceState(null, "", `#/${name}?${params}`);
     },
+    // Shows what the page has drawn so far while it goes on drawing (a long
+    // list before its figures), still busy; what it draws after is shown too.
+    showSoFar() {
+      if (mine !== drawing) return;
+      early = true;
+      page.replaceChildren(...drawn.childNodes);
+      for (const k of Object.keys(page.dataset)) delete page.dataset[k];
+      drawn.dataset.firstShownMs = String(Math.round(performance.now()));
+      page.dataset.firstShownMs = drawn.dataset.firstShownMs;
+    },
   };
-  // The page is drawn aside and shown whole, unless another draw began meanwhile.
-  const mine = ++drawing;
-  const drawn = document.createElement("main");
   page.setAttribute("aria-busy", "true");
+  let failed = false;
   try {
     await render(drawn, state);
   } catch (e) {
@@ -95,9 +108,11 @@ async function show() {
     message.className = "error";
     message.textContent = e instanceof QueryError ? e.message : `The page failed: ${e}`;
     drawn.replaceChildren(message);
+    failed = true;
   }
   if (mine !== drawing) return;
-  page.replaceChildren(...drawn.childNodes);
+  if (early && !failed) page.append(...drawn.childNodes);
+  else page.replaceChildren(...drawn.childNodes);
   for (const k of Object.keys(page.dataset)) delete page.dataset[k];
   Object.assign(page.dataset, drawn.dataset, { shown: name, drawnMs: String(Math.round(performance.now())) });
   page.removeAttribute("aria-busy");

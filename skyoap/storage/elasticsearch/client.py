@@ -24,7 +24,7 @@ from skyoap.runtime import deadline
 from skyoap.runtime.batching import BatchPolicy
 from skyoap.runtime.retry import RetryPolicy
 from skyoap.runtime.tracebacks import drop_locals
-from skyoap.storage.api import StorageError, StorageUnavailable
+from skyoap.storage.api import Equal, StorageError, StorageUnavailable
 from skyoap.storage.config import StorageConfig
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,13 @@ def doc_id(key: str) -> str:
     return key if len(raw) <= 512 else "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
-def where_query(first_bucket: int, last_bucket: int, where: Mapping[str, str]) -> dict[str, Any]:
+def where_query(first_bucket: int, last_bucket: int, where: Mapping[str, Equal]) -> dict[str, Any]:
+    """A bucket range and string fields equal to a value (or to one of a tuple's)."""
     filters: list[dict[str, Any]] = [{"range": {"time_bucket": {"gte": first_bucket, "lte": last_bucket}}}]
-    filters += [{"term": {name: value}} for name, value in where.items()]
+    filters += [
+        {"term": {name: value}} if isinstance(value, str) else {"terms": {name: list(value)}}
+        for name, value in where.items()
+    ]
     return {"bool": {"filter": filters}}
 
 

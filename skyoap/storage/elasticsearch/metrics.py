@@ -23,6 +23,7 @@ from skyoap.model.metrics import SEP, Downsampling, Metrics, not_finite
 from skyoap.model.stream import ColumnType
 from skyoap.storage.api import (
     APPLIED_ROUNDS,
+    Equal,
     M,
     MetricsWrite,
     PutOutcome,
@@ -179,7 +180,7 @@ class ElasticsearchMetricsDAO:
         level: Downsampling,
         first_bucket: int,
         last_bucket: int,
-        where: Mapping[str, str] | None = None,
+        where: Mapping[str, Equal] | None = None,
         limit: int = 10_000,
     ) -> list[M]:
         base = self._base(model, level)

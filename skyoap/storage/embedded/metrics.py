@@ -13,7 +13,16 @@ from typing import Any
 
 from skyoap.model.metrics import Downsampling, Metrics, not_finite
 from skyoap.model.stream import StreamData
-from skyoap.storage.api import APPLIED_ROUNDS, M, MetricsWrite, PutOutcome, Stored, check_columns, check_where
+from skyoap.storage.api import (
+    APPLIED_ROUNDS,
+    Equal,
+    M,
+    MetricsWrite,
+    PutOutcome,
+    Stored,
+    check_columns,
+    check_where,
+)
 from skyoap.storage.embedded.db import (
     POSITION_COLUMNS,
     Database,
@@ -30,14 +39,18 @@ def table(model: type[Metrics], level: Downsampling) -> str:
 
 
 def where_clause(
-    model: type[StreamData], first_bucket: int, last_bucket: int, where: Mapping[str, str] | None
+    model: type[StreamData], first_bucket: int, last_bucket: int, where: Mapping[str, Equal] | None
 ) -> tuple[str, list[Any]]:
-    """SQL matching a bucket range and equal string columns."""
+    """SQL matching a bucket range and string columns equal to a value (or to one of a tuple's)."""
     clauses = ["time_bucket BETWEEN ? AND ?"]
     args: list[Any] = [first_bucket, last_bucket]
     for name, value in check_where(model, where).items():
-        clauses.append(f"{name} = ?")
-        args.append(value)
+        if isinstance(value, str):
+            clauses.append(f"{name} = ?")
+            args.append(value)
+        else:
+            clauses.append(f"{name} IN ({', '.join('?' * len(value))})")
+            args += value
     return " AND ".join(clauses), args
 
 
@@ -116,7 +129,7 @@ class EmbeddedMetricsDAO:
         level: Downsampling,
         first_bucket: int,
         last_bucket: int,
-        where: Mapping[str, str] | None = None,
+        where: Mapping[str, Equal] | None = None,
         limit: int = 10_000,
     ) -> list[M]:
         clause, args = where_clause(model, first_bucket, last_bucket, where)
