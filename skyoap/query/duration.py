@@ -143,7 +143,7 @@ class Duration:
         """From the protocol's ``Duration`` input, as a resolver receives it:
         the same Duration for the same input, so that what is derived from
         it is derived once."""
-        return _duration(given["start"], given["end"], Step(given["step"]), bool(given.get("coldStage")))
+        return _duration(given["start"], given["end"], given["step"], bool(given.get("coldStage")))
 
     def __post_init__(self) -> None:
         start = self.start_time  # read first, so that a bad start is the error when both are
@@ -225,5 +225,5 @@ class Duration:
 
 
 @functools.lru_cache(maxsize=256)
-def _duration(start: str, end: str, step: Step, cold_stage: bool) -> Duration:
-    return Duration(start, end, step, cold_stage)
+def _duration(start: str, end: str, step: str, cold_stage: bool) -> Duration:
+    return Duration(start, end, Step(step), cold_stage)

@@ -1,7 +1,10 @@
 """Running queries: parse (at most ``max_tokens``), measure (depth and
 fields, ``bounds.py``), validate with the schema's rules, execute with the
 bound resolvers, and the answer as JSON, on a bounded pool of threads, since
-resolvers read storage with blocking clients.
+resolvers read storage with blocking clients. A valid text is kept, parsed,
+for the next request that sends it; the root fields of a batch resolver are
+resolved at once (``binder.py``), and answers completed by plans made once
+per selection (``completion.py``).
 
 At most ``threads`` queries run at once and ``max_waiting`` more wait for a
 thread; one past them is refused at once (``Busy``) rather than queued
