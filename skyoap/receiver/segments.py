@@ -405,8 +405,31 @@ def measure(
     seen = sightings(segments)
     if seen:
         known.learn(seen)
-    entries: dict[tuple[str, str, str, tuple[Caller, ...], int], Sums] = {}
-    exits: dict[tuple[str, str, str, int], Sums] = {}
+    entries, exits = _summed(segments, apdex)
+    calls = Calls()
+    for (service, instance, endpoint, callers, minute), sums in entries.items():
+        bucket = minute_bucket(minute * 60_000)
+        calls.count(ServiceMetrics, (service,), bucket, sums)
+        calls.count(ServiceInstanceMetrics, (service, instance), bucket, sums)
+        if endpoint:
+            calls.count(EndpointMetrics, (service, endpoint), bucket, sums)
+        for caller in callers:
+            calls.served(caller, service, instance, endpoint, bucket, sums)
+    for (service, instance, peer, minute), sums in exits.items():
+        calls.called(service, instance, peer, known.get(peer), minute_bucket(minute * 60_000), sums)
+    return [*calls.metrics(), *seen]
+
+
+_Entry = tuple[str, str, str, tuple[Caller, ...], int]
+"""An entry span's service, instance, endpoint, callers and minute (ms // 60,000)."""
+_Exit = tuple[str, str, str, int]
+"""An exit span's service, instance, peer and minute."""
+
+
+def _summed(segments: list[Segment], apdex: ApdexThresholds) -> tuple[dict[_Entry, Sums], dict[_Exit, Sums]]:
+    """The analysed spans of ``segments`` summed by what they count for."""
+    entries: dict[_Entry, Sums] = {}
+    exits: dict[_Exit, Sums] = {}
     thresholds: dict[str, int] = {}
     for segment in segments:
         service, instance = segment.service, segment.instance
@@ -439,18 +462,7 @@ def measure(
             sums[2] += latency
             slot = latency_bucket(latency)
             sums[3][slot] = sums[3].get(slot, 0) + 1
-    calls = Calls()
-    for (service, instance, endpoint, callers, minute), sums in entries.items():
-        bucket = minute_bucket(minute * 60_000)
-        calls.count(ServiceMetrics, (service,), bucket, sums)
-        calls.count(ServiceInstanceMetrics, (service, instance), bucket, sums)
-        if endpoint:
-            calls.count(EndpointMetrics, (service, endpoint), bucket, sums)
-        for caller in callers:
-            calls.served(caller, service, instance, endpoint, bucket, sums)
-    for (service, instance, peer, minute), sums in exits.items():
-        calls.called(service, instance, peer, known.get(peer), minute_bucket(minute * 60_000), sums)
-    return [*calls.metrics(), *seen]
+    return entries, exits
 
 
 _USER_CALLER = (Caller(USER, "", ""),)
