@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import random
 import re
 import signal
 import subprocess
@@ -32,7 +31,7 @@ from bench import report
 from bench.cpu import Usage, measuring
 from bench.registration import stop
 from bench.results import RESULTS, Figure, record
-from bench.telemetry import five_span_segment, send, start_node, until_written
+from bench.telemetry import load, send, start_node, until_written, warm
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 
 FLAME_GRAPH = RESULTS.parent.parent / "docs" / "images" / "node-profile.svg"
@@ -155,18 +154,14 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=250, help="samples a second [default: 250]")
     args = parser.parse_args()
 
-    rng = random.Random(1)
-    now = int(time.time() * 1000)
-    segments = [five_span_segment(i, now + i % 1000, rng) for i in range(args.segments)]
-    warmup = [five_span_segment(i, now, rng) for i in range(2000)]
+    segments, warmup = load(args.segments)
     raw = Path(tempfile.mkdtemp()) / "node.txt"
     usage = Usage()
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
         node, address, admin, _ = start_node(es.url, rs.url, 3.0, "on")
         try:
-            send(address, warmup, args.streams)
-            until_written(admin, len(warmup))
+            warm(address, admin, warmup, args.streams)
             spy = subprocess.Popen(
                 [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(node.pid), "--gil",
                  "--rate", str(args.rate), "--format", "raw", "--output", str(raw), "--nonblocking",

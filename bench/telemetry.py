@@ -88,6 +88,20 @@ def five_span_segment(i: int, start_ms: int, rng: random.Random, service: str | 
     ).SerializeToString()
 
 
+def load(count: int) -> tuple[list[bytes], list[bytes]]:
+    """``count`` segments starting within a second of now, and 2,000 more to warm a server up with."""
+    rng = random.Random(1)
+    now = int(time.time() * 1000)
+    segments = [five_span_segment(i, now + i % 1000, rng) for i in range(count)]
+    return segments, [five_span_segment(i, now, rng) for i in range(2000)]
+
+
+def warm(address: str, admin: str, warmup: list[bytes], streams: int) -> None:
+    """Sends a node ``warmup`` and waits until it has stored them."""
+    send(address, warmup, streams)
+    until_written(admin, len(warmup))
+
+
 def send(address: str, segments: list[bytes], streams: int, per_call: int = 1000) -> float:
     """Sends ``segments`` over ``streams`` concurrent client streams of
     ``per_call`` segments each; returns the seconds until every call returned."""
@@ -173,11 +187,7 @@ def main() -> None:
     parser.add_argument("--persist-interval-s", type=float, default=3.0)
     args = parser.parse_args()
 
-    rng = random.Random(1)
-    now = int(time.time() * 1000)
-    segments = [five_span_segment(i, now + i % 1000, rng) for i in range(args.segments)]
-    warmup = [five_span_segment(i, now, rng) for i in range(2000)]
-
+    segments, warmup = load(args.segments)
     decode, decode_address = spawn([sys.executable, "-m", "bench.decode_server"], r"listening on (\S+)")
     decode_usage = Usage()
     try:
@@ -197,8 +207,7 @@ def main() -> None:
         for publish in ("off", "on"):  # on last: freshness is measured with it
             node, address, admin, prefix = start_node(es.url, rs.url, args.persist_interval_s, publish)
             try:
-                send(address, warmup, args.streams)
-                until_written(admin, len(warmup))
+                warm(address, admin, warmup, args.streams)
                 usages[publish] = Usage()
                 with measuring(usages[publish], es.proc.pid, node.pid):
                     send(address, segments, args.streams)

@@ -16,21 +16,24 @@ segment is printed beside the figures.
 from __future__ import annotations
 
 import argparse
-import random
 import secrets
-import time
 
 from bench.cpu import Usage, measuring
 from bench.registration import stop
 from bench.results import Figure, record
-from bench.telemetry import five_span_segment, send, start_node, storage_ceiling, until_written
+from bench.telemetry import load, send, start_node, storage_ceiling, until_written, warm
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 
 CLUSTER = ("--cluster", "redis", "--internal-port", "0")
 
 
 def run(
-    es: ElasticsearchServer, rs: RedisServer, workers: int, segments: list[bytes], args: argparse.Namespace
+    es: ElasticsearchServer,
+    rs: RedisServer,
+    workers: int,
+    segments: list[bytes],
+    warmup: list[bytes],
+    args: argparse.Namespace,
 ) -> Usage:
     """What one node of ``workers`` processes used to store ``segments``."""
     assert es.proc is not None
@@ -38,10 +41,7 @@ def run(
     env = {"SKYOAP_CLUSTER_SECRET": secrets.token_urlsafe(16)} if workers > 1 else None
     node, address, admin, _ = start_node(es.url, rs.url, args.persist_interval_s, "on", *options, env=env)
     try:
-        rng = random.Random(2)
-        warmup = [five_span_segment(i, int(time.time() * 1000), rng) for i in range(2000)]
-        send(address, warmup, args.streams)
-        until_written(admin, len(warmup))
+        warm(address, admin, warmup, args.streams)
         usage = Usage()
         with measuring(usage, es.proc.pid, node.pid):
             send(address, segments, args.streams)
@@ -60,15 +60,13 @@ def main() -> None:
     parser.add_argument("--persist-interval-s", type=float, default=3.0)
     args = parser.parse_args()
 
-    rng = random.Random(1)
-    now = int(time.time() * 1000)
-    segments = [five_span_segment(i, now + i % 1000, rng) for i in range(args.segments)]
+    segments, warmup = load(args.segments)
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
         assert es.proc is not None
         ceiling_usage = Usage()
         ceiling = storage_ceiling(es.url, segments, es.proc.pid, ceiling_usage)
-        usages = {workers: run(es, rs, workers, segments, args) for workers in (1, 2)}
+        usages = {workers: run(es, rs, workers, segments, warmup, args) for workers in (1, 2)}
     finally:
         es.stop()
         rs.stop()

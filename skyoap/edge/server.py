@@ -40,6 +40,23 @@ class _CountedReflection(reflection.ReflectionServicer):
             self._limits.leave()
 
 
+def _listen(server: grpc.Server, host: str, port: int, tls: ServerTls | None) -> int:
+    """Binds ``server`` to ``host``:``port``; returns the port bound."""
+    try:
+        # Older gRPC answers 0 for an address it cannot bind, newer raises.
+        where = f"{host}:{port}"
+        bound = (
+            server.add_insecure_port(where)
+            if tls is None
+            else server.add_secure_port(where, tls.credentials())
+        )
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available")
+    return bound
+
+
 class GrpcServer:
     """Bound on construction (``port`` 0 picks a free port, read back from
     ``port``), so the node knows its address before it builds what routes to
@@ -99,17 +116,7 @@ class GrpcServer:
                 ("grpc.http2.bdp_probe", 0),
             ],
         )
-        try:
-            # Older gRPC answers 0 for an address it cannot bind, newer raises.
-            where = f"{host}:{port}"
-            if tls is None:
-                self.port = self.server.add_insecure_port(where)
-            else:
-                self.port = self.server.add_secure_port(where, tls.credentials())
-        except RuntimeError:
-            self.port = 0
-        if self.port == 0:
-            raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available")
+        self.port = _listen(self.server, host, port, tls)
         self.health = Health(self.limits, self._health_executor, max_watches=self.limits.max_calls)
         self.server.add_generic_rpc_handlers((self.health.handler(),))
         self.services: list[str] = [HEALTH_SERVICE]

@@ -248,23 +248,7 @@ class Node:
         w = cfg.workers
         cache = InventoryCache(edge_reads, w.cache_size, w.miss_recheck_s, w.cache_max_age_s)
         chains = self._chains(storage, cache, topics)
-        yield from (c.l2 for c in chains if c.l2 is not None)
-        if clients is not None:
-            assert self._sender is not None
-            yield self._sender
-            yield clients  # each client sends what it holds before it goes
-        yield from (c.l1 for c in chains if c.l1 is not None)
-        if self.internal is not None:
-            add_remote_service(
-                self.internal,
-                self.workers,
-                StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)),
-                self.instruments,
-                self.budget,
-                cfg.limits.call_deadline_s,
-                cfg.limits.items(),
-                self.incarnation,
-            )
+        yield from self._stages(chains, clients)
         if role.is_target:
             yield from self._housekeeping(storage, topics, cluster)
         if role.takes_agents:
@@ -283,6 +267,34 @@ class Node:
             yield OnClose(lambda: time.sleep(reroute_s))
         yield cluster  # only now: other nodes may route to us from here on
         yield OnClose(self.server.refuse)  # NOT_SERVING to health checks before anything else
+
+    def _stages(
+        self,
+        chains: tuple[InventoryStreamProcessor, MetricsStreamProcessor, RecordStreamProcessor],
+        clients: RemoteClientManager | None,
+    ) -> Iterator[Component]:
+        """The workers of ``chains`` and what connects them, each started
+        before what hands it work: L2, then the remote ``clients`` (on a role
+        that takes agents), then L1; and the service other nodes send L2's
+        work to."""
+        cfg = self.config
+        yield from (c.l2 for c in chains if c.l2 is not None)
+        if clients is not None:
+            assert self._sender is not None
+            yield self._sender
+            yield clients  # each client sends what it holds before it goes
+        yield from (c.l1 for c in chains if c.l1 is not None)
+        if self.internal is not None:
+            add_remote_service(
+                self.internal,
+                self.workers,
+                StreamTypes((*INVENTORY_TYPES, *METRICS_TYPES)),
+                self.instruments,
+                self.budget,
+                cfg.limits.call_deadline_s,
+                cfg.limits.items(),
+                self.incarnation,
+            )
 
     def _query_server(self, storage: OpenStorage, cluster: RedisCluster | StandaloneCluster) -> QueryServer:
         """SkyWalking's query protocol over what storage holds, on every role
