@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from skyoap.deploy.supervisor import Supervisor
     from skyoap.wiring.node import Node
 from skyoap.remote.cluster import Role
+from skyoap.runtime.collector import tune_collector
 from skyoap.runtime.malloc import tune_allocator
 from skyoap.storage.api import StorageError
 from skyoap.storage.config import StorageConfig
@@ -443,6 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     tune_allocator()  # before any thread starts
+    tune_collector()
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),

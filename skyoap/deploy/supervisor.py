@@ -38,6 +38,7 @@ from multiprocessing.process import BaseProcess
 from skyoap.query.config import OFF
 from skyoap.runtime import descriptors
 from skyoap.runtime.admin import AdminServer
+from skyoap.runtime.collector import tune_collector
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.malloc import tune_allocator
 from skyoap.runtime.ratelimit import RateLimitedLog
@@ -78,6 +79,7 @@ def serve(config: NodeConfig, index: int, parent: Connection, log_level: str) ->
     from skyoap.wiring.node import Node
 
     tune_allocator()
+    tune_collector()
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO),
         format=LOG_FORMAT.replace("[%(threadName)s]", "[%(processName)s %(threadName)s]"),
