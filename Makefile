@@ -34,8 +34,12 @@ test-busy: lint
 	trap 'kill $$hog 2>/dev/null; wait $$hog 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	.venv/bin/pytest
 
+# Every benchmark, one after another, then the table in docs/benchmarks.md:
+# about an hour and a half, on a machine doing nothing else.
+BENCHMARKS = telemetry profile workers registration cluster_registration remote_hop topics query ui alarms
 bench: install
-	.venv/bin/python -m bench.registration
+	for b in $(BENCHMARKS); do .venv/bin/python -m bench.$$b || exit 1; done
+	.venv/bin/python -m bench.report
 
 # Where the node's CPU goes under bench.telemetry's load: the flame graph in
 # docs/images/node-profile.svg and the table of stages in docs/benchmarks.md.

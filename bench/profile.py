@@ -10,11 +10,16 @@ py-spy samples the thread that holds the GIL (Python running); a sample is
 charged to the stage of its innermost frame that belongs to one, so a stage
 nested in another (serialising inside the bulk) is charged to the inner one.
 The node's CPU that no sample accounts for (gRPC's own C threads, the
-kernel's side of sockets and of threads handing the GIL on) is its own line."""
+kernel's side of sockets and of threads handing the GIL on) is its own line.
+The decode-only server (``bench.decode_server``, the ceiling the node's CPU
+per segment is held to) is profiled first under the same load, into the
+same stages: what the node spends beyond it is what the node's own work
+costs."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import re
 import signal
@@ -24,12 +29,13 @@ import tempfile
 import time
 import zlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import report
 from bench.cpu import Usage, measuring
-from bench.registration import stop
+from bench.registration import spawn, stop
 from bench.results import RESULTS, Figure, record
 from bench.telemetry import load, send, start_node, until_written, warm
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
@@ -145,6 +151,45 @@ def flame_graph(stacks: Counter[tuple[str, ...]], title: str, width: int = 1200,
     return "\n".join(out) + "\n"
 
 
+@contextlib.contextmanager
+def sampling(pid: int, rate: int, raw: Path) -> Iterator[None]:
+    """py-spy samples process ``pid`` into ``raw`` while the block runs."""
+    spy = subprocess.Popen(
+        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--gil",
+         "--rate", str(rate), "--format", "raw", "--output", str(raw), "--nonblocking", "--nolineno"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1)  # py-spy attaches
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        _, errors = spy.communicate(timeout=60)
+    if not raw.exists():
+        raise RuntimeError(f"py-spy wrote no profile: {errors}")
+
+
+def by_stage(
+    stacks: Counter[tuple[str, ...]], cpu_s: float, segments: int, rate: int
+) -> list[tuple[str, float]]:
+    """µs per segment by stage, most first, and last what no sample covers of ``cpu_s``."""
+    samples: Counter[str] = Counter()
+    for stack, count in stacks.items():
+        samples[stage_of(list(stack))] += count
+    us_per_sample = 1e6 / rate / segments
+    rows = [(stage, n * us_per_sample) for stage, n in samples.most_common()]
+    return [*rows, (OUTSIDE, max(0.0, cpu_s / segments * 1e6 - sum(us for _, us in rows)))]
+
+
+def show(what: str, rows: list[tuple[str, float]]) -> float:
+    """Prints ``rows`` under ``what``; returns their total."""
+    total = sum(us for _, us in rows)
+    print(f"{what}: {total:.0f} us per segment")
+    for stage, us in rows:
+        print(f"  {stage:45s} {us:7.1f} us  {us / total:6.1%}")
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -155,51 +200,45 @@ def main() -> None:
     args = parser.parse_args()
 
     segments, warmup = load(args.segments)
-    raw = Path(tempfile.mkdtemp()) / "node.txt"
+    raw = Path(tempfile.mkdtemp())
+    decode, decode_address = spawn([sys.executable, "-m", "bench.decode_server"], r"listening on (\S+)")
+    decode_usage = Usage()
+    try:
+        send(decode_address, warmup, args.streams)
+        with (
+            sampling(decode.pid, args.rate, raw / "decode.txt"),
+            measuring(decode_usage, node_pid=decode.pid),
+        ):
+            send(decode_address, segments, args.streams)
+    finally:
+        stop(decode)
     usage = Usage()
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
         node, address, admin, _ = start_node(es.url, rs.url, 3.0, "on")
         try:
             warm(address, admin, warmup, args.streams)
-            spy = subprocess.Popen(
-                [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(node.pid), "--gil",
-                 "--rate", str(args.rate), "--format", "raw", "--output", str(raw), "--nonblocking",
-                 "--nolineno"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            time.sleep(1)  # py-spy attaches
-            with measuring(usage, node_pid=node.pid):
+            with sampling(node.pid, args.rate, raw / "node.txt"), measuring(usage, node_pid=node.pid):
                 send(address, segments, args.streams)
                 until_written(admin, len(warmup) + args.segments)
-            spy.send_signal(signal.SIGINT)
-            _, errors = spy.communicate(timeout=60)
-            if not raw.exists():
-                raise RuntimeError(f"py-spy wrote no profile: {errors}")
         finally:
             stop(node)
     finally:
         es.stop()
         rs.stop()
 
-    stacks = read_stacks(raw)
-    by_stage: Counter[str] = Counter()
-    for stack, count in stacks.items():
-        by_stage[stage_of(list(stack))] += count
-    node_us = usage.node_s / args.segments * 1e6
-    us_per_sample = 1e6 / args.rate / args.segments
-    sampled_us = sum(by_stage.values()) * us_per_sample
-    rows = [(stage, samples * us_per_sample) for stage, samples in by_stage.most_common()]
-    rows.append((OUTSIDE, max(0.0, node_us - sampled_us)))
-
+    stacks = read_stacks(raw / "node.txt")
     FLAME_GRAPH.write_text(
         flame_graph(stacks, f"skyoap node under bench.telemetry, {args.segments} segments, topics on")
     )
-    print(f"the node's CPU per segment: {node_us:.0f} us; sampled in Python threads: {sampled_us:.0f} us")
-    for stage, us in rows:
-        print(f"  {stage:45s} {us:7.1f} us  {us / node_us:6.1%}")
+    decode_rows = by_stage(read_stacks(raw / "decode.txt"), decode_usage.node_s, args.segments, args.rate)
+    decode_us = show("the decode-only server's CPU", decode_rows)
+    rows = by_stage(stacks, usage.node_s, args.segments, args.rate)
+    node_us = show("the node's CPU", rows)
     record("profile", [
-        Figure(f"stage: {stage}", us, "µs", node_us, "the node's CPU per segment") for stage, us in rows
+        *(Figure(f"stage: {stage}", us, "µs", node_us, "the node's CPU per segment") for stage, us in rows),
+        *(Figure(f"decode-only server, stage: {stage}", us, "µs", decode_us, "its CPU per segment")
+          for stage, us in decode_rows),
     ])  # fmt: skip
     report.main()
     print(f"flame graph written to {FLAME_GRAPH.relative_to(RESULTS.parent.parent)}", file=sys.stderr)
