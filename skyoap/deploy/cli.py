@@ -335,14 +335,8 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     down.set_defaults(run=_cluster_down)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="skyoap",
-        description="A SkyWalking-style telemetry ingestion pipeline. Every option can also be set "
-        "in the environment as SKYOAP_<OPTION> (e.g. SKYOAP_STORAGE=elasticsearch).",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_node_commands(sub: argparse._SubParsersAction) -> None:
+    """``node`` and ``demo``: the commands that run a node."""
     node = sub.add_parser(
         "node", parents=[LOGGING], help="run a node until SIGINT or SIGTERM", description="Run a node."
     )
@@ -371,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(demo, NodeConfig)
     demo.set_defaults(run=_demo)
 
+
+def _add_read_commands(sub: argparse._SubParsersAction) -> None:
+    """``inventory``, ``query`` and ``consumer``: what a storage holds, printed."""
     inventory = sub.add_parser(
         "inventory",
         parents=[LOGGING],
@@ -415,6 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     consumer.add_argument("--group", help="only this consumer group")
     add_options(consumer, StorageConfig)
     consumer.set_defaults(run=_consumer)
+
+
+def _add_spark_command(sub: argparse._SubParsersAction) -> None:
     spark = sub.add_parser(
         "spark",
         parents=[LOGGING],
@@ -438,6 +438,19 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--available-now", action="store_true", help="error-spikes stops when caught up")
     add_options(spark, StorageConfig)
     spark.set_defaults(run=_spark)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skyoap",
+        description="A SkyWalking-style telemetry ingestion pipeline. Every option can also be set "
+        "in the environment as SKYOAP_<OPTION> (e.g. SKYOAP_STORAGE=elasticsearch).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _add_node_commands(sub)
+    _add_read_commands(sub)
+    _add_spark_command(sub)
     _add_cluster_commands(sub)
     return parser
 
