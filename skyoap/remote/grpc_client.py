@@ -163,6 +163,11 @@ class GrpcRemoteClient:
         self._reachable = False
         self._future: grpc.Future | None = None
         self._streaming = False
+        self._count_in(instruments, address)
+        self._thread: threading.Thread | None = None
+
+    def _count_in(self, instruments: Instruments, address: str) -> None:
+        """The client's counters, labelled with its target's ``address``."""
 
         def counter(name: str, help: str) -> Counter:
             return instruments.counter(f"skyoap_remote_{name}_total", help, ["target"]).labels(target=address)
@@ -193,7 +198,6 @@ class GrpcRemoteClient:
             "one stream of batches to a target, from its first batch to the target's acknowledgement",
             ["target"],
         ).labels(target=address)
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         if self._thread is None:

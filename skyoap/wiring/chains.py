@@ -265,19 +265,27 @@ class MetricsStreamProcessor:
             workers.register(l1)
             self._l1.append(l1)
             self._entries[model] = l1
-        self.l2 = (
+        self.l2, self.l1 = self._levels(config, l2_pool, l1_pool)
+
+    def _levels(
+        self, config: NodeConfig, l2_pool: DrainPool, l1_pool: DrainPool
+    ) -> tuple[ChainLevel | None, ChainLevel | None]:
+        """L2 and L1 as the node starts and drains them: each pool with its
+        periodic round, None for a level the node's role does not run."""
+        role, w = config.cluster.role, config.workers
+        l2 = (
             ChainLevel(
                 l2_pool,
                 Periodic(
                     "metrics-persist", w.metrics_persist_interval_s, self._persist_l2, "persisting metrics"
                 ),
                 store_again=self._persist_l2_held,
-                after_drain=[*(w.interrupt for w in self._l2), self._last_round],
+                after_drain=[*(worker.interrupt for worker in self._l2), self._last_round],
             )
             if role.is_target
             else None
         )
-        self.l1 = (
+        l1 = (
             ChainLevel(
                 l1_pool,
                 Periodic(
@@ -288,6 +296,7 @@ class MetricsStreamProcessor:
             if role.takes_agents
             else None
         )
+        return l2, l1
 
     def entry(self, model: type[Metrics]) -> Worker[Metrics]:
         return self._entries[model]
