@@ -35,7 +35,7 @@ test-busy: lint
 	.venv/bin/pytest
 
 # Every benchmark, one after another, then the table in docs/benchmarks.md:
-# about an hour and a half, on a machine doing nothing else.
+# about half an hour, on a machine doing nothing else.
 BENCHMARKS = telemetry profile workers registration cluster_registration remote_hop topics query ui alarms
 bench: install
 	for b in $(BENCHMARKS); do .venv/bin/python -m bench.$$b || exit 1; done
