@@ -35,9 +35,9 @@ from pathlib import Path
 
 from bench import report
 from bench.cpu import Usage, measuring
-from bench.registration import spawn, stop
+from bench.registration import stop
 from bench.results import RESULTS, Figure, record
-from bench.telemetry import load, send, start_node, until_written, warm
+from bench.telemetry import decode_only, load, send, start_node, until_written, warm
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 
 FLAME_GRAPH = RESULTS.parent.parent / "docs" / "images" / "node-profile.svg"
@@ -201,17 +201,9 @@ def main() -> None:
 
     segments, warmup = load(args.segments)
     raw = Path(tempfile.mkdtemp())
-    decode, decode_address = spawn([sys.executable, "-m", "bench.decode_server"], r"listening on (\S+)")
-    decode_usage = Usage()
-    try:
-        send(decode_address, warmup, args.streams)
-        with (
-            sampling(decode.pid, args.rate, raw / "decode.txt"),
-            measuring(decode_usage, node_pid=decode.pid),
-        ):
-            send(decode_address, segments, args.streams)
-    finally:
-        stop(decode)
+    decode_usage = decode_only(
+        segments, warmup, args.streams, lambda pid: sampling(pid, args.rate, raw / "decode.txt")
+    )
     usage = Usage()
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:

@@ -20,6 +20,7 @@ And freshness: the time from a segment's arrival to its metrics being readable
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import statistics
@@ -28,6 +29,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import grpc
 from elasticsearch import Elasticsearch, helpers
@@ -100,6 +102,25 @@ def warm(address: str, admin: str, warmup: list[bytes], streams: int) -> None:
     """Sends a node ``warmup`` and waits until it has stored them."""
     send(address, warmup, streams)
     until_written(admin, len(warmup))
+
+
+def decode_only(
+    segments: list[bytes],
+    warmup: list[bytes],
+    streams: int,
+    watching: Callable[[int], contextlib.AbstractContextManager[object]] = lambda _: contextlib.nullcontext(),
+) -> Usage:
+    """What the decode-only server used to take ``segments`` after
+    ``warmup``; ``watching(pid)`` wraps the part measured."""
+    decode, address = spawn([sys.executable, "-m", "bench.decode_server"], r"listening on (\S+)")
+    usage = Usage()
+    try:
+        send(address, warmup, streams)
+        with watching(decode.pid), measuring(usage, node_pid=decode.pid):
+            send(address, segments, streams)
+    finally:
+        stop(decode)
+    return usage
 
 
 def send(address: str, segments: list[bytes], streams: int, per_call: int = 1000) -> float:
@@ -188,15 +209,8 @@ def main() -> None:
     args = parser.parse_args()
 
     segments, warmup = load(args.segments)
-    decode, decode_address = spawn([sys.executable, "-m", "bench.decode_server"], r"listening on (\S+)")
-    decode_usage = Usage()
-    try:
-        send(decode_address, warmup, args.streams)
-        with measuring(decode_usage, node_pid=decode.pid):
-            send(decode_address, segments, args.streams)
-        grpc_ceiling = args.segments / decode_usage.wall_s
-    finally:
-        stop(decode)
+    decode_usage = decode_only(segments, warmup, args.streams)
+    grpc_ceiling = args.segments / decode_usage.wall_s
 
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
