@@ -79,50 +79,16 @@ def run_demo(
     """The demo; with ``serve``, the node stays up on its configured query port,
     its services reporting on, until SIGINT or SIGTERM."""
     with tempfile.TemporaryDirectory(prefix="skyoap-demo-") as tmp:
-        if config.storage.embedded_path == StorageConfig.embedded_path:
-            config = config.with_options(embedded_path=str(Path(tmp) / "skyoap.db"))
-        default_port = config.server.port == ServerConfig.port
-        default_query_port = config.query.port == QueryConfig.port
-        config = config.with_options(
-            host="127.0.0.1",
-            port=0 if default_port else config.server.port,
-            query_port=0 if default_query_port and not serve else config.query.port,
-            # The demo's queries and UI stay on this machine unless told otherwise.
-            query_host="127.0.0.1" if config.query.host == QueryConfig.host else config.query.host,
-        )
+        config = _on_this_machine(config, Path(tmp), serve)
         with Node(config) as node:
-            target = node.address
-            agents = [
-                Agent(
-                    target,
-                    f"demo-service-{s}",
-                    properties={"host": f"host-{s}-{i}", "language": "python"},
-                    retry_interval_s=0.2,
-                )
-                for s in range(services)
-                for i in range(instances)
-            ]
-            print(
-                f"node listening on {target} (queries at {node.query_url or 'none'}); "
-                f"{len(agents)} agents registering",
-                file=sys.stderr,
-            )
             started = time.monotonic()
-
-            def bring_up(a: Agent) -> None:
-                a.register(timeout_s=60)
-                a.register_endpoints(endpoints_of(a.service_name))
-                a.register_addresses([f"db-{a.service_name}:5432"])
-                a.start_heartbeat(heartbeat_s)
-
-            with ThreadPoolExecutor(max_workers=min(64, len(agents))) as pool:
-                list(pool.map(bring_up, agents))
+            agents = _agents_up(node, services, instances, heartbeat_s)
             print(
                 f"every agent has its ids after {time.monotonic() - started:.2f} s; "
                 f"heart-beating for {duration_s:g} s",
                 file=sys.stderr,
             )
-            traffic = Traffic(target, agents)
+            traffic = Traffic(node.address, agents)
             print(f"{traces} traces reported ({traffic.report(traces)} segments)", file=sys.stderr)
             if serve:
                 _serve(node.ui_url, lambda: traffic.report(max(1, traces // 30)))
@@ -131,18 +97,69 @@ def run_demo(
             for a in agents:
                 a.close()
         # The node drained its chains into storage on close; read what it stored.
-        storage = open_storage(config.storage)
-        try:
-            print_inventory(storage.inventory, sys.stdout)
-            for what in ("services", "relations"):
-                print(file=sys.stdout)
-                print_query(storage, what, None, 15, 50, sys.stdout)
-        finally:
-            storage.close()
+        _print_stored(config)
     if not serve:
         ui = f"http://127.0.0.1:{config.query.port or QueryConfig.port}/"
         print(f"\nTo look at it in a browser: `skyoap demo --serve`, then open {ui}", file=sys.stdout)
     return 0
+
+
+def _on_this_machine(config: NodeConfig, tmp: Path, serve: bool) -> NodeConfig:
+    """``config`` with what it left at its defaults made the demo's: storage in
+    ``tmp``, free ports (the query port kept with ``serve``), loopback only."""
+    if config.storage.embedded_path == StorageConfig.embedded_path:
+        config = config.with_options(embedded_path=str(tmp / "skyoap.db"))
+    default_port = config.server.port == ServerConfig.port
+    default_query_port = config.query.port == QueryConfig.port
+    return config.with_options(
+        host="127.0.0.1",
+        port=0 if default_port else config.server.port,
+        query_port=0 if default_query_port and not serve else config.query.port,
+        # The demo's queries and UI stay on this machine unless told otherwise.
+        query_host="127.0.0.1" if config.query.host == QueryConfig.host else config.query.host,
+    )
+
+
+def _agents_up(node: Node, services: int, instances: int, heartbeat_s: float) -> list[Agent]:
+    """``instances`` agents of each of ``services``, registered with their
+    endpoints and addresses, heart-beating."""
+    agents = [
+        Agent(
+            node.address,
+            f"demo-service-{s}",
+            properties={"host": f"host-{s}-{i}", "language": "python"},
+            retry_interval_s=0.2,
+        )
+        for s in range(services)
+        for i in range(instances)
+    ]
+    print(
+        f"node listening on {node.address} (queries at {node.query_url or 'none'}); "
+        f"{len(agents)} agents registering",
+        file=sys.stderr,
+    )
+
+    def bring_up(a: Agent) -> None:
+        a.register(timeout_s=60)
+        a.register_endpoints(endpoints_of(a.service_name))
+        a.register_addresses([f"db-{a.service_name}:5432"])
+        a.start_heartbeat(heartbeat_s)
+
+    with ThreadPoolExecutor(max_workers=min(64, len(agents))) as pool:
+        list(pool.map(bring_up, agents))
+    return agents
+
+
+def _print_stored(config: NodeConfig) -> None:
+    """The inventory, services and relations the storage of ``config`` holds."""
+    storage = open_storage(config.storage)
+    try:
+        print_inventory(storage.inventory, sys.stdout)
+        for what in ("services", "relations"):
+            print(file=sys.stdout)
+            print_query(storage, what, None, 15, 50, sys.stdout)
+    finally:
+        storage.close()
 
 
 def _serve(ui_url: str | None, report_more: Callable[[], object]) -> None:
