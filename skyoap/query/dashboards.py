@@ -138,6 +138,11 @@ def _dashboard(name: str, entity: str, children: list[Widget], root: bool = Fals
 @cache
 def dashboards() -> tuple[dict[str, Any], ...]:
     """Every dashboard, its ``configuration`` as a JSON value (not yet text)."""
+    return (_root(), _service(), *_instance_and_endpoint(), *_relations())
+
+
+def _root() -> dict[str, Any]:
+    """The first page: the services, their topology and the top lists."""
     service_tops = [
         _top("Slowest Services (ms)", f"top_n(service_resp_time,10,des,attr0='{GENERAL}')"),
         _top("Busiest Services (calls / min)", f"top_n(service_cpm,10,des,attr0='{GENERAL}')"),
@@ -146,6 +151,20 @@ def dashboards() -> tuple[dict[str, Any], ...]:
         _top("Busiest Endpoints (calls / min)", f"top_n(endpoint_cpm,10,des,attr0='{GENERAL}')"),
         _top("Least Successful Endpoints (%)", f"top_n(endpoint_sla,10,asc,attr0='{GENERAL}')/100"),
     ]
+    return _dashboard(
+        "General-Root",
+        "All",
+        _tabs(
+            ("Services", [_listing("ServiceList", "General-Service", "service")]),
+            ("Topology", [_service_topology()]),
+            ("Top Lists", service_tops),
+        ),
+        root=True,
+    )
+
+
+def _service() -> dict[str, Any]:
+    """A service's page."""
     overview = [
         _card("Apdex", "avg(service_apdex)/10000"),
         _card("Success Rate", "avg(service_sla)/100", "%"),
@@ -155,6 +174,22 @@ def dashboards() -> tuple[dict[str, Any], ...]:
         _top("Busiest Instances (calls / min)", "top_n(service_instance_cpm,10,des)"),
         _top("Slowest Endpoints (ms)", "top_n(endpoint_resp_time,10,des)"),
     ]
+    return _dashboard(
+        "General-Service",
+        "Service",
+        _tabs(
+            ("Overview", overview),
+            ("Instances", [_listing("InstanceList", "General-Instance", "service_instance")]),
+            ("Endpoints", [_listing("EndpointList", "General-Endpoint", "endpoint")]),
+            ("Topology", [_service_topology()]),
+            ("Traces", [_whole("Trace")]),
+            ("Logs", [_whole("Log")]),
+        ),
+    )
+
+
+def _instance_and_endpoint() -> tuple[dict[str, Any], ...]:
+    """An instance's page and an endpoint's."""
     python = [
         _line("Process CPU (%)", "instance_pvm_process_cpu_utilization"),
         _line("Process Memory (%)", "instance_pvm_process_mem_utilization"),
@@ -164,34 +199,7 @@ def dashboards() -> tuple[dict[str, Any], ...]:
         nodeExpressions=["avg(endpoint_cpm)", "avg(endpoint_sla)/100", "avg(endpoint_resp_time)"],
         linkServerExpressions=["avg(endpoint_relation_cpm)", "avg(endpoint_relation_resp_time)"],
     )
-    instance_topology = _topology(
-        nodeExpressions=["avg(service_instance_cpm)", "avg(service_instance_sla)/100"],
-        linkServerExpressions=["avg(service_instance_relation_server_cpm)"],
-        linkClientExpressions=["avg(service_instance_relation_client_cpm)"],
-    )
     return (
-        _dashboard(
-            "General-Root",
-            "All",
-            _tabs(
-                ("Services", [_listing("ServiceList", "General-Service", "service")]),
-                ("Topology", [_service_topology()]),
-                ("Top Lists", service_tops),
-            ),
-            root=True,
-        ),
-        _dashboard(
-            "General-Service",
-            "Service",
-            _tabs(
-                ("Overview", overview),
-                ("Instances", [_listing("InstanceList", "General-Instance", "service_instance")]),
-                ("Endpoints", [_listing("EndpointList", "General-Endpoint", "endpoint")]),
-                ("Topology", [_service_topology()]),
-                ("Traces", [_whole("Trace")]),
-                ("Logs", [_whole("Log")]),
-            ),
-        ),
         _dashboard(
             "General-Instance", "ServiceInstance", _tabs(("Overview", [*_calls("service_instance"), *python]))
         ),
@@ -204,6 +212,17 @@ def dashboards() -> tuple[dict[str, Any], ...]:
                 ("Traces", [_whole("Trace")]),
             ),
         ),
+    )
+
+
+def _relations() -> tuple[dict[str, Any], ...]:
+    """The pages of relations: between services, instances and endpoints."""
+    instance_topology = _topology(
+        nodeExpressions=["avg(service_instance_cpm)", "avg(service_instance_sla)/100"],
+        linkServerExpressions=["avg(service_instance_relation_server_cpm)"],
+        linkClientExpressions=["avg(service_instance_relation_client_cpm)"],
+    )
+    return (
         _dashboard(
             "General-Service-Relation",
             "ServiceRelation",
