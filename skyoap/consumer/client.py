@@ -51,7 +51,34 @@ CLOSE_TIMEOUT_S = 10.0
 """How long ``close`` waits for the background threads to stop, unless told otherwise."""
 
 
+def _member_id(member_id: str | None, group_instance_id: str | None) -> str:
+    """The member's id: its static ``group_instance_id``, else ``member_id``,
+    else one made of the host, the process and a random part."""
+    if group_instance_id is not None and (not group_instance_id or member_id is not None):
+        raise ValueError("group_instance_id names the member: give a non-empty one, and no member_id")
+    return group_instance_id or member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _lag_server(
+    topics: TopicDAO, state: StateStore | None, group: str | None, host: str, port: int
+) -> AdminServer:
+    """A started admin server whose /metrics serves ``group``'s lag and committed offsets."""
+    if group is None or state is None:
+        raise ValueError("an admin port serves a group's lag: open the consumer with a group")
+    instruments = Instruments()
+    instruments.registry.register(LagCollector(lambda: lags(topics, state, [group])))
+    admin = AdminServer(host, port, instruments)
+    admin.start()
+    return admin
+
+
 class Consumer:
+    admin: AdminServer | None
+    """With ``admin_port``: its /metrics serves the group's lag and committed offsets (0: a free port)."""
+    _chosen = False
+    _closed = False
+    _owns_storage = False
+
     def __init__(
         self,
         topics: TopicDAO,
@@ -72,11 +99,7 @@ class Consumer:
         admin_port: int | None = None,
         admin_host: str = "127.0.0.1",
     ) -> None:
-        if group_instance_id is not None and (not group_instance_id or member_id is not None):
-            raise ValueError("group_instance_id names the member: give a non-empty one, and no member_id")
-        self.member_id = (
-            group_instance_id or member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        )
+        self.member_id = _member_id(member_id, group_instance_id)
         self._subscription = SubscriptionState()
         self._fetcher = Fetcher(
             topics,
@@ -114,18 +137,7 @@ class Consumer:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.fetch_size = fetch_size
         self.fetch_idle_s = fetch_idle_s
-        self._chosen = False
-        self._closed = False
-        self._owns_storage = False
-        self.admin: AdminServer | None = None
-        """With ``admin_port``: its /metrics serves the group's lag and committed offsets (0: a free port)."""
-        if admin_port is not None:
-            if group is None or state is None:
-                raise ValueError("an admin port serves a group's lag: open the consumer with a group")
-            instruments = Instruments()
-            instruments.registry.register(LagCollector(lambda: lags(topics, state, [group])))
-            self.admin = AdminServer(admin_host, admin_port, instruments)
-            self.admin.start()
+        self.admin = None if admin_port is None else _lag_server(topics, state, group, admin_host, admin_port)
 
     @classmethod
     def open(cls, config: StorageConfig, group: str | None = None, **options: object) -> Consumer:
