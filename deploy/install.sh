@@ -20,9 +20,10 @@ needs python3 "Python 3.11+"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-# The stamp names what is installed; a newer pyproject.toml installs again.
+# The stamp names what is installed; a newer pyproject.toml, or a changed
+# accelerator source (compiled at install), installs again.
 stamp=.venv/.installed-$what
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ skyoap/receiver/_scan.c -nt "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e ".$extras"
   touch "$stamp"

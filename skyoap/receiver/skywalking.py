@@ -11,10 +11,12 @@ import enum
 import functools
 import logging
 import math
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, ClassVar, TypeVar, assert_never
 
 import grpc
@@ -64,6 +66,24 @@ from skyoap.storage.api import StorageError
 log = logging.getLogger(__name__)
 
 NO_COMMANDS = common_pb2.Commands()
+
+
+def _accelerator() -> ModuleType | None:
+    """The receiver's accelerator (``receiver/_scan.c``), unless it was not
+    built (no C compiler where skyoap was installed) or SKYOAP_PURE_PYTHON
+    asks for protobuf's path alone."""
+    if os.environ.get("SKYOAP_PURE_PYTHON"):
+        return None
+    try:
+        from skyoap.receiver import _scan
+    except ImportError:
+        return None
+    _scan.bind(Span, SpanRef)
+    return _scan
+
+
+_scan = _accelerator()
+
 _SEGMENT_COST = DecodeCost(tracing_pb2.SegmentObject)
 HOLD_EVERY = 64
 """A call's segments are held in the budget this many at a time (and the
@@ -328,6 +348,44 @@ def segment_of(
     )
 
 
+def scan_rules(limits: TelemetryLimits, searchable: frozenset[str]) -> tuple[Any, ...]:
+    """The rules ``_scan.scan`` checks a segment by: those of ``check``."""
+    return (
+        limits.max_spans_per_segment,
+        limits.max_refs_per_span,
+        limits.max_tags_per_item,
+        limits.max_name_length,
+        limits.max_past_ms,
+        limits.max_future_ms,
+        tuple(k.encode() for k in searchable),
+    )
+
+
+def checked_segment(
+    pb: tracing_pb2.SegmentObject,
+    limits: TelemetryLimits,
+    searchable: frozenset[str],
+    now_ms: int,
+    rules: tuple[Any, ...] | None = None,
+) -> Segment:
+    """``segment_of`` the message, checked (Refused if it breaks a rule).
+
+    Where the accelerator is built, the segment is read from its bytes by
+    ``_scan.scan`` (``rules`` from ``scan_rules``), in a fifth of the time
+    the message's fields take to read; a segment it does not take (one that
+    breaks a rule, or holds what only protobuf reads) is read here, which
+    says what was wrong."""
+    if _scan is not None:
+        data = pb.SerializeToString()
+        fields = _scan.scan(data, rules or scan_rules(limits, searchable), now_ms)
+        if fields is not None:
+            trace_id, segment_id, service, instance, spans, tags = fields
+            return Segment(trace_id, segment_id, service, instance, spans, data, tags)
+    segment = segment_of(pb, limits, searchable)
+    check(segment, limits, now_ms)
+    return segment
+
+
 _new = tuple.__new__
 """Builds a named tuple from a tuple of its fields, without the call its
 constructor makes to do the same."""
@@ -390,6 +448,7 @@ class TraceSegmentReportService(TelemetryService):
         self._aliases = aliases
         self._apdex = apdex
         self._searchable = searchable
+        self._rules = scan_rules(self._limits, searchable)
 
     def take(
         self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally
@@ -405,8 +464,7 @@ class TraceSegmentReportService(TelemetryService):
         try:
             for pb in segments:
                 try:
-                    segment = segment_of(pb, self._limits, self._searchable)
-                    check(segment, self._limits, now_ms)
+                    segment = checked_segment(pb, self._limits, self._searchable, now_ms, self._rules)
                 except Refused as e:
                     tally.refuse(e)
                     outcome.append((pb, None))

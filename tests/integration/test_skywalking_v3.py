@@ -3,6 +3,7 @@ and heart-beat, unchanged."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import time
@@ -27,6 +28,9 @@ from skyoap.model.metrics import (
 )
 from skyoap.model.records import LogRecord, SegmentRecord
 from skyoap.proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
+from skyoap.receiver import skywalking
+from skyoap.receiver.segments import SEARCHABLE_TRACE_TAGS, check
+from skyoap.runtime import clock
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
@@ -185,6 +189,24 @@ server.shutdown()
 """
 
 
+def read_the_same_by_both_paths(segments: list[bytes], config: NodeConfig) -> None:
+    """The receiver's accelerator reads an agent's segments, tags included,
+    as protobuf's path does."""
+    accelerator = skywalking._scan
+    assert accelerator is not None, "the accelerator is not built (pip install -e . with a C compiler)"
+    limits, searchable, now_ms = config.limits.items(), frozenset(SEARCHABLE_TRACE_TAGS), clock.now_ms()
+    tagged = 0
+    for data in segments:
+        fields = accelerator.scan(data, skywalking.scan_rules(limits, searchable), now_ms)
+        pure = skywalking.segment_of(tracing_pb2.SegmentObject.FromString(data), limits, searchable)
+        check(pure, limits, now_ms)
+        assert repr(fields) == repr(
+            (pure.trace_id, pure.segment_id, pure.service, pure.instance, pure.spans, pure.tags)
+        )
+        tagged += bool(pure.tags)
+    assert tagged > 0
+
+
 def test_the_official_python_agent_reports_and_its_data_is_stored(
     node_config: NodeConfig, start_node: Callable[[NodeConfig], Node], tmp_path: Path
 ) -> None:
@@ -233,6 +255,7 @@ def test_the_official_python_agent_reports_and_its_data_is_stored(
             [(f"/orders/{n}", n == "fail") for n in ("1", "2", "3", "fail")] * 2
         )
         assert {s.instance for s in segments} == {instance.instance_uuid}
+        read_the_same_by_both_paths([base64.b64decode(s.data) for s in segments], node_config)
         eventually(lambda: len(storage.records.query(LogRecord, *everything)) == 4)
         logs = storage.records.query(LogRecord, *everything)
         assert sorted(r.endpoint for r in logs) == [f"/orders/{n}" for n in ("1", "2", "3", "fail")]
