@@ -17,6 +17,7 @@ import datetime
 import enum
 import functools
 import math
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -224,12 +225,17 @@ class CallMetrics(Metrics):
     def combine_all(cls, items: list[Self]) -> Self:
         if len(items) == 1:
             return items[0]
-        histograms = [i.histogram for i in items if i.histogram]
-        return replace(
-            items[0],
-            **{name: sum(getattr(i, name) for i in items) for name in cls.SUMMED},
-            histogram=tuple(map(sum, zip(*histograms, strict=True))) if histograms else (),
-        )
+        counts = operator.attrgetter(*cls.SUMMED)
+        histogram: tuple[int, ...] = ()
+        for item in items:
+            if not histogram:
+                histogram = item.histogram
+            elif len(item.histogram) == len(histogram):
+                histogram = tuple(map(operator.add, histogram, item.histogram))
+            elif item.histogram:
+                raise ValueError(f"histograms of {len(histogram)} and {len(item.histogram)} buckets")
+        totals = map(sum, zip(*map(counts, items), strict=True))
+        return replace(items[0], **dict(zip(cls.SUMMED, totals, strict=True)), histogram=histogram)
 
     def percentile(self, p: int) -> int:
         """The lower bound of the bucket holding the call of rank ceil(p% of

@@ -319,7 +319,7 @@ class Calls:
                 calls=calls,
                 errors=errors,
                 latency_sum_ms=latency_sum,
-                histogram=tuple(histogram.get(slot, 0) for slot in range(len(LATENCY_BUCKETS_MS))),
+                histogram=_dense(histogram),
                 **dict(zip(ENTITY_FIELDS[model], names, strict=True)),
                 **(
                     {"apdex_satisfied": satisfied, "apdex_tolerating": tolerating}
@@ -331,6 +331,17 @@ class Calls:
                 self._sums.items()
             )
         ]
+
+
+_NO_CALLS = (0,) * len(LATENCY_BUCKETS_MS)
+
+
+def _dense(histogram: dict[int, int]) -> tuple[int, ...]:
+    """The calls of every latency bucket, from those of the few buckets that have any."""
+    dense = list(_NO_CALLS)
+    for slot, calls in histogram.items():
+        dense[slot] = calls
+    return tuple(dense)
 
 
 class Aliases(Protocol):
@@ -363,25 +374,37 @@ def sightings(segments: Sequence[Segment]) -> list[NetworkAddressAlias]:
     caller used (``networkAddressUsedAtPeer``) makes that address an alias of
     the span's service and instance. An address the guards folded into
     ``OTHER`` stands for many, and is no alias."""
-    seen: dict[tuple[str, int], NetworkAddressAlias] = {}
-    for segment in segments:
-        for span in segment.spans:
-            if span.kind != SpanKind.ENTRY or span.skip_analysis:
-                continue
-            for ref in span.refs:
-                if ref.ref_type != CROSS_PROCESS or not ref.address or ref.address == OTHER:
-                    continue
-                key = (ref.address, minute_bucket(span.start_time))
-                held = seen.get(key)
-                if held is None or held.recency() < (span.start_time, segment.service, segment.instance):
-                    seen[key] = NetworkAddressAlias(
-                        time_bucket=key[1],
-                        address=ref.address,
-                        service=segment.service,
-                        instance=segment.instance,
-                        last_seen=span.start_time,
-                    )
-    return list(seen.values())
+    return _aliases(_summed(list(segments), DEFAULT_APDEX)[2])
+
+
+_Sighting = tuple[int, str, str]
+"""When an address was last seen as an alias, and of which service and instance."""
+
+
+def _sight(seen: dict[tuple[str, int], _Sighting], span: Span, service: str, instance: str) -> None:
+    """Adds the aliases entry ``span`` of ``instance`` of ``service`` shows to ``seen``."""
+    for ref in span.refs:
+        address = ref.address
+        if ref.ref_type != CROSS_PROCESS or not address or address == OTHER:
+            continue
+        key = (address, span.start_time // 60_000)
+        sighting = (span.start_time, service, instance)
+        held = seen.get(key)
+        if held is None or held < sighting:
+            seen[key] = sighting
+
+
+def _aliases(seen: dict[tuple[str, int], _Sighting]) -> list[NetworkAddressAlias]:
+    return [
+        NetworkAddressAlias(
+            time_bucket=minute_bucket(minute * 60_000),
+            address=address,
+            service=service,
+            instance=instance,
+            last_seen=last_seen,
+        )
+        for (address, minute), (last_seen, service, instance) in seen.items()
+    ]
 
 
 def measure(
@@ -402,10 +425,10 @@ def measure(
     peer and minute), and each sum is then counted once for every metric it
     makes: a chunk's spans share few of those."""
     known = CallAliases() if aliases is None else aliases
-    seen = sightings(segments)
+    entries, exits, sighted = _summed(segments, apdex)
+    seen = _aliases(sighted)
     if seen:
         known.learn(seen)
-    entries, exits = _summed(segments, apdex)
     calls = Calls()
     for (service, instance, endpoint, callers, minute), sums in entries.items():
         bucket = minute_bucket(minute * 60_000)
@@ -426,10 +449,14 @@ _Exit = tuple[str, str, str, int]
 """An exit span's service, instance, peer and minute."""
 
 
-def _summed(segments: list[Segment], apdex: ApdexThresholds) -> tuple[dict[_Entry, Sums], dict[_Exit, Sums]]:
-    """The analysed spans of ``segments`` summed by what they count for."""
+def _summed(
+    segments: list[Segment], apdex: ApdexThresholds
+) -> tuple[dict[_Entry, Sums], dict[_Exit, Sums], dict[tuple[str, int], _Sighting]]:
+    """The analysed spans of ``segments`` summed by what they count for, and
+    the aliases their entry spans show, by address and minute."""
     entries: dict[_Entry, Sums] = {}
     exits: dict[_Exit, Sums] = {}
+    seen: dict[tuple[str, int], _Sighting] = {}
     thresholds: dict[str, int] = {}
     for segment in segments:
         service, instance = segment.service, segment.instance
@@ -442,6 +469,8 @@ def _summed(segments: list[Segment], apdex: ApdexThresholds) -> tuple[dict[_Entr
                 sums = entries.get(entry)
                 if sums is None:
                     sums = entries[entry] = [0, 0, 0, {}, 0, 0]
+                if span.refs:
+                    _sight(seen, span, service, instance)
                 if not span.is_error:
                     threshold = thresholds.get(service)
                     if threshold is None:
@@ -462,7 +491,7 @@ def _summed(segments: list[Segment], apdex: ApdexThresholds) -> tuple[dict[_Entr
             sums[2] += latency
             slot = latency_bucket(latency)
             sums[3][slot] = sums[3].get(slot, 0) + 1
-    return entries, exits
+    return entries, exits, seen
 
 
 _USER_CALLER = (Caller(USER, "", ""),)
