@@ -59,7 +59,10 @@ STAGES: list[tuple[str, re.Pattern[str]]] = [
             "checks and guards",
             [r"^(check|_passes|_refuse) ", r"cardinality", r"checks\.py", r"limits\.py"],
         ),
-        ("decoding", [r"^(segment_of|checked_segment)", r"_too_many", r"searchable_tags", r"FromString", r"^Decoder"]),
+        (
+            "decoding",
+            [r"^(segment_of|checked_segment)", r"_too_many", r"searchable_tags", r"FromString", r"^Decoder"],
+        ),
         ("record building", [r"^record_of", r"model/records\.py", r"model/stream\.py"]),
         ("measuring (spans to metrics)", [r"receiver/segments\.py", r"model/metrics\.py"]),
         (

@@ -252,8 +252,11 @@ def main() -> None:
                         address, paced_names, args.threads, args.batch, args.paced_poll_s, args.paced_rate
                     )
                     # The ceiling right before, so that both see the machine in the same mood.
-                    ceiling = ask_known(empty_address, names, args.threads, args.batch, args.known_s)
-                    known = ask_known(address, names, args.threads, args.batch, args.known_s)
+                    ceiling_usage, known_usage = Usage(), Usage()
+                    with measuring(ceiling_usage, node_pid=empty.pid):
+                        ceiling = ask_known(empty_address, names, args.threads, args.batch, args.known_s)
+                    with measuring(known_usage, node_pid=node.pid):
+                        known = ask_known(address, names, args.threads, args.batch, args.known_s)
                 finally:
                     stop(node)
                 t = burst.time_to_id_s
@@ -276,6 +279,9 @@ def main() -> None:
                     f"{storage:14s} known names: {known:8.0f} names/s answered, empty handler "
                     f"{ceiling:8.0f} names/s: {known / ceiling:6.1%} of the ceiling"
                 )
+                for usage, rate, server in ((known_usage, known, "node"), (ceiling_usage, ceiling, "empty")):
+                    line = usage.line(int(rate * usage.wall_s), "name").replace("node", server, 1)
+                    print(f"  CPU: {line}")
                 burst_figure = Figure(f"{storage}, new names, a burst", burst.ids_per_s, "ids/s")
                 if storage != "embedded":
                     burst_figure = dataclasses.replace(

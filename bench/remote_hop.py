@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 
+from bench.cpu import Usage, measuring
 from bench.registration import spawn, stop
 from bench.results import Figure, at_least, record
 from skyoap.model.inventory import ServiceInstanceInventory
@@ -24,7 +25,9 @@ from skyoap.runtime.instruments import Instruments
 L2 = worker_id(ServiceInstanceInventory, Stage.L2)
 
 
-def items_per_s(address: str, count: int) -> float:
+def items_per_s(address: str, count: int, usage: Usage | None = None, server_pid: int | None = None) -> float:
+    """What the remote client streams to ``address`` a second; ``usage`` gets
+    the CPU the server (``server_pid``) and this process used meanwhile."""
     instruments = Instruments()
     client = GrpcRemoteClient(address, instruments, buffer_size=50_000, give_back=lambda items: None)
     client.start()
@@ -35,13 +38,21 @@ def items_per_s(address: str, count: int) -> float:
         for i in range(count)
     ]  # fmt: skip
     started = time.perf_counter()
-    for item in items:
-        client.push(L2, item)
-    while instruments.value("skyoap_remote_sent_total", target=address) < count:
-        time.sleep(0.005)
+    with measuring(usage or Usage(), node_pid=server_pid):
+        for item in items:
+            client.push(L2, item)
+        while instruments.value("skyoap_remote_sent_total", target=address) < count:
+            time.sleep(0.005)
     elapsed = time.perf_counter() - started
     client.close(5)
     return count / elapsed
+
+
+def cpu_line(usage: Usage, items: int) -> str:
+    return (
+        f"server {usage.node_s / usage.wall_s:.2f} cores ({usage.node_s / items * 1e6:.1f} us/item), "
+        f"client {usage.load_s / usage.wall_s:.2f} cores ({usage.load_s / items * 1e6:.1f} us/item)"
+    )
 
 
 def main() -> None:
@@ -64,15 +75,18 @@ def main() -> None:
         items_per_s(service_address, 20_000)  # warm-up of both
         items_per_s(empty_address, 20_000)
         real, ceiling = [], []
+        real_usage, ceiling_usage = Usage(), Usage()
         for _ in range(args.rounds):
-            ceiling.append(items_per_s(empty_address, args.items))
-            real.append(items_per_s(service_address, args.items))
+            ceiling.append(items_per_s(empty_address, args.items, ceiling_usage, empty.pid))
+            real.append(items_per_s(service_address, args.items, real_usage, service.pid))
     finally:
         stop(service)
         stop(empty)
     r, c = statistics.median(real), statistics.median(ceiling)
     print(f"empty handler (ceiling): {c:10.0f} items/s   runs: {', '.join(f'{v:.0f}' for v in ceiling)}")
+    print(f"  CPU of the last run: {cpu_line(ceiling_usage, args.items)}")
     print(f"RemoteService:           {r:10.0f} items/s   runs: {', '.join(f'{v:.0f}' for v in real)}")
+    print(f"  CPU of the last run: {cpu_line(real_usage, args.items)}")
     print(f"remote hop at {r / c:.1%} of the ceiling")
     goal = at_least(0.7, of_ceiling=True)
     record("remote_hop", [Figure("RemoteService", r, "items/s", c, "an empty handler", goal)])

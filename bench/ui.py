@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
+from bench.cpu import Usage, measuring
 from bench.query import populate
 from bench.results import Figure, at_most, pct, record
 from skyoap.deploy.servers import chromium_path
@@ -120,6 +122,7 @@ def measure(base: str, args: argparse.Namespace) -> list[Figure]:
     services: list[float] = []
     layout: list[float] = []
     topology: list[float] = []
+    drawing = Usage()  # the services pages', summed
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
         try:
@@ -132,7 +135,11 @@ def measure(base: str, args: argparse.Namespace) -> list[Figure]:
                         page.wait_for_selector("main[data-shown]:not([aria-busy])", timeout=60_000)
                     page.close()
                 page = browser.new_page(viewport=VIEWPORT)
-                services.append(drawn(page, f"{base}#/services", "services"))
+                usage = Usage()
+                with measuring(usage, node_pid=os.getpid()):  # this process and the browser under it
+                    services.append(drawn(page, f"{base}#/services", "services"))
+                drawing.wall_s, drawing.node_s = drawing.wall_s + usage.wall_s, drawing.node_s + usage.node_s
+                drawing.load_s += usage.load_s
                 rows = page.locator("table.services tbody tr").count()
                 assert rows == args.services, f"the services page drew {rows} rows of {args.services}"
                 page.close()
@@ -147,6 +154,11 @@ def measure(base: str, args: argparse.Namespace) -> list[Figure]:
     n = args.services
     print(f"first paint: {spread(painted)} (an empty page: {spread(empty)})")
     print(f"the services page of {n} services drawn: {spread(services)}")
+    r = args.rounds
+    print(
+        f"  CPU per services page: the query server {drawing.load_s / r * 1000:.0f} ms, Chromium "
+        f"{(drawing.node_s - drawing.load_s) / r * 1000:.0f} ms, over {drawing.wall_s / r * 1000:.0f} ms"
+    )
     print(f"a topology of {n} services laid out: {spread(layout)} (the page drawn: {spread(topology)})")
     return [
         Figure("first paint p99", pct(painted, 99), "ms", pct(empty, 99), "an empty page's", at_most(1000)),

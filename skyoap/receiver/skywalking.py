@@ -43,11 +43,12 @@ from skyoap.receiver.checks import Refusals, Tally
 from skyoap.receiver.registration import Registrar
 from skyoap.receiver.segments import (
     DEFAULT_APDEX,
+    ENTRY,
+    EXIT,
     SEARCHABLE_TRACE_TAGS,
     Aliases,
     Segment,
     Span,
-    SpanKind,
     SpanRef,
     check,
     measure,
@@ -498,11 +499,12 @@ class TraceSegmentReportService(TelemetryService):
         for segment in segments:
             instances.add((segment.service, segment.instance))
             for span in segment.spans:
-                if span.kind == SpanKind.ENTRY and span.operation:
+                if span.kind == ENTRY and span.operation:
                     endpoints.setdefault(segment.service, set()).add(span.operation)
-                elif span.kind == SpanKind.EXIT and span.peer:
+                elif span.kind == EXIT and span.peer:
                     peers.add(span.peer)
-                peers.update(r.address for r in span.refs if r.address)
+                if span.refs:
+                    peers.update([r.address for r in span.refs if r.address])
         for service, instance in sorted(instances):
             self._names.seen(service, instance)
         for service, names in endpoints.items():
@@ -707,6 +709,7 @@ def add_skywalking_services(
     of ``searchable`` keys kept for searches); returns the segments' service,
     which takes OTLP's spans too."""
     segments = TraceSegmentReportService(intake, aliases, apdex, searchable)
+    log.info("segments are read by %s", "the C accelerator" if _scan else "protobuf alone (pure Python)")
     management = ManagementService(intake.names, intake.limits, intake.cardinality)
     configuration = ConfigurationDiscoveryService()
     # (file, service, servicer, whether it carries names and commands only)
