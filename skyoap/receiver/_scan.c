@@ -345,7 +345,7 @@ static PyObject *segment_of(const Rules *rules, Reader *r) {
     Slice names[4] = {{NULL, 0}, {NULL, 0}, {NULL, 0}, {NULL, 0}};
     Py_ssize_t nspans = 0;
     Slice *bodies = NULL;
-    PyObject *result = NULL, *spans = NULL, *tags = NULL;
+    PyObject *result = NULL, *spans = NULL, *tags = NULL, *ids[4] = {NULL, NULL, NULL, NULL};
     int read = read_segment(rules, r, names, &bodies, &nspans);
     if (read <= 0) {
         result = read < 0 ? PyErr_NoMemory() : Py_NewRef(Py_None);
@@ -361,13 +361,18 @@ static PyObject *segment_of(const Rules *rules, Reader *r) {
         }
         PyTuple_SET_ITEM(spans, i, span);
     }
+    for (int i = 0; i < 4; i++)
+        if ((ids[i] = text(names[i])) == NULL)
+            goto done;
     PyObject *sorted = sorted_tuple(tags);
     if (sorted == NULL)
         goto done;
-    result = Py_BuildValue("(NNNNON)", text(names[0]), text(names[1]), text(names[2]), text(names[3]),
-                           spans, sorted);
+    result = PyTuple_Pack(6, ids[0], ids[1], ids[2], ids[3], spans, sorted);
+    Py_DECREF(sorted);
 done:
     PyMem_Free(bodies);
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(ids[i]);
     Py_XDECREF(spans);
     Py_XDECREF(tags);
     if (result == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
