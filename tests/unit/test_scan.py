@@ -11,24 +11,13 @@ from typing import Any
 
 import pytest
 
-from skyoap.model.checks import Refused, TelemetryLimits
+from skyoap.model.checks import Refused
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.receiver import skywalking
 from skyoap.receiver.segments import SEARCHABLE_TRACE_TAGS, Segment, check
 from skyoap.receiver.skywalking import checked_segment, scan_rules, segment_of
+from tests.unit.test_segment_checks import LIMITS, NOW_MS
 
-NOW_MS = 1_790_000_000_000
-LIMITS = TelemetryLimits(
-    max_name_length=20,
-    max_past_ms=3_600_000,
-    max_future_ms=60_000,
-    max_properties_chars=100,
-    max_spans_per_segment=4,
-    max_refs_per_span=2,
-    max_tags_per_item=3,
-    max_log_body_bytes=100,
-    max_histogram_buckets=10,
-)
 SEARCHABLE = frozenset(SEARCHABLE_TRACE_TAGS)
 RULES = scan_rules(LIMITS, SEARCHABLE)
 
