@@ -51,7 +51,7 @@ from skyoap.model.metrics import (
     minute_bucket,
 )
 from skyoap.model.records import RECORD_TYPES
-from skyoap.query.metrics import StoredMetrics
+from skyoap.mqe.stored import StoredMetrics
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsDAO, MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind

@@ -16,7 +16,7 @@ from typing import Any
 from skyoap.model.metrics import minute_bucket
 from skyoap.model.records import AlarmRecord
 from skyoap.model.stream import Text, Words
-from skyoap.query import ids
+from skyoap.mqe import ids
 from skyoap.storage.api import RecordDAO
 
 SHOP = ids.service_id("shop", True)

@@ -49,8 +49,8 @@ from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step
 from skyoap.alarm.vectorized import Frames, Listings, held_all
 from skyoap.model.records import AlarmRecord
-from skyoap.query.entity import Entity
-from skyoap.query.metrics import StoredMetrics
+from skyoap.mqe.entity import Entity
+from skyoap.mqe.stored import StoredMetrics
 from skyoap.remote.selector import owner
 from skyoap.runtime.budget import memory_size
 from skyoap.runtime.crash import crash_point

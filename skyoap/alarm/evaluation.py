@@ -14,15 +14,14 @@ from typing import Any
 
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import SEP, Downsampling
-from skyoap.query import ids
-from skyoap.query.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
-from skyoap.query.duration import Duration, Step
-from skyoap.query.entity import Entity, Scope
-from skyoap.query.metrics import StoredMetrics
-from skyoap.query.mqe import syntax
-from skyoap.query.mqe.arithmetic import ExpressionError
-from skyoap.query.mqe.evaluator import Evaluator
-from skyoap.query.mqe.parser import parse
+from skyoap.mqe import ids, syntax
+from skyoap.mqe.arithmetic import ExpressionError
+from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
+from skyoap.mqe.duration import Duration, Step
+from skyoap.mqe.entity import Entity, Scope
+from skyoap.mqe.evaluator import Evaluator
+from skyoap.mqe.parser import parse
+from skyoap.mqe.stored import StoredMetrics
 from skyoap.storage.api import MetricsDAO
 
 SCOPES = {

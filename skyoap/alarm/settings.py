@@ -26,8 +26,8 @@ from typing import Any, Protocol
 import re2
 import yaml
 
-from skyoap.query.mqe import syntax
-from skyoap.query.mqe.parser import MQEError, parse
+from skyoap.mqe import syntax
+from skyoap.mqe.parser import MQEError, parse
 
 HOOK_KINDS = ("webhook", "slack", "wechat", "dingtalk", "feishu", "pagerduty", "discord")
 """The hooks skyoap sends to, each in its service's own message format."""

@@ -26,14 +26,14 @@ import numpy.typing as npt
 from skyoap.alarm.evaluation import Watched, entity_name, entity_names, entity_of_names, held
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import LATENCY_BUCKETS_MS, SEP, CallMetrics, Downsampling, Metrics
-from skyoap.query.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
-from skyoap.query.duration import Duration, DurationError
-from skyoap.query.entity import Entity
-from skyoap.query.metrics import StoredMetrics
-from skyoap.query.mqe import syntax as s
-from skyoap.query.mqe.arithmetic import ExpressionError
-from skyoap.query.mqe.reader import LabelSelector
-from skyoap.query.mqe.results import KeyValue
+from skyoap.mqe import syntax as s
+from skyoap.mqe.arithmetic import ExpressionError
+from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
+from skyoap.mqe.duration import Duration, DurationError
+from skyoap.mqe.entity import Entity
+from skyoap.mqe.reader import LabelSelector
+from skyoap.mqe.results import KeyValue
+from skyoap.mqe.stored import StoredMetrics
 from skyoap.storage.api import MetricsDAO
 
 Floats: TypeAlias = npt.NDArray[np.float64]

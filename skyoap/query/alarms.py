@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import AlarmRecord
-from skyoap.query import ids, tag_completion
+from skyoap.mqe import ids
+from skyoap.mqe.entity import GENERAL, Entity, Scope, entity_of
+from skyoap.query import tag_completion
 from skyoap.query.context import QueryContext
-from skyoap.query.entity import Entity, Scope, entity_of
-from skyoap.query.metadata import GENERAL
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
 

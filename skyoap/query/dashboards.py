@@ -6,7 +6,7 @@ are MQE, and tabs holding widgets in turn. The UI keys a dashboard by
 ``layer_entity_name`` and opens the one of an entity's scope.
 
 skyoap's dashboards are of the GENERAL layer, drawing the metrics skyoap
-measures (``catalogue.py``) and the meters SkyWalking's Python agent
+measures (``mqe/catalogue.py``) and the meters SkyWalking's Python agent
 reports under their own names. Templates cannot be changed here: the
 mutations answer ``status: false`` (skyoap keeps no UI settings)."""
 
@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+from skyoap.mqe.entity import GENERAL
 from skyoap.query.context import QueryContext
-from skyoap.query.metadata import GENERAL, list_services
+from skyoap.query.metadata import list_services
 
 Widget = dict[str, Any]
 

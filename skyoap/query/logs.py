@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from skyoap.model.records import LogRecord
-from skyoap.query import ids
+from skyoap.mqe import ids
+from skyoap.mqe.ids import endpoint_names, instance_names, service_name
 from skyoap.query.context import QueryContext
-from skyoap.query.ids import endpoint_names, instance_names, service_name
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
 

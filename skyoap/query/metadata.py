@@ -12,12 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
-from skyoap.query import ids
+from skyoap.mqe import ids
+from skyoap.mqe.duration import Duration
+from skyoap.mqe.entity import GENERAL
 from skyoap.query.context import QueryContext
-from skyoap.query.duration import Duration
-
-GENERAL = "GENERAL"
-"""SkyWalking's layer of services an agent reports from."""
 
 GROUP_SEPARATOR = "::"
 """``group::short`` names a service of a group, as in SkyWalking."""

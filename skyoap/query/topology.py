@@ -28,9 +28,9 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceRelationMetrics,
 )
-from skyoap.query import ids
+from skyoap.mqe import ids
+from skyoap.mqe.duration import Duration
 from skyoap.query.context import QueryContext
-from skyoap.query.duration import Duration
 
 MAX_ROWS = 10_000
 """A topology is built from fewer relation rows (one per relation and time

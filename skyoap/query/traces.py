@@ -10,10 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import SegmentRecord
+from skyoap.mqe.ids import endpoint_names, instance_names, service_name
 from skyoap.query import tag_completion
 from skyoap.query.components import component_name
 from skyoap.query.context import QueryContext
-from skyoap.query.ids import endpoint_names, instance_names, service_name
 from skyoap.query.paging import Page, Window
 from skyoap.query.segment_data import StoredSegment, StoredSpan, UndecodableSegment, decode_segment
 from skyoap.storage.api import RecordSearch

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skyoap.model.metrics import Downsampling, EndpointRelationMetrics, minute_bucket
-from skyoap.query.duration import Step
+from skyoap.mqe.duration import Step
 from skyoap.storage.config import StorageConfig
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig

@@ -13,8 +13,8 @@ from skyoap.alarm.evaluation import RuleError, entities, entity_ids, entity_name
 from skyoap.alarm.settings import Rule, parse_settings
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics
 from skyoap.model.records import RECORD_TYPES
-from skyoap.query.entity import Entity, Scope
-from skyoap.query.metrics import StoredMetrics
+from skyoap.mqe.entity import Entity, Scope
+from skyoap.mqe.stored import StoredMetrics
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage

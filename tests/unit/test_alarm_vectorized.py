@@ -35,12 +35,12 @@ from skyoap.model.metrics import (
     ServiceRelationMetrics,
 )
 from skyoap.model.records import RECORD_TYPES
-from skyoap.query.catalogue import MetricDef
-from skyoap.query.duration import Duration
-from skyoap.query.entity import Entity
-from skyoap.query.metrics import StoredMetrics
-from skyoap.query.mqe.parser import parse
-from skyoap.query.mqe.reader import LabelSelector
+from skyoap.mqe.catalogue import MetricDef
+from skyoap.mqe.duration import Duration
+from skyoap.mqe.entity import Entity
+from skyoap.mqe.parser import parse
+from skyoap.mqe.reader import LabelSelector
+from skyoap.mqe.stored import StoredMetrics
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind

@@ -20,14 +20,14 @@ from skyoap.model.metrics import (
     latency_bucket,
     merge_into,
 )
-from skyoap.query import catalogue
-from skyoap.query.catalogue import ENTITY_COLUMNS, MetricDef, MetricsType
-from skyoap.query.duration import Duration, Step
-from skyoap.query.entity import Entity, Scope
-from skyoap.query.ids import endpoint_id, instance_id, service_id
-from skyoap.query.mqe.evaluator import execute
-from skyoap.query.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
-from skyoap.query.mqe.results import (
+from skyoap.mqe import catalogue
+from skyoap.mqe.catalogue import ENTITY_COLUMNS, MetricDef, MetricsType
+from skyoap.mqe.duration import Duration, Step
+from skyoap.mqe.entity import Entity, Scope
+from skyoap.mqe.evaluator import execute
+from skyoap.mqe.ids import endpoint_id, instance_id, service_id
+from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
+from skyoap.mqe.results import (
     ExpressionResult,
     ExpressionResultType,
     KeyValue,
@@ -37,7 +37,7 @@ from skyoap.query.mqe.results import (
     Owner,
     format_value,
 )
-from skyoap.query.mqe.syntax import Order
+from skyoap.mqe.syntax import Order
 
 SINGLE = ExpressionResultType.SINGLE_VALUE
 SERIES = ExpressionResultType.TIME_SERIES_VALUES

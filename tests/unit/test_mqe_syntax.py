@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from skyoap.query.mqe.parser import CACHED_CHARS, MAX_CHARS, MQEError, MQESyntaxError, _parsed, parse
-from skyoap.query.mqe.syntax import (
+from skyoap.mqe.parser import CACHED_CHARS, MAX_CHARS, MQEError, MQESyntaxError, _parsed, parse
+from skyoap.mqe.syntax import (
     Aggregate,
     AggregateLabels,
     Aggregation,

@@ -39,7 +39,7 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
     data_files = {
         "skyoap/proto/skywalking/tracing.proto",
         "skyoap/proto/register_pb2.pyi",
-        "skyoap/query/mqe/mqe.lark",
+        "skyoap/mqe/mqe.lark",
         # The web UI the query port serves.
         "skyoap/query/ui/index.html",
         "skyoap/query/ui/app.js",

@@ -13,7 +13,8 @@ import graphql
 import pytest
 
 from skyoap.model.records import RECORD_TYPES, AlarmRecord
-from skyoap.query import alarms, ids
+from skyoap.mqe import ids
+from skyoap.query import alarms
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.api import RecordSearch

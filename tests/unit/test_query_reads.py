@@ -28,7 +28,7 @@ from skyoap.model.metrics import (
     ServiceMetrics,
 )
 from skyoap.model.records import RECORD_TYPES
-from skyoap.query import metrics as query_metrics
+from skyoap.mqe import stored
 from skyoap.query import status
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution, QueryRequest
@@ -270,7 +270,7 @@ def test_what_cannot_be_evaluated_answers_an_error(storage: OpenStorage) -> None
 
 
 def test_a_read_past_the_row_bound_is_refused(storage: OpenStorage, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(query_metrics, "MAX_ROWS", 2)
+    monkeypatch.setattr(stored, "MAX_ROWS", 2)
     result = expression(storage, "top_n(endpoint_cpm, 2, des)", serviceName="shop")
     assert result["error"] == (
         "endpoint_cpm has more than 2 rows in the Duration: shorten it or take a longer step"

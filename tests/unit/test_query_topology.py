@@ -18,7 +18,8 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceRelationMetrics,
 )
-from skyoap.query import ids, topology
+from skyoap.mqe import ids
+from skyoap.query import topology
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution, Outcome, QueryRequest
 from skyoap.query.resolvers import resolvers

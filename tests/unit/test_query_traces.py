@@ -13,10 +13,10 @@ import pytest
 
 from skyoap.model.records import LogRecord, SegmentRecord
 from skyoap.model.stream import ColumnType, Text, Words
+from skyoap.mqe.ids import BadId, service_name
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query import logs, traces
 from skyoap.query.context import QueryContext, TimesToLive
-from skyoap.query.ids import BadId, service_name
 from skyoap.query.paging import Page, Window
 from skyoap.query.segment_data import (
     Ref,

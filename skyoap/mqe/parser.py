@@ -9,7 +9,7 @@ from typing import Any
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken, v_args
 from lark.exceptions import VisitError
 
-from skyoap.query.mqe import syntax as s
+from skyoap.mqe import syntax as s
 from skyoap.runtime.cache import TextCache
 
 MAX_INTEGER = 2**31 - 1

@@ -29,7 +29,7 @@ from skyoap.model.metrics import (
     ServiceMetrics,
     ServiceRelationMetrics,
 )
-from skyoap.query.entity import Entity, Scope
+from skyoap.mqe.entity import Entity, Scope
 
 
 class MetricsType(enum.Enum):

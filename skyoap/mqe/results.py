@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from skyoap.query.entity import Scope
+from skyoap.mqe.entity import Scope
 
 
 class ExpressionResultType(enum.Enum):

@@ -16,13 +16,9 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from skyoap.query.catalogue import CATALOGUE, MetricDef, MetricsType
-from skyoap.query.duration import Duration, DurationError
-from skyoap.query.entity import Entity, Scope
-from skyoap.query.ids import endpoint_id, instance_id, service_id
-from skyoap.query.mqe import operations as ops
-from skyoap.query.mqe import syntax as s
-from skyoap.query.mqe.arithmetic import (
+from skyoap.mqe import operations as ops
+from skyoap.mqe import syntax as s
+from skyoap.mqe.arithmetic import (
     ARITHMETIC,
     COMPARISONS,
     LOGIC,
@@ -32,8 +28,12 @@ from skyoap.query.mqe.arithmetic import (
     ExpressionError,
     combine,
 )
-from skyoap.query.mqe.parser import MQEError, parse
-from skyoap.query.mqe.reader import (
+from skyoap.mqe.catalogue import CATALOGUE, MetricDef, MetricsType
+from skyoap.mqe.duration import Duration, DurationError
+from skyoap.mqe.entity import Entity, Scope
+from skyoap.mqe.ids import endpoint_id, instance_id, service_id
+from skyoap.mqe.parser import MQEError, parse
+from skyoap.mqe.reader import (
     AttrCondition,
     LabeledValues,
     LabelSelector,
@@ -41,7 +41,7 @@ from skyoap.query.mqe.reader import (
     Ranked,
     TopNCondition,
 )
-from skyoap.query.mqe.results import Evaluated, ExpressionResult, ExpressionResultType, Owner, Point, Series
+from skyoap.mqe.results import Evaluated, ExpressionResult, ExpressionResultType, Owner, Point, Series
 
 RANKED_SCOPES = frozenset({Scope.SERVICE, Scope.SERVICE_INSTANCE, Scope.ENDPOINT})
 """What ``top_n`` ranks (SkyWalking's top lists of other scopes name no one)."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from skyoap.query.mqe.results import Evaluated, ExpressionResultType, KeyValue, Series
-from skyoap.query.mqe.syntax import BinaryOperator, BoolOperator, Comparison
+from skyoap.mqe.results import Evaluated, ExpressionResultType, KeyValue, Series
+from skyoap.mqe.syntax import BinaryOperator, BoolOperator, Comparison
 
 Apply = Callable[[float, float], float]
 

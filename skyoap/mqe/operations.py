@@ -9,10 +9,10 @@ import decimal
 import math
 from collections.abc import Callable, Sequence
 
-from skyoap.query.duration import Step
-from skyoap.query.mqe.arithmetic import SERIES, SINGLE, ExpressionError
-from skyoap.query.mqe.results import Evaluated, KeyValue, Point, Series
-from skyoap.query.mqe.syntax import Aggregation, Label, LabelsAggregation, MathFunction, Order, TrendFunction
+from skyoap.mqe.arithmetic import SERIES, SINGLE, ExpressionError
+from skyoap.mqe.duration import Step
+from skyoap.mqe.results import Evaluated, KeyValue, Point, Series
+from skyoap.mqe.syntax import Aggregation, Label, LabelsAggregation, MathFunction, Order, TrendFunction
 
 
 def _java_order(value: float | None) -> tuple[bool, float]:

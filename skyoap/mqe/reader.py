@@ -8,11 +8,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from skyoap.query.catalogue import Attribute, MetricDef
-from skyoap.query.duration import Duration
-from skyoap.query.entity import Entity
-from skyoap.query.mqe.results import KeyValue
-from skyoap.query.mqe.syntax import Label, Order
+from skyoap.mqe.catalogue import Attribute, MetricDef
+from skyoap.mqe.duration import Duration
+from skyoap.mqe.entity import Entity
+from skyoap.mqe.results import KeyValue
+from skyoap.mqe.syntax import Label, Order
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+GENERAL = "GENERAL"
+"""SkyWalking's layer of services an agent reports from."""
+
 
 class Scope(enum.Enum):
     """SkyWalking's ``Scope``, valued as the protocol spells it."""
