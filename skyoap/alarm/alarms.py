@@ -43,7 +43,8 @@ from skyoap.alarm.evaluation import (
     watched,
     window,
 )
-from skyoap.alarm.messages import AlarmMessage, Request, requests
+from skyoap.alarm.hooks import requests
+from skyoap.alarm.messages import AlarmMessage, Request
 from skyoap.alarm.outbox import Entry, Handling
 from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step

@@ -26,12 +26,9 @@ from typing import Any, Protocol
 import re2
 import yaml
 
+from skyoap.alarm.hooks import KINDS, UNSENT_KINDS, Hook, SettingsReader
 from skyoap.mqe import syntax
 from skyoap.mqe.parser import MQEError, parse
-
-HOOK_KINDS = ("webhook", "slack", "wechat", "dingtalk", "feishu", "pagerduty", "discord")
-"""The hooks skyoap sends to, each in its service's own message format."""
-UNSENT_KINDS = {"gRPC": "SkyWalking's gRPC alarm hook", "welink": "WeLink"}
 
 _RULE_KEYS = {
     "expression", "period", "silence-period", "recovery-observation-period", "message", "include-names",
@@ -42,8 +39,6 @@ _RULE_KEYS = {
 _LEGACY_OPS = {">": ">", ">=": ">=", "<": "<", "<=": "<=", "==": "==", "=": "=="}
 _NAME = re.compile(r"[A-Za-z0-9_]+_rule")
 _PERCENTILES = ("50", "75", "90", "95", "99")
-PAGERDUTY = "https://events.pagerduty.com/v2/enqueue"
-"""PagerDuty's Events API v2."""
 
 
 class SettingsError(ValueError):
@@ -126,23 +121,6 @@ class Rule:
 
     def text(self, name: str) -> str:
         return self.message.replace("{name}", name)
-
-
-@dataclass(frozen=True)
-class Hook:
-    kind: str
-    name: str
-    is_default: bool
-    targets: tuple[Mapping[str, Any], ...]
-    """Where to send: ``{"url": …}`` and what the kind needs beside it
-    (``secret``, ``username``, ``headers``, a PagerDuty ``integration-key``)."""
-    recovery_targets: tuple[Mapping[str, Any], ...]
-    text_template: str = ""
-    recovery_text_template: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}.{self.name}"
 
 
 @dataclass(frozen=True)
@@ -339,12 +317,14 @@ class _Reader:
 
     def hooks(self, node: yaml.Node) -> dict[str, Hook]:
         hooks: dict[str, Hook] = {}
+        kinds = ", ".join(KINDS)
         for kind, named in self.mapping(node, "hooks").items():
             if kind in UNSENT_KINDS:
-                raise self.error(named, f"{UNSENT_KINDS[kind]} hooks are not sent by skyoap; "
-                                        f"its hooks are {', '.join(HOOK_KINDS)}")  # fmt: skip
-            if kind not in HOOK_KINDS:
-                raise self.error(named, f"unknown hook kind {kind!r}: the kinds are {', '.join(HOOK_KINDS)}")
+                raise self.error(
+                    named, f"{UNSENT_KINDS[kind]} hooks are not sent by skyoap; its hooks are {kinds}"
+                )
+            if kind not in KINDS:
+                raise self.error(named, f"unknown hook kind {kind!r}: the kinds are {kinds}")
             for name, body in self.mapping(named, f"{kind} hooks").items():
                 hooks[f"{kind}.{name}"] = self.hook(kind, name, body)
         return hooks
@@ -365,17 +345,10 @@ class _Reader:
                 out.append({**target, "headers": plain.get("headers") or {}})
             return tuple(out)
 
-        if kind == "webhook":
-            sent, recovered = targets("urls"), targets("recovery-urls")
-        elif kind == "pagerduty":
-            integration = (
-                self.strings(keys["integration-keys"], "integration-keys")
-                if "integration-keys" in keys
-                else ()
-            )
-            sent = recovered = tuple({"url": PAGERDUTY, "integration-key": k} for k in integration)
-        else:
-            sent = recovered = targets("webhooks")
+        def strings(key: str) -> tuple[str, ...]:
+            return self.strings(keys[key], key) if key in keys else ()
+
+        sent, recovered = KINDS[kind].targets(SettingsReader(targets, strings))
         if not sent:
             raise self.error(
                 body, f"hook {kind}.{name}: it names nowhere to send (urls, webhooks or integration-keys)"

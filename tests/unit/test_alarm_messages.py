@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from skyoap.alarm.messages import AlarmMessage, requests
+from skyoap.alarm.hooks import requests
+from skyoap.alarm.messages import AlarmMessage
 from skyoap.alarm.settings import parse_settings
 
 HOOKS = parse_settings("""

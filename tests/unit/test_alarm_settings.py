@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from skyoap.alarm.settings import PAGERDUTY, AlarmSettings, SettingsError, parse_settings
+from skyoap.alarm.hooks.pagerduty import PAGERDUTY
+from skyoap.alarm.settings import AlarmSettings, SettingsError, parse_settings
 
 SETTINGS = textwrap.dedent("""\
     rules:
