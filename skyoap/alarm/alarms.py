@@ -34,10 +34,8 @@ from skyoap.aggregator.records import insert_published
 from skyoap.aggregator.topics import Topics
 from skyoap.alarm.delivery import Delivery
 from skyoap.alarm.evaluation import (
-    SCOPES,
     RuleError,
     Watched,
-    entity_ids,
     entity_name,
     entity_of_key,
     watched,
@@ -50,6 +48,7 @@ from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step
 from skyoap.alarm.vectorized import Frames, Listings, held_all
 from skyoap.model.records import AlarmRecord
+from skyoap.mqe.alarm_identity import AlarmScope, entity_ids
 from skyoap.mqe.entity import Entity
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.remote.selector import owner
@@ -82,10 +81,24 @@ class _Bucket:
     last: int
     """The last minute evaluated."""
     courses: dict[str, Course]
-    """By rule and entity key; none at rest."""
+    """By ``course_key``; none at rest."""
     outbox: list[Entry]
     raised: list[Entry] = field(default_factory=list)
     """The notices of the minutes evaluated now."""
+
+
+_SEP = "\x00"
+
+
+def course_key(rule: str, entity_key: str) -> str:
+    """Where a rule's course for an entity is kept in its bucket."""
+    return f"{rule}{_SEP}{entity_key}"
+
+
+def course_of(key: str) -> tuple[str, str]:
+    """The rule and the entity key of a ``course_key``."""
+    rule, _, entity_key = key.partition(_SEP)
+    return rule, entity_key
 
 
 class Alarms:
@@ -188,8 +201,8 @@ class Alarms:
         reader = StoredMetrics(self._metrics, {})  # for what is evaluated entity by entity
         alarms: dict[str, list[tuple[_Bucket, str]]] = {}  # each rule's courses (none at rest), by key
         for b in buckets:
-            for course_key in b.courses:
-                name, key = course_key.split("\x00", 1)
+            for held in b.courses:
+                name, key = course_of(held)
                 alarms.setdefault(name, []).append((b, key))
         for w in rules:
             duration = window(minute, w.rule.period)
@@ -212,12 +225,12 @@ class Alarms:
                     self._step(b, w, key, None, False, minute)
 
     def _step(self, b: _Bucket, w: Watched, key: str, e: Entity | None, is_held: bool, minute: int) -> None:
-        course_key = f"{w.rule.name}\x00{key}"
-        course, notice = step(b.courses.get(course_key, Course()), is_held, minute, w.rule)
+        kept_at = course_key(w.rule.name, key)
+        course, notice = step(b.courses.get(kept_at, Course()), is_held, minute, w.rule)
         if course.state is State.NORMAL:
-            b.courses.pop(course_key, None)
+            b.courses.pop(kept_at, None)
         else:
-            b.courses[course_key] = course
+            b.courses[kept_at] = course
         if notice is not None:
             entity = e or entity_of_key(w, key)
             hooks = tuple(h.id for h in self._settings().hooks_of(w.rule))
@@ -225,11 +238,12 @@ class Alarms:
             b.raised.append(Entry(message, str(entity.service_name), w.rule.expression, hooks, self._me))
 
     def _message(self, w: Watched, entity: Entity, notice: Notice) -> AlarmMessage:
-        scope_id, scope = SCOPES[w.scope]
+        scope = AlarmScope.of(w.scope)
+        assert scope is not None, "watched() takes the rules of alarm scopes alone"
         id0, id1 = entity_ids(w.scope, entity)
         return AlarmMessage(
-            scope_id=scope_id,
-            scope=scope,
+            scope_id=scope.value,
+            scope=scope.defined_name,
             name=entity_name(w.scope, entity),
             id0=id0,
             id1=id1,
@@ -261,9 +275,7 @@ class Alarms:
             return outbox
         # The courses of rules no longer in the settings end here.
         kept = {w.rule.name for w in rules}
-        courses = {
-            k: c.to_json() for k, c in b.courses.items() if not evaluated or k.split("\x00", 1)[0] in kept
-        }
+        courses = {k: c.to_json() for k, c in b.courses.items() if not evaluated or course_of(k)[0] in kept}
         doc = {
             "minute": now if evaluated else b.last,
             "courses": courses,

@@ -14,7 +14,8 @@ from typing import Any
 
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import SEP, Downsampling
-from skyoap.mqe import ids, syntax
+from skyoap.mqe import syntax
+from skyoap.mqe.alarm_identity import AlarmScope
 from skyoap.mqe.arithmetic import ExpressionError
 from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
 from skyoap.mqe.duration import Duration, Step
@@ -23,16 +24,6 @@ from skyoap.mqe.evaluator import Evaluator
 from skyoap.mqe.parser import parse
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.storage.api import MetricsDAO
-
-SCOPES = {
-    Scope.SERVICE: (1, "SERVICE"),
-    Scope.SERVICE_INSTANCE: (2, "SERVICE_INSTANCE"),
-    Scope.ENDPOINT: (3, "ENDPOINT"),
-    Scope.SERVICE_RELATION: (4, "SERVICE_RELATION"),
-    Scope.SERVICE_INSTANCE_RELATION: (5, "SERVICE_INSTANCE_RELATION"),
-    Scope.ENDPOINT_RELATION: (6, "ENDPOINT_RELATION"),
-}
-"""The scopes alarms watch, with SkyWalking's scope id and name (DefaultScopeDefine)."""
 
 
 class RuleError(ValueError):
@@ -69,7 +60,7 @@ def watched(rule: Rule) -> Watched:
         named = ", ".join(sorted(s.value for s in scopes))
         raise RuleError(f"its metrics are of several scopes ({named}): a rule watches one kind of entity")
     scope = defs[0].scope
-    if scope not in SCOPES:
+    if AlarmScope.of(scope) is None:
         raise RuleError(f"alarms watch services, instances, endpoints and their relations, not {scope.value}")
     return Watched(rule, tree, scope, defs[0])
 
@@ -146,30 +137,6 @@ def entity_name(scope: Scope, e: Entity) -> str:
             )
         case _:
             return f"{e.endpoint_name} in {e.service_name} to {e.dest_endpoint_name} in {e.dest_service_name}"
-
-
-def entity_ids(scope: Scope, e: Entity) -> tuple[str, str]:
-    """SkyWalking's ``id0`` and ``id1``: the entity's id, or a relation's two ends'."""
-    service, dest = str(e.service_name), str(e.dest_service_name)
-    match scope:
-        case Scope.SERVICE:
-            return ids.service_id(service, True), ""
-        case Scope.SERVICE_INSTANCE:
-            return ids.instance_id(service, True, str(e.service_instance_name)), ""
-        case Scope.ENDPOINT:
-            return ids.endpoint_id(service, True, str(e.endpoint_name)), ""
-        case Scope.SERVICE_RELATION:
-            return ids.service_id(service, True), ids.service_id(dest, True)
-        case Scope.SERVICE_INSTANCE_RELATION:
-            return (
-                ids.instance_id(service, True, str(e.service_instance_name)),
-                ids.instance_id(dest, True, str(e.dest_service_instance_name)),
-            )
-        case _:
-            return (
-                ids.endpoint_id(service, True, str(e.endpoint_name)),
-                ids.endpoint_id(dest, True, str(e.dest_endpoint_name)),
-            )
 
 
 def held(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) -> bool:

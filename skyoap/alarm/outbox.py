@@ -24,6 +24,7 @@ from skyoap.alarm.messages import AlarmMessage
 from skyoap.model.metrics import minute_bucket
 from skyoap.model.records import AlarmRecord
 from skyoap.model.stream import Text, Words
+from skyoap.mqe.alarm_identity import tag_terms
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Entry:
             start_time=m.start_ms,
             expression=Text(self.expression),
             recovery_time=m.recovery_ms or 0,
-            tags=tuple(sorted(f"{k}={v}" for k, v in m.tags)),
+            tags=tag_terms(m.tags),
         )
 
     def to_json(self) -> dict[str, Any]:

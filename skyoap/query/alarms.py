@@ -11,12 +11,11 @@ firing's ``recoveryTime``."""
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import AlarmRecord
-from skyoap.mqe import ids
+from skyoap.mqe.alarm_identity import AlarmScope, entity_ids, tag_term
 from skyoap.mqe.entity import GENERAL, Entity, Scope, entity_of
 from skyoap.query import tag_completion
 from skyoap.query.context import QueryContext
@@ -28,22 +27,6 @@ MAX_ENTITIES = 100
 
 MAX_RULE_NAMES = 1000
 """The most rule names one ``queryAlarms`` filters by."""
-
-
-class AlarmScope(enum.Enum):
-    """The protocol's ``Scope`` values an alarm is raised for, by SkyWalking's
-    scope ids (what ``AlarmRecord.scope`` holds)."""
-
-    Service = 1
-    ServiceInstance = 2
-    Endpoint = 3
-    ServiceRelation = 4
-    ServiceInstanceRelation = 5
-    EndpointRelation = 6
-
-    @property
-    def relation(self) -> bool:
-        return self.value >= AlarmScope.ServiceRelation.value
 
 
 SCOPE_NAMES = {scope.value: scope.name for scope in AlarmScope}
@@ -143,7 +126,7 @@ def _window_search(
     ``duration``, the words of ``keyword`` and each tag, paged newest first;
     firings only (their recoveries are records too)."""
     window, page = Window.of(duration), Page.of(paging)
-    terms = tag_terms(tags or ())
+    terms = searched_tags(tags or ())
     words = (keyword or "").strip()
     return RecordSearch(
         first_bucket=window.first_bucket,
@@ -174,8 +157,8 @@ def entity_alternatives(entities: Sequence[Mapping[str, Any]]) -> tuple[dict[str
     dests: dict[str, dict[str, None]] = {}
     for index, given in enumerate(entities):
         entity = entity_of(given)
-        source, dest = entity_ids(alarm_scope(given.get("scope"), entity, index), entity)
-        if dest is None:
+        source, dest = entity_ids(alarm_scope(given.get("scope"), entity, index).scope, entity)
+        if not dest:
             either_end[source] = None
         else:
             dests.setdefault(source, {})[dest] = None
@@ -204,31 +187,8 @@ def alarm_scope(named: str | None, entity: Entity, index: int) -> AlarmScope:
     return AlarmScope[scope.value]
 
 
-def entity_ids(scope: AlarmScope, e: Entity) -> tuple[str, str | None]:
-    """The entity's id and, for a relation, its destination's: as the alarm
-    rules store them in ``id0`` and ``id1``, a missing ``normal`` read as true."""
-    source = _end_id(scope, e.service_name, e.normal, e.service_instance_name, e.endpoint_name)
-    if not scope.relation:
-        return source, None
-    dest = _end_id(
-        scope, e.dest_service_name, e.dest_normal, e.dest_service_instance_name, e.dest_endpoint_name
-    )
-    return source, dest
-
-
-def _end_id(
-    scope: AlarmScope, service: str | None, normal: bool | None, instance: str | None, endpoint: str | None
-) -> str:
-    reporting = normal is not False
-    if scope in (AlarmScope.ServiceInstance, AlarmScope.ServiceInstanceRelation):
-        return ids.instance_id(service or "", reporting, instance or "")
-    if scope in (AlarmScope.Endpoint, AlarmScope.EndpointRelation):
-        return ids.endpoint_id(service or "", reporting, endpoint or "")
-    return ids.service_id(service or "", reporting)
-
-
-def tag_terms(tags: Iterable[Mapping[str, Any] | None]) -> tuple[str, ...]:
-    """Each ``AlarmTag`` as stored: ``key=value``."""
+def searched_tags(tags: Iterable[Mapping[str, Any] | None]) -> tuple[str, ...]:
+    """Each ``AlarmTag`` a search names, as stored (``tag_term``)."""
     terms = []
     for tag in tags:
         if tag is None:
@@ -238,7 +198,7 @@ def tag_terms(tags: Iterable[Mapping[str, Any] | None]) -> tuple[str, ...]:
                 f"alarm tag {tag['key']!r} has no value: alarms are searched by a key and its value "
                 "(queryAlarmTagAutocompleteValues lists a key's values)"
             )
-        terms.append(f"{tag['key']}={tag['value']}")
+        terms.append(tag_term(tag["key"], tag["value"]))
     return tuple(terms)
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from skyoap.alarm.evaluation import RuleError, entities, entity_ids, entity_name, held, watched, window
+from skyoap.alarm.evaluation import RuleError, entities, entity_name, held, watched, window
 from skyoap.alarm.settings import Rule, parse_settings
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics
 from skyoap.model.records import RECORD_TYPES
+from skyoap.mqe.alarm_identity import entity_ids
 from skyoap.mqe.entity import Entity, Scope
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.storage.api import MetricsWrite
