@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import json
 import logging
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import LooseHeaders
@@ -36,8 +37,8 @@ from skyoap.edge.tls import HttpsTls
 from skyoap.query.auth import HttpAuth
 from skyoap.query.connections import ConnectionLimits, Dropped, Listener
 from skyoap.query.execution import Busy, Execution, QueryRequest
-from skyoap.query.status import StatusPage
-from skyoap.query.ui import UI_HEADERS, ui_file
+from skyoap.query.status import Page, StatusPage
+from skyoap.query.ui_files import UI_HEADERS, ui_files
 from skyoap.runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,17 @@ async def _harden(_: web.Request, response: web.StreamResponse) -> None:
     response.headers.update(EVERY_ANSWER_HEADERS)
 
 
+def _ui_file(file: Page) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The handler of one of the web UI's files (``ui_files.py``)."""
+
+    async def answer(_: web.Request) -> web.Response:
+        return web.Response(
+            body=file.body, content_type=file.content_type, charset="utf-8", headers=UI_HEADERS
+        )
+
+    return answer
+
+
 def _errors(message: str) -> bytes:
     return json.dumps({"errors": [{"message": message}]}, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -141,6 +153,7 @@ class QueryServer:
         self._tls = tls
         self._auth = auth
         self._status = dict(status or {})
+        self._guarded: set[web.AbstractRoute] = set()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failure: BaseException | None = None
@@ -218,14 +231,37 @@ class QueryServer:
             log.warning("%d queries still under way when the query endpoint closed", self._in_flight)
 
     def _app(self) -> web.Application:
-        app = web.Application(client_max_size=self._max_body_bytes)
+        # One byte more than a body may have: aiohttp refuses a body that reaches its bound.
+        app = web.Application(client_max_size=self._max_body_bytes + 1, middlewares=[self._welcome])
         app.on_response_prepare.append(_harden)
-        app.router.add_route("*", PATH, self._graphql)
-        app.router.add_get("/status/{page:.*}", self._status_page, allow_head=False)
-        app.router.add_get("/", self._ui_file, allow_head=False)
-        app.router.add_get("/ui/{name}", self._ui_file, allow_head=False)
+        self._guard(app.router.add_post(PATH, self._graphql))
+        app.router.add_route("*", PATH, self._not_post)
+        for path, page in self._status.items():
+            self._guard(
+                app.router.add_get(path, functools.partial(self._status_page, page), allow_head=False)
+            )
+        files = ui_files()
+        for name, file in files.items():
+            self._guard(app.router.add_get(f"/ui/{name}", _ui_file(file), allow_head=False))
+        self._guard(app.router.add_get("/", _ui_file(files["index.html"]), allow_head=False))
         app.router.add_route("*", "/{path:.*}", self._elsewhere)
         return app
+
+    def _guard(self, route: web.AbstractRoute) -> None:
+        """Serves ``route`` only while the node takes queries, and to the
+        endpoint's credentials: the UI's files too, since a browser asks for
+        them once it is challenged and sends them on with every query."""
+        self._guarded.add(route)
+
+    @web.middleware
+    async def _welcome(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.match_info.route in self._guarded:
+            refused = self._unwelcome(request)
+            if refused is not None:
+                return refused
+        return await handler(request)
 
     async def _elsewhere(self, request: web.Request) -> web.Response:
         message = (
@@ -233,27 +269,14 @@ class QueryServer:
         )
         return web.Response(status=404, body=_errors(message), content_type="application/json")
 
-    async def _ui_file(self, request: web.Request) -> web.Response:
-        """The web UI's files (``ui.py``), under the endpoint's credentials:
-        a browser asks for them once it is challenged, and sends them on
-        with every query the UI makes."""
-        found = ui_file(request.match_info.get("name", "index.html"))
-        if found is None:
-            return await self._elsewhere(request)
-        refused = self._unwelcome(request)
-        if refused is not None:
-            return refused
-        return web.Response(
-            body=found.body, content_type=found.content_type, charset="utf-8", headers=UI_HEADERS
+    async def _not_post(self, request: web.Request) -> web.Response:
+        message = (
+            f"{PATH} answers POST only, with a JSON body {{query, variables, operationName}} "
+            f"(SkyWalking's query protocol), not {request.method}"
         )
+        return self._refuse(Refused.METHOD, 405, message, {hdrs.ALLOW: hdrs.METH_POST})
 
-    async def _status_page(self, request: web.Request) -> web.Response:
-        page = self._status.get(request.path)
-        if page is None:
-            return await self._elsewhere(request)
-        refused = self._unwelcome(request)
-        if refused is not None:
-            return refused
+    async def _status_page(self, page: StatusPage, request: web.Request) -> web.Response:
         as_json = "application/json" in request.headers.get(hdrs.ACCEPT, "")
         loop = asyncio.get_running_loop()
         try:
@@ -303,22 +326,13 @@ class QueryServer:
 
     async def _read(self, request: web.Request) -> web.Response | QueryRequest:
         """The query a request asks for, or the answer to one that runs none."""
-        if request.method != hdrs.METH_POST:
-            message = (
-                f"{PATH} answers POST only, with a JSON body {{query, variables, operationName}} "
-                f"(SkyWalking's query protocol), not {request.method}"
-            )
-            return self._refuse(Refused.METHOD, 405, message, {hdrs.ALLOW: hdrs.METH_POST})
-        refused = self._unwelcome(request)
-        if refused is not None:
-            return refused
         try:
             async with asyncio.timeout(self._execution.deadline_s):
-                body = await self._body(request)
+                body = await request.read()
         except TimeoutError:
             message = f"the request's body did not come whole within {self._execution.deadline_s:g} s"
             return self._refuse(Refused.TIMEOUT, 408, message)
-        if body is None:
+        except web.HTTPRequestEntityTooLarge:
             message = (
                 f"the request's body is larger than the {self._max_body_bytes} bytes this node reads "
                 "(--query-max-body-bytes); send a smaller query"
@@ -328,17 +342,6 @@ class QueryServer:
         if isinstance(parsed, str):
             return self._refuse(Refused.BAD_REQUEST, 400, parsed)
         return parsed
-
-    async def _body(self, request: web.Request) -> bytes | None:
-        """The body, or None once it is longer than ``max_body_bytes`` (read no further)."""
-        if request.content_length is not None and request.content_length > self._max_body_bytes:
-            return None
-        body = bytearray()
-        async for chunk in request.content.iter_any():
-            body += chunk
-            if len(body) > self._max_body_bytes:
-                return None
-        return bytes(body)
 
     def _dropped(self, reason: Dropped) -> None:
         self._series.refused.labels(reason.value).inc()

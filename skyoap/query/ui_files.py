@@ -27,16 +27,11 @@ _NAME = re.compile(r"[a-z][a-z0-9_-]*\.(html|js|css|svg)")
 
 
 @functools.cache
-def _files() -> dict[str, Page]:
-    """Every file of the UI, read once: what a request names is looked up here."""
+def ui_files() -> dict[str, Page]:
+    """Every file of the UI by its name, read once."""
     folder = importlib.resources.files(__package__).joinpath("ui")
     return {
         f.name: Page(CONTENT_TYPES[f.name[f.name.rindex(".") :]], f.read_bytes())
         for f in folder.iterdir()
         if f.is_file() and _NAME.fullmatch(f.name)
     }
-
-
-def ui_file(name: str) -> Page | None:
-    """The UI's file ``name``, None if the UI has none by that name."""
-    return _files().get(name)
