@@ -36,9 +36,9 @@ from typing import Any
 
 from bench.query import Recorder
 from bench.results import Figure, at_most, pct, record
-from skyoap.alarm.alarms import Alarms
 from skyoap.alarm.delivery import Delivery
-from skyoap.alarm.evaluation import entities, held, watched, window
+from skyoap.alarm.evaluation import entities, held, period_ending, watched
+from skyoap.alarm.rounds import Alarms, AlarmStorage, Membership
 from skyoap.alarm.settings import AlarmSettings, parse_settings
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
@@ -187,7 +187,7 @@ def engine_per_pair(storage: OpenStorage, rules: AlarmSettings, minute: int, sam
     pairs = []
     for r in rng.sample(rules.rules, min(sample // 20, len(rules.rules))):
         w = watched(r)
-        duration = window(minute, r.period)
+        duration = period_ending(minute, r.period)
         found = entities(storage.metrics, w, duration)
         pairs += [(w, e, duration) for e in rng.sample(found, min(20, len(found)))]
     reader = StoredMetrics(storage.metrics, {})
@@ -201,8 +201,8 @@ def open_alarms(storage: OpenStorage, rules: AlarmSettings, clock: Clock) -> tup
     """A node's alarms owning every bucket, and the recorder of their metrics reads."""
     metrics = Recorder(storage.metrics)
     dao = typing.cast(MetricsDAO, metrics)
-    alarms = Alarms(lambda: rules, dao, storage.state, storage.records, None, "n1", lambda: ["n1"],
-                    Delivery(Instruments()), Instruments(), 0.0, clock)  # fmt: skip
+    stores, members = AlarmStorage(dao, storage.state, storage.records), Membership("n1", lambda: ["n1"])
+    alarms = Alarms(lambda: rules, stores, members, Delivery(Instruments()), Instruments(), 0.0, clock)
     return alarms, metrics
 
 

@@ -77,7 +77,7 @@ def _metric_names(node: Any) -> Iterator[str]:
                 yield from _metric_names(child)
 
 
-def window(minute: int, period: int) -> Duration:
+def period_ending(minute: int, period: int) -> Duration:
     """The ``period`` minutes up to ``minute`` (minutes since the epoch), both included."""
 
     def text(m: int) -> str:

@@ -50,10 +50,10 @@ _WINDOWS = "metrics.windows"
 _AHEAD = "metrics.ahead"
 """Where a request keeps the rows it read ahead, by window and entity."""
 
-Window = dict[tuple[str, ...], list[Metrics]]
+RowsByEntity = dict[tuple[str, ...], list[Metrics]]
 """A metric's rows in a window, by the names of their entity."""
 
-_TOO_MANY: Window = {}
+_TOO_MANY: RowsByEntity = {}
 """A window with more rows than one read takes: each entity is read alone."""
 
 
@@ -71,8 +71,8 @@ class StoredMetrics:
     def __init__(self, metrics: MetricsDAO, shared: dict[Any, Any] | None = None) -> None:
         self._metrics = metrics
         shared = {} if shared is None else shared
-        self._windows: dict[Any, Window | None] = shared.setdefault(_WINDOWS, {})
-        self._ahead: dict[Any, Window] = shared.setdefault(_AHEAD, {})
+        self._windows: dict[Any, RowsByEntity | None] = shared.setdefault(_WINDOWS, {})
+        self._ahead: dict[Any, RowsByEntity] = shared.setdefault(_AHEAD, {})
 
     def read_ahead(self, wanted: Iterable[tuple[MetricDef, Duration, Sequence[Entity]]]) -> None:
         """Reads the rows of each metric over each Duration of every entity
@@ -103,7 +103,7 @@ class StoredMetrics:
 
     def _entities_rows(
         self, metric: MetricDef, duration: Duration, entities: Sequence[tuple[str, ...]]
-    ) -> Window:
+    ) -> RowsByEntity:
         """The rows of each of ``entities`` (their names in ``ENTITY_COLUMNS``
         order), read at once; none past ``MAX_ROWS`` rows."""
         columns = _columns(metric)
@@ -115,7 +115,7 @@ class StoredMetrics:
             rows = self._rows(metric, duration, where)
         except TooManyRows:
             return {}
-        found: Window = {names: [] for names in entities}
+        found: RowsByEntity = {names: [] for names in entities}
         names_of = _names_of(columns)
         for row in rows:
             of = found.get(names_of(row))

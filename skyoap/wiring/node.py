@@ -13,9 +13,9 @@ import grpc
 
 from skyoap.aggregator.housekeeping import HeartbeatExpiry, TimeToLive, TopicRetention
 from skyoap.aggregator.topics import Topics
-from skyoap.alarm.alarms import Alarms
 from skyoap.alarm.delivery import Delivery
 from skyoap.alarm.reload import SettingsFile
+from skyoap.alarm.rounds import Alarms, AlarmStorage, Membership
 from skyoap.consumer.lag import LagCollector, lags
 from skyoap.edge.auth import AgentToken, ClusterSecret, RequiredMetadata, SendingClusterSecret
 from skyoap.edge.limits import CallLimits
@@ -471,12 +471,8 @@ class Node:
 
         yield Alarms(
             settings,
-            storage.metrics,
-            storage.state,
-            storage.records,
-            topics,
-            self.address,
-            nodes,
+            AlarmStorage(storage.metrics, storage.state, storage.records, topics),
+            Membership(self.address, nodes),
             delivery,
             self.instruments,
             a.settle_s,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from skyoap.agent.traces import chain_trace, report
-from skyoap.alarm.alarms import bucket_of
+from skyoap.alarm.rounds import bucket_of
 from skyoap.deploy.cluster import LocalCluster, NodeProcess
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.model.records import AlarmRecord

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skyoap.alarm.evaluation import RuleError, entities, entity_name, held, watched, window
+from skyoap.alarm.evaluation import RuleError, entities, entity_name, held, period_ending, watched
 from skyoap.alarm.settings import Rule, parse_settings
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics
 from skyoap.model.records import RECORD_TYPES
@@ -52,7 +52,9 @@ def storage(tmp_path: Path) -> Iterator[OpenStorage]:
 def test_the_expression_held_in_the_minutes_its_period_saw_enough_failures(storage: OpenStorage) -> None:
     w = watched(rule("sum(service_sla < 9000) >= 2"))
     shop = Entity(service_name="shop", normal=True)
-    minutes = [held(w, shop, window(FIRST + m, 3), StoredMetrics(storage.metrics, {})) for m in range(8)]
+    minutes = [
+        held(w, shop, period_ending(FIRST + m, 3), StoredMetrics(storage.metrics, {})) for m in range(8)
+    ]
     # Failing minutes 2, 3 and 4: two of them in the 3 minutes up to minutes 3, 4 and 5.
     assert minutes == [False, False, False, True, True, True, False, False]
 
@@ -65,15 +67,20 @@ def test_an_older_rule_with_a_threshold_per_percentile_holds_when_any_does(stora
     )
     shop = Entity(service_name="shop", normal=True)
     w = watched(settings.rules[0])
-    minutes = [held(w, shop, window(FIRST + m, 1), StoredMetrics(storage.metrics, {})) for m in range(7)]
+    minutes = [
+        held(w, shop, period_ending(FIRST + m, 1), StoredMetrics(storage.metrics, {})) for m in range(7)
+    ]
     assert minutes == [True] * 6 + [False]  # shop has rows in minutes 0 to 5
 
 
 def test_the_entities_are_those_with_rows_in_the_window(storage: OpenStorage) -> None:
     w = watched(rule("sum(service_sla < 9000) >= 2"))
-    assert [e.service_name for e in entities(storage.metrics, w, window(FIRST + 1, 2))] == ["shop", "stock"]
-    assert [e.service_name for e in entities(storage.metrics, w, window(FIRST + 5, 3))] == ["shop"]
-    (buy,) = entities(storage.metrics, watched(rule("avg(endpoint_sla) < 9000")), window(FIRST, 1))
+    assert [e.service_name for e in entities(storage.metrics, w, period_ending(FIRST + 1, 2))] == [
+        "shop",
+        "stock",
+    ]
+    assert [e.service_name for e in entities(storage.metrics, w, period_ending(FIRST + 5, 3))] == ["shop"]
+    (buy,) = entities(storage.metrics, watched(rule("avg(endpoint_sla) < 9000")), period_ending(FIRST, 1))
     assert (entity_name(Scope.ENDPOINT, buy), entity_ids(Scope.ENDPOINT, buy)) == (
         "/buy in shop",
         ("c2hvcA==.1_L2J1eQ==", ""),

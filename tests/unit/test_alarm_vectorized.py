@@ -15,10 +15,18 @@ import numpy as np
 import pytest
 
 from skyoap.alarm import vectorized
-from skyoap.alarm.alarms import Alarms
 from skyoap.alarm.delivery import Delivery
-from skyoap.alarm.evaluation import entities, entity_key, entity_name, entity_of_key, held, watched, window
+from skyoap.alarm.evaluation import (
+    entities,
+    entity_key,
+    entity_name,
+    entity_of_key,
+    held,
+    period_ending,
+    watched,
+)
 from skyoap.alarm.messages import Request
+from skyoap.alarm.rounds import Alarms, AlarmStorage, Membership
 from skyoap.alarm.settings import AlarmSettings, Rule, parse_settings
 from skyoap.alarm.states import Course, step
 from skyoap.alarm.vectorized import Frames, Listings, held_all, supported
@@ -174,7 +182,7 @@ def agree(storage: OpenStorage, expression: str, period: int, minute: int) -> tu
     """Asserts held_all gives what held gives for each entity; returns how
     many entities there were and for how many it held."""
     w = watched(rule_of(expression, period))
-    duration = window(minute, period)
+    duration = period_ending(minute, period)
     found = entities(storage.metrics, w, duration)
     frames = Frames(storage.metrics)
     assert w.metric.model is not None
@@ -272,7 +280,7 @@ def evaluated(
     """Each entity's name and whether the expression held for it, evaluated
     at once for those named ``want`` (all if none)."""
     w = watched(rule_of(expression, period))
-    duration = window(FIRST + minute, period)
+    duration = period_ending(FIRST + minute, period)
     found = entities(storage.metrics, w, duration)
     frames = Frames(storage.metrics)
     population = frames.population(found, ServiceMetrics)
@@ -303,7 +311,7 @@ def test_exact_entities_hold(
     small: OpenStorage, expression: str, period: int, minute: int, holding: list[str]
 ) -> None:
     w = watched(rule_of(expression, period))
-    duration = window(FIRST + minute, period)
+    duration = period_ending(FIRST + minute, period)
     found = entities(small.metrics, w, duration)
     frames = Frames(small.metrics)
     population = frames.population(found, ServiceMetrics)
@@ -363,7 +371,7 @@ def test_a_sum_the_engine_refuses_is_refused_as_the_engine_refuses_it(storage: O
     the round fails, as it does with the engine alone."""
     expression = "sum(service_sla / (service_cpm - service_cpm) * (service_resp_time - 100)) > 1"
     w = watched(rule_of(expression, 5))
-    duration = window(FIRST + 5, 5)
+    duration = period_ending(FIRST + 5, 5)
     found = entities(storage.metrics, w, duration)
     refused = []
     for e in found:
@@ -447,7 +455,7 @@ def one_by_one(storage: OpenStorage, settings: AlarmSettings, minutes: range) ->
     for minute in minutes:
         for rule in settings.rules:
             w = watched(rule)
-            duration = window(minute, rule.period)
+            duration = period_ending(minute, rule.period)
             seen = {}
             for e in entities(storage.metrics, w, duration):
                 if rule.covers(entity_name(w.scope, e)):
@@ -473,8 +481,8 @@ def test_a_round_of_rules_raises_what_evaluating_each_entity_alone_raises(storag
     delivery = Taken()
     now = [0.0]
     alarms = Alarms(
-        lambda: settings, storage.metrics, storage.state, storage.records, None, "n1", lambda: ["n1"],
-        delivery, Instruments(), 0.5, lambda: now[0],
+        lambda: settings, AlarmStorage(storage.metrics, storage.state, storage.records),
+        Membership("n1", lambda: ["n1"]), delivery, Instruments(), 0.5, lambda: now[0],
     )  # fmt: skip
     for minute in minutes:
         now[0] = (minute + 1) * 60 + 1.0
@@ -497,7 +505,7 @@ def test_an_instance_and_an_endpoint_of_the_same_key_keep_their_names(tmp_path: 
     listings = Listings(Frames(opened.metrics), opened.metrics, lambda key: 7, [7])
     named = []
     for expression in ("avg(service_instance_sla) > 1", "avg(endpoint_sla) > 1"):
-        listing = listings.of(watched(rule_of(expression, 1)), window(FIRST, 1))
+        listing = listings.of(watched(rule_of(expression, 1)), period_ending(FIRST, 1))
         named.append((listing.keys, listing.names, listing.mine.tolist()))
     assert named == [(["shop\x1fx"], ["x of shop"], [True]), (["shop\x1fx"], ["x in shop"], [True])]
     opened.close()

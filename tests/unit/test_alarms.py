@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from skyoap.alarm.alarms import BUCKETS, Alarms
 from skyoap.alarm.delivery import Delivery
+from skyoap.alarm.rounds import BUCKETS, Alarms, AlarmStorage, Membership
 from skyoap.alarm.settings import parse_settings
 from skyoap.model.metrics import minute_bucket
 from skyoap.model.records import AlarmRecord
@@ -74,19 +74,13 @@ def alarms(
     delivery = Delivery(instruments, retries=FAST)
     delivery.start()
     a = Alarms(
-        lambda: settings,
-        storage.metrics,
-        storage.state,
-        storage.records,
-        None,
-        me,
-        lambda: nodes,
-        delivery,
-        instruments,
-        0.5,
-        clock,
+        lambda: settings, stores(storage), Membership(me, lambda: nodes), delivery, instruments, 0.5, clock
     )
     return a, delivery
+
+
+def stores(storage: OpenStorage) -> AlarmStorage:
+    return AlarmStorage(storage.metrics, storage.state, storage.records)
 
 
 def notices(hook: Hook) -> list[dict[str, Any]]:
@@ -162,7 +156,7 @@ def test_a_notice_its_node_did_not_send_is_sent_by_the_next_owner(storage: OpenS
     settings = parse_settings(SETTINGS.replace("URL", hook.url))
     dead = Delivery(Instruments(), retries=FAST)  # never started: nothing it is given is sent
     one = Alarms(
-        lambda: settings, storage.metrics, storage.state, storage.records, None, "n1", lambda: ["n1"],
+        lambda: settings, stores(storage), Membership("n1", lambda: ["n1"]),
         dead, Instruments(), 0.5, clock,
     )  # fmt: skip
     one._handle = lambda settings, stored: None  # type: ignore[method-assign]  # killed after the swap
@@ -187,7 +181,7 @@ def test_a_node_started_again_sends_what_it_had_not(storage: OpenStorage, hook: 
     clock = Clock()
     settings = parse_settings(SETTINGS.replace("URL", hook.url))
     one = Alarms(
-        lambda: settings, storage.metrics, storage.state, storage.records, None, "n1", lambda: ["n1"],
+        lambda: settings, stores(storage), Membership("n1", lambda: ["n1"]),
         Delivery(Instruments(), retries=FAST), Instruments(), 0.5, clock,
     )  # fmt: skip
     one._handle = lambda settings, stored: None  # type: ignore[method-assign]  # killed after the swap
@@ -239,12 +233,8 @@ def test_two_nodes_that_both_evaluate_a_minute_raise_its_alarm_once(storage: Ope
     d1.start()
     one = Alarms(
         lambda: settings,
-        storage.metrics,
-        racing,
-        storage.records,
-        None,
-        "n1",
-        lambda: ["n1"],
+        AlarmStorage(storage.metrics, racing, storage.records),
+        Membership("n1", lambda: ["n1"]),
         d1,
         instruments,
         0.5,

@@ -38,8 +38,8 @@ from skyoap.alarm.evaluation import (
     Watched,
     entity_name,
     entity_of_key,
+    period_ending,
     watched,
-    window,
 )
 from skyoap.alarm.hooks import requests
 from skyoap.alarm.messages import AlarmMessage, Request
@@ -101,30 +101,41 @@ def course_of(key: str) -> tuple[str, str]:
     return rule, entity_key
 
 
+@dataclass(frozen=True)
+class AlarmStorage:
+    """What the rules read and write: the minute metrics, the shared state
+    their buckets are kept in, the records alarms are stored as, and the
+    topics alarms are published on (None: not published)."""
+
+    metrics: MetricsDAO
+    state: StateStore
+    records: RecordDAO
+    topics: Topics | None = None
+
+
+@dataclass(frozen=True)
+class Membership:
+    """This node's name in the cluster, and the live nodes' names."""
+
+    me: str
+    nodes: Callable[[], Sequence[str]]
+
+
 class Alarms:
     def __init__(
         self,
         settings: Callable[[], AlarmSettings],
-        metrics: MetricsDAO,
-        state: StateStore,
-        records: RecordDAO,
-        topics: Topics | None,
-        me: str,
-        nodes: Callable[[], Sequence[str]],
+        storage: AlarmStorage,
+        members: Membership,
         delivery: Delivery,
         instruments: Instruments,
         settle_s: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._settings, self._metrics, self._state = settings, metrics, state
-        self._records, self._topics = records, topics
-        self._me, self._nodes, self._delivery, self._settle_s, self._clock = (
-            me,
-            nodes,
-            delivery,
-            settle_s,
-            clock,
-        )
+        self._settings, self._delivery, self._settle_s, self._clock = settings, delivery, settle_s, clock
+        self._metrics, self._state = storage.metrics, storage.state
+        self._records, self._topics = storage.records, storage.topics
+        self._me, self._nodes = members.me, members.nodes
         self._fired = instruments.counter(
             "skyoap_alarm_notices_total", "alarm firings and recoveries this node raised", ["kind"]
         )
@@ -205,7 +216,7 @@ class Alarms:
                 name, key = course_of(held)
                 alarms.setdefault(name, []).append((b, key))
         for w in rules:
-            duration = window(minute, w.rule.period)
+            duration = period_ending(minute, w.rule.period)
             found = listings.of(w, duration)
             covered = found.covered(w.rule)
             wanted = covered & found.mine
