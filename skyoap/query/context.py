@@ -31,7 +31,7 @@ class QueryContext:
     ttl: TimesToLive
     shared: dict[Any, Any] = field(default_factory=dict, compare=False)
     """What the resolvers of one request share, by the key of whoever keeps
-    it there (``metrics.WindowRows``); empty in each request's context."""
+    it there (``mqe/stored.py``'s windows of rows); empty in each request's context."""
 
     def for_request(self) -> QueryContext:
         """The context of one request: the same storage, nothing shared yet."""
