@@ -154,18 +154,21 @@ def trace_spans(segments: Sequence[StoredSegment]) -> list[dict[str, Any]]:
     """The spans of ``segments`` as the protocol answers them, in the order of
     the trace's tree: each span after its parent (in its segment, or the span
     its segment's reference names), siblings by start time; a span whose
-    parent is not stored starts a tree of its own."""
+    parent is not stored starts a tree of its own. Each carries its depth in
+    that tree (0: a root), so that a client draws the tree without knowing
+    the parent rule."""
     spans = {(seg.segment_id, s.span_id): (seg, s) for seg in segments for s in seg.spans}
     children: dict[tuple[str, int] | None, list[tuple[StoredSegment, StoredSpan]]] = {}
     for seg, span in spans.values():
         parent = _parent(seg, span)
         children.setdefault(parent if parent in spans else None, []).append((seg, span))
     ordered: list[dict[str, Any]] = []
-    stack = sorted(children.get(None, []), key=_order, reverse=True)
+    stack = [(seg, span, 0) for seg, span in sorted(children.get(None, []), key=_order, reverse=True)]
     while stack:
-        seg, span = stack.pop()
-        ordered.append(span_answer(seg, span))
-        stack.extend(sorted(children.get((seg.segment_id, span.span_id), []), key=_order, reverse=True))
+        seg, span, depth = stack.pop()
+        ordered.append(span_answer(seg, span, depth))
+        below = sorted(children.get((seg.segment_id, span.span_id), []), key=_order, reverse=True)
+        stack.extend((child_seg, child, depth + 1) for child_seg, child in below)
     return ordered
 
 
@@ -186,8 +189,8 @@ def _name(names: Sequence[str], index: int) -> str:
     return names[index] if 0 <= index < len(names) else names[0]
 
 
-def span_answer(seg: StoredSegment, span: StoredSpan) -> dict[str, Any]:
-    """A ``Span`` of the protocol."""
+def span_answer(seg: StoredSegment, span: StoredSpan, depth: int) -> dict[str, Any]:
+    """A ``Span`` of the protocol, ``depth`` deep in its trace's tree."""
     return {
         "traceId": seg.trace_id,
         "segmentId": seg.segment_id,
@@ -218,6 +221,7 @@ def span_answer(seg: StoredSegment, span: StoredSpan) -> dict[str, Any]:
             for entry in span.logs
         ],
         "attachedEvents": [],
+        "depth": depth,
     }
 
 

@@ -119,11 +119,11 @@ def segments_of(*pbs: tracing_pb2.SegmentObject) -> list[StoredSegment]:
 def test_the_spans_of_a_trace_come_each_after_its_parent_across_services() -> None:
     # B's segment first: the order is the trace's, not storage's.
     spans = traces.trace_spans(segments_of(b_segment(), a_segment()))
-    assert [(s["serviceCode"], s["spanId"], s["parentSpanId"]) for s in spans] == [
-        ("A", 0, -1),
-        ("A", 1, 0),
-        ("B", 0, -1),
-        ("B", 1, 0),
+    assert [(s["serviceCode"], s["spanId"], s["parentSpanId"], s["depth"]) for s in spans] == [
+        ("A", 0, -1, 0),
+        ("A", 1, 0, 1),
+        ("B", 0, -1, 2),
+        ("B", 1, 0, 3),
     ]
     assert spans[2] == {
         "traceId": "t1",
@@ -144,6 +144,7 @@ def test_the_spans_of_a_trace_come_each_after_its_parent_across_services() -> No
         "tags": [],
         "logs": [],
         "attachedEvents": [],
+        "depth": 2,
     }
     query = spans[3]
     assert (query["type"], query["layer"], query["component"], query["isError"]) == (
@@ -163,7 +164,7 @@ def test_the_spans_of_a_trace_come_each_after_its_parent_across_services() -> No
 
 def test_a_span_whose_parent_is_not_stored_starts_a_tree_of_its_own() -> None:
     spans = traces.trace_spans(segments_of(b_segment()))
-    assert [(s["segmentId"], s["spanId"]) for s in spans] == [("t1-b", 0), ("t1-b", 1)]
+    assert [(s["segmentId"], s["spanId"], s["depth"]) for s in spans] == [("t1-b", 0, 0), ("t1-b", 1, 1)]
 
 
 def test_a_trace_condition_becomes_one_storage_search() -> None:

@@ -14,7 +14,7 @@ const TRACE = `query ($traceId: ID!) {
   trace: queryTrace(traceId: $traceId) {
     spans { traceId segmentId spanId parentSpanId refs { parentSegmentId parentSpanId type }
       serviceCode serviceInstanceName startTime endTime endpointName type peer component isError layer
-      tags { key value } logs { time data { key value } } }
+      tags { key value } logs { time data { key value } } depth }
   }
 }`;
 const PAGE_SIZE = 50;
@@ -73,13 +73,12 @@ async function showTrace(view, traceId) {
   const total = Math.max(1, Math.max(...spans.map((s) => s.endTime)) - first);
   const detail = el("div", { className: "span-detail" });
   const rows = el("div", { className: "waterfall" });
-  const depth = depths(spans);
   for (const s of spans) {
     const bar = el("div", { className: "bar" + (s.isError ? " failed" : "") });
     bar.style.left = `${((s.startTime - first) / total) * 100}%`;
     bar.style.width = `${Math.max(0.3, ((s.endTime - s.startTime) / total) * 100)}%`;
     const label = el("div", { className: "label", textContent: `${s.serviceCode}  ${s.endpointName}` });
-    label.style.paddingLeft = `${depth.get(key(s)) * 0.8}rem`;
+    label.style.paddingLeft = `${s.depth * 0.8}rem`;
     const row = el("div", { className: "span" }, label, el("div", { className: "track" }, bar),
       el("div", { className: "number", textContent: `${s.endTime - s.startTime} ms` }));
     row.dataset.service = s.serviceCode;
@@ -93,20 +92,6 @@ async function showTrace(view, traceId) {
   view.replaceChildren(el("h2", { textContent: `Trace ${traceId}` }),
     el("p", { className: "meta", textContent: `${spans.length} spans across ${services} services, ${total} ms` }),
     rows, detail, el("h3", { textContent: "Logs" }), when(!queryLogs.logs.length, () => el("p", { className: "empty", textContent: "No log of this trace." })), logs);
-}
-
-const key = (s) => `${s.segmentId}/${s.spanId}`;
-
-// Each span's depth in the trace's tree: a span's parent is the span before
-// it in its segment, or the span its reference names in another segment.
-function depths(spans) {
-  const depth = new Map();
-  for (const s of spans) {
-    const ref = s.refs[0];
-    const parent = s.parentSpanId >= 0 ? `${s.segmentId}/${s.parentSpanId}` : ref ? `${ref.parentSegmentId}/${ref.parentSpanId}` : null;
-    depth.set(key(s), parent && depth.has(parent) ? depth.get(parent) + 1 : 0);
-  }
-  return depth;
 }
 
 function spanDetail(s) {
