@@ -231,8 +231,8 @@ class QueryServer:
             log.warning("%d queries still under way when the query endpoint closed", self._in_flight)
 
     def _app(self) -> web.Application:
-        # One byte more than a body may have: aiohttp refuses a body that reaches its bound.
-        app = web.Application(client_max_size=self._max_body_bytes + 1, middlewares=[self._welcome])
+        # aiohttp refuses a body past client_max_size (tests/unit/test_query_endpoint.py holds it to that).
+        app = web.Application(client_max_size=self._max_body_bytes, middlewares=[self._welcome])
         app.on_response_prepare.append(_harden)
         self._guard(app.router.add_post(PATH, self._graphql))
         app.router.add_route("*", PATH, self._not_post)

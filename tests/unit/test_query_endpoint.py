@@ -215,6 +215,27 @@ def refuses_connections(server: QueryServer) -> bool:
     return False
 
 
+def test_a_body_of_the_bound_is_read_and_one_byte_more_is_refused() -> None:
+    endpoint = Endpoint(Binder(load_schema()))
+    try:
+        padding = 10_000 - len(json.dumps({"query": "{ version }"}))
+        assert endpoint.post("{ version }" + " " * padding)[:2] == (200, {"data": {"version": None}})
+        status, body, _ = endpoint.post("{ version }" + " " * (padding + 1))
+        assert (status, body) == (
+            413,
+            {
+                "errors": [
+                    {
+                        "message": "the request's body is larger than the 10000 bytes this node reads "
+                        "(--query-max-body-bytes); send a smaller query"
+                    }
+                ]
+            },
+        )
+    finally:
+        endpoint.server.close(5)
+
+
 def test_closing_takes_no_new_connection_and_lets_a_query_under_way_answer(gate: Gate) -> None:
     endpoint = Endpoint(Binder(load_schema()).query("version", gate))
     client, answers = in_background(endpoint, "{ version }")
