@@ -12,17 +12,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import SEP, Downsampling
-from skyoap.mqe import syntax
+from skyoap.mqe import syntax, vectorized
 from skyoap.mqe.alarm_identity import AlarmScope
-from skyoap.mqe.arithmetic import ExpressionError
+from skyoap.mqe.arithmetic import ExpressionError, Flags
 from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
 from skyoap.mqe.duration import Duration, Step
 from skyoap.mqe.entity import Entity, Scope
 from skyoap.mqe.evaluator import Evaluator
 from skyoap.mqe.parser import parse
 from skyoap.mqe.stored import StoredMetrics
+from skyoap.mqe.vectorized import Frames, Population
 from skyoap.storage.api import MetricsDAO
 
 
@@ -149,3 +152,24 @@ def held(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) 
     except ExpressionError:
         return False
     return any(p.value == 1 for series in result.series for p in series.points)
+
+
+def held_all(
+    w: Watched,
+    population: Population,
+    duration: Duration,
+    frames: Frames,
+    reader: StoredMetrics,
+    wanted: Flags,
+) -> Flags:
+    """``held(w, e, duration, reader)`` for each entity ``e`` of ``population``
+    that is ``wanted``, False for the others: evaluated for all at once where
+    arrays can (``vectorized``), else entity by entity."""
+    try:
+        out, unsure = vectorized.holding(w.tree, frames, population, duration)
+        out, one_by_one = out & wanted, unsure & wanted
+    except vectorized.Unsupported:
+        out, one_by_one = np.zeros(len(population), np.bool_), wanted
+    for i in np.flatnonzero(one_by_one).tolist():
+        out[i] = held(w, population.entities[i], duration, reader)
+    return out

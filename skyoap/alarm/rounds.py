@@ -38,19 +38,21 @@ from skyoap.alarm.evaluation import (
     Watched,
     entity_name,
     entity_of_key,
+    held_all,
     period_ending,
     watched,
 )
 from skyoap.alarm.hooks import requests
+from skyoap.alarm.listings import Listings
 from skyoap.alarm.messages import AlarmMessage, Request
 from skyoap.alarm.outbox import Entry, Handling
 from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step
-from skyoap.alarm.vectorized import Frames, Listings, held_all
 from skyoap.model.records import AlarmRecord
 from skyoap.mqe.alarm_identity import AlarmScope, entity_ids
 from skyoap.mqe.entity import Entity
 from skyoap.mqe.stored import StoredMetrics
+from skyoap.mqe.vectorized import Frames
 from skyoap.remote.selector import owner
 from skyoap.runtime.budget import memory_size
 from skyoap.runtime.crash import crash_point

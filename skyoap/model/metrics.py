@@ -21,11 +21,15 @@ import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from skyoap.model.checks import Reason, Refused, TelemetryLimits, consistent, minute_of
 from skyoap.model.inventory import DetectPoint
 from skyoap.model.stream import Column, ColumnType, StreamData
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 SEP = "\x1f"
 """Joins the names of an entity into its id; no name can contain it (agents'
@@ -190,6 +194,14 @@ calls that took from ``LATENCY_BUCKETS_MS[i]`` ms up to the next bound."""
 PERCENTILES = (50, 75, 90, 95, 99)
 
 
+N = TypeVar("N", int, "npt.NDArray[np.int64]")
+
+
+def _rank(p: int, calls: N) -> N:
+    """The rank of the call at p% of ``calls``: ceil(p% of calls), as whole numbers."""
+    return (p * calls + 99) // 100
+
+
 def latency_bucket(latency_ms: int) -> int:
     """The index of the histogram bucket counting a call of ``latency_ms``."""
     return max(0, bisect.bisect_right(LATENCY_BUCKETS_MS, latency_ms) - 1)
@@ -240,13 +252,28 @@ class CallMetrics(Metrics):
     def percentile(self, p: int) -> int:
         """The lower bound of the bucket holding the call of rank ceil(p% of
         calls), as SkyWalking reports percentiles; 0 with no calls."""
-        rank = (p * self.calls + 99) // 100
+        rank = _rank(p, self.calls)
         seen = 0
         for bound, count in zip(LATENCY_BUCKETS_MS, self.histogram, strict=False):
             seen += count
             if count and seen >= rank:
                 return bound
         return 0
+
+    @staticmethod
+    def percentiles(
+        calls: npt.NDArray[np.int64], histograms: npt.NDArray[np.int64], p: int
+    ) -> npt.NDArray[np.float64]:
+        """``percentile`` of many values at once, from their ``calls`` and their
+        ``histograms`` (a row each, of ``LATENCY_BUCKETS_MS``' width): of the
+        buckets holding calls, the first whose running count reaches the rank.
+        Counts must stay below 2**56, where int64 sums are exact."""
+        import numpy as np  # only the readers of many values need it
+
+        reached = (histograms != 0) & (np.cumsum(histograms, axis=1) >= _rank(p, calls)[:, None])
+        return np.where(
+            reached.any(axis=1), np.asarray(LATENCY_BUCKETS_MS, np.float64)[reached.argmax(axis=1)], 0.0
+        )
 
     @property
     def cpm(self) -> float:

@@ -1,5 +1,6 @@
-"""MQE's binary operators (``+ - * / %``, the comparisons, ``&&`` and ``||``)
-on evaluated operands, with SkyWalking's rules for pairing them:
+"""MQE's operators (``+ - * / %``, the comparisons, ``&&`` and ``||``, and the
+math functions ``abs``, ``ceil`` and ``floor``) on evaluated operands, with
+SkyWalking's rules for pairing them:
 
 - a single value with a single value gives a single value;
 - a single value with a time series or a list applies to each of its points;
@@ -12,18 +13,27 @@ are equal, keeping the left one's labels, and a left series with no partner
 has no values. A point with no data on either side gives no data.
 
 Arithmetic is IEEE double arithmetic, as Java's: ``x / 0`` is infinite and
-``0 / 0`` NaN, which the formatting shows as no data.
+``0 / 0`` NaN, which the formatting shows as no data. Each operator is
+defined once, on arrays of values: the evaluator applies it to a series'
+points at once, and ``vectorized`` to every entity's at once.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeAlias, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from skyoap.mqe.results import Evaluated, ExpressionResultType, KeyValue, Series
-from skyoap.mqe.syntax import BinaryOperator, BoolOperator, Comparison
+from skyoap.mqe.syntax import BinaryOperator, BoolOperator, Comparison, MathFunction
 
-Apply = Callable[[float, float], float]
+Floats: TypeAlias = npt.NDArray[np.float64]
+Flags: TypeAlias = npt.NDArray[np.bool_]
+
+Apply = Callable[[Floats, Floats], Floats]
+"""An operator, element by element (arrays broadcast)."""
 
 SINGLE = ExpressionResultType.SINGLE_VALUE
 SERIES = ExpressionResultType.TIME_SERIES_VALUES
@@ -33,40 +43,80 @@ class ExpressionError(Exception):
     """An expression that cannot be evaluated; the message is the result's error."""
 
 
-def _divide(a: float, b: float) -> float:
-    if b == 0:
-        return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1, b)
-    return a / b
-
-
-def _modulo(a: float, b: float) -> float:
-    try:
-        return math.fmod(a, b)  # the sign of the dividend, as Java's %
-    except ValueError:  # x % 0 and inf % x, which Java makes NaN
-        return math.nan
+def _truth(test: Callable[[Floats, Floats], Flags]) -> Apply:
+    return lambda a, b: test(a, b).astype(np.float64)
 
 
 ARITHMETIC: dict[BinaryOperator, Apply] = {
-    BinaryOperator.ADD: lambda a, b: a + b,
-    BinaryOperator.SUB: lambda a, b: a - b,
-    BinaryOperator.MUL: lambda a, b: a * b,
-    BinaryOperator.DIV: _divide,
-    BinaryOperator.MOD: _modulo,
+    BinaryOperator.ADD: np.add,
+    BinaryOperator.SUB: np.subtract,
+    BinaryOperator.MUL: np.multiply,
+    BinaryOperator.DIV: np.divide,  # x / 0 infinite, 0 / 0 NaN
+    BinaryOperator.MOD: np.fmod,  # the dividend's sign, as Java's %; NaN for x % 0 and inf % x
 }
 
 COMPARISONS: dict[Comparison, Apply] = {
-    Comparison.DEQ: lambda a, b: float(a == b),
-    Comparison.NEQ: lambda a, b: float(a != b),
-    Comparison.LTE: lambda a, b: float(a <= b),
-    Comparison.LT: lambda a, b: float(a < b),
-    Comparison.GTE: lambda a, b: float(a >= b),
-    Comparison.GT: lambda a, b: float(a > b),
+    Comparison.DEQ: _truth(np.equal),
+    Comparison.NEQ: _truth(np.not_equal),
+    Comparison.LTE: _truth(np.less_equal),
+    Comparison.LT: _truth(np.less),
+    Comparison.GTE: _truth(np.greater_equal),
+    Comparison.GT: _truth(np.greater),
 }
 
 LOGIC: dict[BoolOperator, Apply] = {
-    BoolOperator.AND: lambda a, b: float(a == 1 and b == 1),
-    BoolOperator.OR: lambda a, b: float(a == 1 or b == 1),
+    BoolOperator.AND: _truth(lambda a, b: (a == 1) & (b == 1)),
+    BoolOperator.OR: _truth(lambda a, b: (a == 1) | (b == 1)),
 }
+
+MATH: dict[MathFunction, Callable[[Floats], Floats]] = {
+    MathFunction.ABS: np.abs,
+    # + 0.0: Java's ceil(-0.5) is 0, not -0. Infinities and NaN stay as they are.
+    MathFunction.CEIL: lambda v: np.ceil(v) + 0.0,
+    MathFunction.FLOOR: lambda v: np.floor(v) + 0.0,
+}
+
+
+def applied(
+    apply: Apply, left: Sequence[float | None], right: Sequence[float | None]
+) -> tuple[float | None, ...]:
+    """``apply`` to points (one on a side applies to each of the other's); no
+    data where either has none."""
+    with np.errstate(all="ignore"):  # IEEE's infinities and NaN are Java's too
+        values: list[float] = apply(np.array(left, np.float64), np.array(right, np.float64)).tolist()
+    lefts = left if len(left) == len(values) else [left[0]] * len(values)
+    rights = right if len(right) == len(values) else [right[0]] * len(values)
+    return tuple(None if a is None or b is None else v for v, a, b in zip(values, lefts, rights, strict=True))
+
+
+class _Labeled(Protocol):
+    @property
+    def labels(self) -> tuple[KeyValue, ...]: ...
+
+
+S = TypeVar("S", bound=_Labeled)
+
+
+def paired(
+    left: Sequence[S],
+    left_labeled: bool,
+    right: Sequence[S],
+    right_labeled: bool,
+    only: Callable[[Sequence[S], str], S],
+) -> list[tuple[tuple[KeyValue, ...], S, S | None]]:
+    """The series of two operands as they combine, by the rules above: each
+    result's labels, its left series and its right one (None: a labeled
+    series with no partner). ``only(series, side)`` is an unlabeled operand's one series."""
+    if left_labeled and right_labeled:
+        partners = {frozenset(s.labels): s for s in right}
+        return [(s.labels, s, partners.get(frozenset(s.labels))) for s in left]
+    if left_labeled:
+        b = only(right, "right")
+        return [(s.labels, s, b) for s in left]
+    if right_labeled:
+        a = only(left, "left")
+        return [(s.labels, a, s) for s in right]
+    return [((), only(left, "left"), only(right, "right"))]
 
 
 def combine(left: Evaluated, right: Evaluated, apply: Apply, operation: str) -> Evaluated:
@@ -74,23 +124,22 @@ def combine(left: Evaluated, right: Evaluated, apply: Apply, operation: str) -> 
     point with ``apply``. ``operation`` names the operation in errors
     (``binary``, ``compare``, ``bool``)."""
     kind = _result_type(left.type, right.type, operation)
+    operands = {"left": left, "right": right}
+    pairs = paired(
+        left.series,
+        left.labeled,
+        right.series,
+        right.labeled,
+        lambda _, side: _only(operands[side], side, operation),
+    )
     lt, rt = left.type, right.type
-    if left.labeled and right.labeled:
-        partners = {frozenset(s.labels): s for s in right.series}
-        pairs = ((s, partners.get(frozenset(s.labels))) for s in left.series)
-        series = tuple(_pair(s, lt, partner, rt, apply, s.labels) for s, partner in pairs)
-    elif left.labeled:
-        only = _only(right, "right", operation)
-        series = tuple(_pair(s, lt, only, rt, apply, s.labels) for s in left.series)
-    elif right.labeled:
-        only = _only(left, "left", operation)
-        series = tuple(_pair(only, lt, s, rt, apply, s.labels) for s in right.series)
-    elif kind is SINGLE:
+    if kind is SINGLE and not (left.labeled or right.labeled):
         # Two single values give a value of no one time, as in SkyWalking (max() keeps its point's id).
-        a, b = _only(left, "left", operation).values[0], _only(right, "right", operation).values[0]
-        series = (Series.single(None if a is None or b is None else apply(a, b)),)
+        [(_, a, b)] = pairs
+        assert b is not None
+        series: tuple[Series, ...] = (Series.single(applied(apply, a.values, b.values)[0]),)
     else:
-        series = (_pair(_only(left, "left", operation), lt, _only(right, "right", operation), rt, apply, ()),)
+        series = tuple(_pair(a, lt, b, rt, apply, labels) for labels, a, b in pairs)
     return Evaluated(kind, series, left.labeled or right.labeled)
 
 
@@ -128,18 +177,14 @@ def _pair(
     if right is None:
         return Series(labels, left.ids, (None,) * len(left.values), left.owners)
     if ltype is SINGLE and rtype is not SINGLE:
-        a = left.values[0]
-        values = [None if a is None or b is None else apply(a, b) for b in right.values]
-        return Series(labels, right.ids, tuple(values), right.owners)
+        return Series(labels, right.ids, applied(apply, left.values[:1], right.values), right.owners)
     if rtype is SINGLE and ltype is not SINGLE:
-        b = right.values[0]
-        values = [None if a is None or b is None else apply(a, b) for a in left.values]
+        values = applied(apply, left.values, right.values[:1])
     else:
         if len(left.values) != len(right.values):
             raise ExpressionError(
                 f"Unsupported operation: the left operand has {len(left.values)} points and the right one "
                 f"{len(right.values)}; they are paired one to one."
             )
-        pairs = zip(left.values, right.values, strict=True)
-        values = [None if a is None or b is None else apply(a, b) for a, b in pairs]
-    return Series(labels, left.ids, tuple(values), left.owners)
+        values = applied(apply, left.values, right.values)
+    return Series(labels, left.ids, values, left.owners)

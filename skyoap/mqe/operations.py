@@ -9,7 +9,9 @@ import decimal
 import math
 from collections.abc import Callable, Sequence
 
-from skyoap.mqe.arithmetic import SERIES, SINGLE, ExpressionError
+import numpy as np
+
+from skyoap.mqe.arithmetic import MATH, SERIES, SINGLE, ExpressionError, Floats
 from skyoap.mqe.duration import Step
 from skyoap.mqe.results import Evaluated, KeyValue, Point, Series
 from skyoap.mqe.syntax import Aggregation, Label, LabelsAggregation, MathFunction, Order, TrendFunction
@@ -62,27 +64,20 @@ def aggregate(result: Evaluated, func: Aggregation, operand: object) -> Evaluate
     return Evaluated(SINGLE, tuple(series), result.labeled)
 
 
-def _each_value(result: Evaluated, apply: Callable[[float], float]) -> Evaluated:
+def _each_value(result: Evaluated, apply: Callable[[Floats], Floats]) -> Evaluated:
+    """``apply`` to the values of each series (those with data)."""
+
     def each(series: Series) -> Series:
-        return series.with_values([None if v is None else apply(v) for v in series.values])
+        values: list[float] = apply(np.array(series.values, np.float64)).tolist()
+        return series.with_values(
+            [None if v is None else a for a, v in zip(values, series.values, strict=True)]
+        )
 
     return Evaluated(result.type, tuple(map(each, result.series)), result.labeled)
 
 
-def _finite(apply: Callable[[float], int]) -> Callable[[float], float]:
-    """``apply`` for finite values; infinity and NaN unchanged, as Java's ceil and floor leave them."""
-    return lambda v: float(apply(v)) if math.isfinite(v) else v
-
-
-_FUNCTIONS: dict[MathFunction, Callable[[float], float]] = {
-    MathFunction.ABS: abs,
-    MathFunction.CEIL: _finite(math.ceil),
-    MathFunction.FLOOR: _finite(math.floor),
-}
-
-
 def mathematical(result: Evaluated, func: MathFunction) -> Evaluated:
-    return _each_value(result, _FUNCTIONS[func])
+    return _each_value(result, MATH[func])
 
 
 _MAX_PLACES = 400
@@ -101,7 +96,7 @@ def rounded(result: Evaluated, places: int) -> Evaluated:
             return value
         return float(decimal.Decimal(repr(value)).quantize(exponent, decimal.ROUND_HALF_UP, context))
 
-    return _each_value(result, round_one)
+    return _each_value(result, np.vectorize(round_one, otypes=[np.float64]))
 
 
 def trend(result: Evaluated, func: TrendFunction, steps: int, step: Step) -> Evaluated:

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from skyoap.alarm import vectorized
 from skyoap.alarm.delivery import Delivery
 from skyoap.alarm.evaluation import (
     entities,
@@ -22,14 +21,15 @@ from skyoap.alarm.evaluation import (
     entity_name,
     entity_of_key,
     held,
+    held_all,
     period_ending,
     watched,
 )
+from skyoap.alarm.listings import Listings
 from skyoap.alarm.messages import Request
 from skyoap.alarm.rounds import Alarms, AlarmStorage, Membership
 from skyoap.alarm.settings import AlarmSettings, Rule, parse_settings
 from skyoap.alarm.states import Course, step
-from skyoap.alarm.vectorized import Frames, Listings, held_all, supported
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     METRICS_TYPES,
@@ -43,12 +43,14 @@ from skyoap.model.metrics import (
     ServiceRelationMetrics,
 )
 from skyoap.model.records import RECORD_TYPES
+from skyoap.mqe import vectorized
 from skyoap.mqe.catalogue import MetricDef
 from skyoap.mqe.duration import Duration
 from skyoap.mqe.entity import Entity
 from skyoap.mqe.parser import parse
 from skyoap.mqe.reader import LabelSelector
 from skyoap.mqe.stored import StoredMetrics
+from skyoap.mqe.vectorized import Frames, supported
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
