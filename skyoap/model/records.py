@@ -17,6 +17,9 @@ from skyoap.model.stream import StreamData, Text, Words
 class Record(StreamData):
     KEY: ClassVar[str]
     """The column that identifies a record."""
+    TAGS: ClassVar[str] = "tags"
+    """The column (of strings) of the ``key=value`` tags records are searched
+    and completed by."""
 
     time_bucket: int
     """The minute (see ``model.metrics``) the record belongs to."""
@@ -78,6 +81,11 @@ class LogRecord(Record):
     """text, json or yaml."""
     content: Words
     tags: Mapping[str, str] = field(default_factory=dict)
+    searchable_tags: tuple[str, ...] = ()
+    """Its tags of the searchable keys (``--searchable-log-tags``), each
+    ``key=value``, sorted; empty in a record stored before logs had them."""
+
+    TAGS = "searchable_tags"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import AlarmRecord
-from skyoap.mqe.alarm_identity import AlarmScope, entity_ids, tag_term
+from skyoap.mqe.alarm_identity import AlarmScope, entity_ids
 from skyoap.mqe.entity import GENERAL, Entity, Scope, entity_of
-from skyoap.query import tag_completion
+from skyoap.query import record_tags
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
@@ -126,7 +126,7 @@ def _window_search(
     ``duration``, the words of ``keyword`` and each tag, paged newest first;
     firings only (their recoveries are records too)."""
     window, page = Window.of(duration), Page.of(paging)
-    terms = searched_tags(tags or ())
+    terms = record_tags.searched(tags or (), "alarm", "queryAlarmTagAutocompleteValues")
     words = (keyword or "").strip()
     return RecordSearch(
         first_bucket=window.first_bucket,
@@ -187,21 +187,6 @@ def alarm_scope(named: str | None, entity: Entity, index: int) -> AlarmScope:
     return AlarmScope[scope.value]
 
 
-def searched_tags(tags: Iterable[Mapping[str, Any] | None]) -> tuple[str, ...]:
-    """Each ``AlarmTag`` a search names, as stored (``tag_term``)."""
-    terms = []
-    for tag in tags:
-        if tag is None:
-            continue
-        if tag.get("value") is None:
-            raise ValueError(
-                f"alarm tag {tag['key']!r} has no value: alarms are searched by a key and its value "
-                "(queryAlarmTagAutocompleteValues lists a key's values)"
-            )
-        terms.append(tag_term(tag["key"], tag["value"]))
-    return tuple(terms)
-
-
 def alarm_answer(record: AlarmRecord, recovery_time: int = 0) -> dict[str, Any]:
     """An ``AlarmMessage`` of the protocol, of a firing and the time it
     recovered (0: it has not). skyoap records no events and no metrics of
@@ -221,8 +206,8 @@ def alarm_answer(record: AlarmRecord, recovery_time: int = 0) -> dict[str, Any]:
 
 
 def tag_keys(context: QueryContext, duration: Mapping[str, Any]) -> list[str]:
-    return tag_completion.tag_keys(context, AlarmRecord, duration)
+    return record_tags.tag_keys(context, AlarmRecord, duration)
 
 
 def tag_values(context: QueryContext, tagKey: str, duration: Mapping[str, Any]) -> list[str]:
-    return tag_completion.tag_values(context, AlarmRecord, tagKey, duration)
+    return record_tags.tag_values(context, AlarmRecord, tagKey, duration)

@@ -1,4 +1,5 @@
-"""Logs: the log lines a condition matches (``queryLogs``)."""
+"""Logs: the log lines a condition matches (``queryLogs``), and the tags
+they are searched by (``queryLogTagAutocompleteKeys`` and ``...Values``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from skyoap.model.records import LogRecord
 from skyoap.mqe import ids
 from skyoap.mqe.ids import endpoint_names, instance_names, service_name
+from skyoap.query import record_tags
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
@@ -39,13 +41,12 @@ def _keywords(condition: Mapping[str, Any], field: str) -> list[str]:
 
 def log_search(condition: Mapping[str, Any]) -> RecordSearch:
     """The search of a ``LogQueryCondition``; ValueError for one that cannot be answered."""
-    trace, duration = condition.get("relatedTrace"), condition.get("queryDuration")
-    if trace is None and duration is None:
+    trace, duration = condition.get("relatedTrace") or {}, condition.get("queryDuration")
+    # Empty ids search by nothing, as in SkyWalking (its CLI sends an empty traceId).
+    if not trace.get("traceId") and duration is None:
         raise ValueError(
             "a log search needs a queryDuration or a relatedTrace: searching every log stored is refused"
         )
-    if condition.get("tags"):
-        raise ValueError("skyoap does not search logs by tags: leave tags out")
     wanted, unwanted = (
         _keywords(condition, "keywordsOfContent"),
         _keywords(condition, "excludingKeywordsOfContent"),
@@ -61,12 +62,12 @@ def log_search(condition: Mapping[str, Any]) -> RecordSearch:
         equal["service"], equal["instance"] = instance_names(condition["serviceInstanceId"])
     if condition.get("endpointId"):
         equal["service"], equal["endpoint"] = endpoint_names(condition["endpointId"])
-    if trace is not None:
+    if trace.get("traceId"):
         equal["trace_id"] = trace["traceId"]
-        if trace.get("segmentId"):
-            equal["segment_id"] = trace["segmentId"]
-        if trace.get("spanId") is not None:
-            equal["span_id"] = trace["spanId"]
+    if trace.get("segmentId"):
+        equal["segment_id"] = trace["segmentId"]
+    if trace.get("spanId") is not None:
+        equal["span_id"] = trace["spanId"]
     first = last = None
     at_least: dict[str, int] = {}
     at_most: dict[str, int] = {}
@@ -81,6 +82,7 @@ def log_search(condition: Mapping[str, Any]) -> RecordSearch:
         equal=equal,
         at_least=at_least,
         at_most=at_most,
+        tags=record_tags.searched(condition.get("tags") or (), "log", "queryLogTagAutocompleteValues"),
         contains={"content": wanted},
         lacks={"content": unwanted},
         order_by="timestamp",
@@ -106,3 +108,11 @@ def log_answer(record: LogRecord) -> dict[str, Any]:
         "content": record.content,
         "tags": [{"key": k, "value": record.tags[k]} for k in sorted(record.tags)],
     }
+
+
+def tag_keys(context: QueryContext, duration: Mapping[str, Any]) -> list[str]:
+    return record_tags.tag_keys(context, LogRecord, duration)
+
+
+def tag_values(context: QueryContext, tagKey: str, duration: Mapping[str, Any]) -> list[str]:
+    return record_tags.tag_values(context, LogRecord, tagKey, duration)

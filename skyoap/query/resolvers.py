@@ -62,6 +62,8 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("queryTraceTagAutocompleteValues", traces.tag_values)
         .query("queryLogs", logs.query_logs)
         .query("supportQueryLogsByKeywords", logs.supports_keywords)
+        .query("queryLogTagAutocompleteKeys", logs.tag_keys)
+        .query("queryLogTagAutocompleteValues", logs.tag_values)
         .query("getAlarm", alarms.get_alarm)
         .query("queryAlarms", alarms.query_alarms)
         .query("queryAlarmTagAutocompleteKeys", alarms.tag_keys)

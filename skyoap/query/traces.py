@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import SegmentRecord
 from skyoap.mqe.ids import endpoint_names, instance_names, service_name
-from skyoap.query import tag_completion
+from skyoap.query import record_tags
 from skyoap.query.components import component_name
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
@@ -87,30 +87,12 @@ def segment_search(condition: Mapping[str, Any]) -> RecordSearch:
         equal=equal,
         at_least=at_least,
         at_most=at_most,
-        tags=tag_terms(condition.get("tags") or ()),
+        tags=record_tags.searched(condition.get("tags") or (), "trace", "queryTraceTagAutocompleteValues"),
         order_by=QueryOrder[condition.get("queryOrder") or "BY_START_TIME"].value,
         descending=True,
         offset=page.offset,
         limit=page.limit,
     )
-
-
-MAX_TAGS = 20
-"""The most tags one search filters by: each is a condition of its own in
-storage's query (SQLite refuses a tree of a thousand)."""
-
-
-def tag_terms(tags: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
-    """Each ``SpanTag`` as stored: ``key=value``; ValueError past ``MAX_TAGS``."""
-    tags = list(tags)
-    if len(tags) > MAX_TAGS:
-        raise ValueError(f"a search filters by at most {MAX_TAGS} tags, not {len(tags)}")
-    terms = []
-    for tag in tags:
-        if tag.get("value") is None:
-            raise ValueError(f"tag {tag['key']!r} has no value: traces are searched by a key and its value")
-        terms.append(f"{tag['key']}={tag['value']}")
-    return tuple(terms)
 
 
 def basic_trace(record: SegmentRecord) -> dict[str, Any]:
@@ -226,8 +208,8 @@ def span_answer(seg: StoredSegment, span: StoredSpan, depth: int) -> dict[str, A
 
 
 def tag_keys(context: QueryContext, duration: Mapping[str, Any]) -> list[str]:
-    return tag_completion.tag_keys(context, SegmentRecord, duration)
+    return record_tags.tag_keys(context, SegmentRecord, duration)
 
 
 def tag_values(context: QueryContext, tagKey: str, duration: Mapping[str, Any]) -> list[str]:
-    return tag_completion.tag_values(context, SegmentRecord, tagKey, duration)
+    return record_tags.tag_values(context, SegmentRecord, tagKey, duration)

@@ -55,7 +55,7 @@ from skyoap.proto.skywalking import common_pb2 as sw_common_pb2
 from skyoap.proto.skywalking import tracing_pb2
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals
-from skyoap.receiver.segments import Call, Caller, Calls, SpanKind
+from skyoap.receiver.segments import Call, Caller, Calls, SpanKind, searchable_tags
 from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, TraceSegmentReportService
 from skyoap.runtime import clock
 from skyoap.runtime.budget import Overloaded, memory_size
@@ -586,7 +586,15 @@ class MetricsService(ItemsService):
 class LogsService(ItemsService):
     """``opentelemetry.proto.collector.logs.v1.LogsService``: each log record
     becomes a log line of its resource's service and instance, with its trace
-    and span ids (hex), its severity and attributes as tags."""
+    and span ids (hex), its severity and attributes as tags, those of the
+    ``searchable`` keys kept for searches."""
+
+    def __init__(
+        self, names: NamesByService, sinks: Sinks, refusals: Refusals, limits: TelemetryLimits,
+        cardinality: Cardinality, searchable: frozenset[str],
+    ) -> None:  # fmt: skip
+        super().__init__(names, sinks, refusals, limits, cardinality)
+        self._searchable = searchable
 
     def _record(self, source: Source, pb: logs_pb2.LogRecord, now_ms: int) -> LogRecord:
         lim = self._limits
@@ -620,6 +628,7 @@ class LogsService(ItemsService):
             content_type="text" if pb.body.WhichOneof("value") in (None, "string_value") else "json",
             content=Words(body),
             tags=tags,
+            searchable_tags=searchable_tags(tags.items(), self._searchable),
         )
 
     def Export(
@@ -663,7 +672,8 @@ def add_otlp_services(
         (metrics_service_pb2, "MetricsService",
          MetricsService(names, sinks, Refusals("otlp_data_points", instruments), limits, guards)),
         (logs_service_pb2, "LogsService",
-         LogsService(names, sinks, Refusals("otlp_log_records", instruments), limits, guards)),
+         LogsService(names, sinks, Refusals("otlp_log_records", instruments), limits, guards,
+                     intake.log_tags)),
     ]  # fmt: skip
     for module, name, servicer in services:
         server.add(module.DESCRIPTOR.services_by_name[name], servicer)

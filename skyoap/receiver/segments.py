@@ -104,6 +104,9 @@ SEARCHABLE_TRACE_TAGS = (
 )
 """SkyWalking's default ``searchableTracesTags``: the span tags traces are found by."""
 
+SEARCHABLE_LOG_TAGS = ("level", "http.status_code")
+"""SkyWalking's default ``searchableLogsTags``: the tags log lines are found by."""
+
 MAX_SEARCHABLE_TAG_CHARS = 256
 """The longest ``key=value`` kept searchable; a longer one (a whole URL, a
 statement) stays in the segment's data but is not searched by."""

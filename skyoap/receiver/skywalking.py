@@ -45,6 +45,7 @@ from skyoap.receiver.segments import (
     DEFAULT_APDEX,
     ENTRY,
     EXIT,
+    SEARCHABLE_LOG_TAGS,
     SEARCHABLE_TRACE_TAGS,
     Aliases,
     Segment,
@@ -409,6 +410,8 @@ class Intake:
     limits: TelemetryLimits
     cardinality: Cardinality
     instruments: Instruments
+    log_tags: frozenset[str] = frozenset(SEARCHABLE_LOG_TAGS)
+    """The keys of the tags log lines are searched by."""
 
 
 class TelemetryService:
@@ -422,6 +425,7 @@ class TelemetryService:
         self._sinks = intake.sinks
         self._limits = intake.limits
         self._cardinality = intake.cardinality
+        self._log_tags = intake.log_tags
         instruments = intake.instruments
         self._received = instruments.counter(
             "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]
@@ -548,6 +552,7 @@ class LogReportService(TelemetryService):
         endpoint = lim.name("endpoint", pb.endpoint, required=False)
         trace_id = lim.name("traceId", ctx.traceId, required=False)
         segment_id = lim.name("traceSegmentId", ctx.traceSegmentId, required=False)
+        tags = [(kv.key, kv.value) for kv in pb.tags.data]
         # Guarded once every check passed: a refused line counts against no bound.
         guard = self._cardinality
         service, instance = guard.source(service, instance)
@@ -563,7 +568,8 @@ class LogReportService(TelemetryService):
             span_id=ctx.spanId,
             content_type=kind,
             content=Words(getattr(body, kind)),
-            tags={kv.key: kv.value for kv in pb.tags.data},
+            tags=dict(tags),
+            searchable_tags=searchable_tags(tags, self._log_tags),
         )
 
     def collect(

@@ -259,7 +259,7 @@ class RecordSearch:
     at_most: Mapping[str, int] = field(default_factory=dict)
     """Integer columns and their bounds, included."""
     tags: Sequence[str] = ()
-    """Values the record's ``tags`` column (a STRINGS column) must each hold."""
+    """Values the record's tags column (``Record.TAGS``) must each hold."""
     contains: Mapping[str, Sequence[str]] = field(default_factory=dict)
     lacks: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """WORDS columns and the keywords each must hold, or must not hold: in
@@ -290,7 +290,7 @@ class RecordSearch:
         if any(not alternative for alternative in self.any_of):
             raise ValueError("an alternative of a record search names no column: it would match every record")
         need([*self.at_least, *self.at_most, self.order_by], (ColumnType.INT,), "bound or sort by")
-        need(["tags"] if self.tags else [], (ColumnType.STRINGS,), "search by tag")
+        need([getattr(model, "TAGS", "tags")] if self.tags else [], (ColumnType.STRINGS,), "search by tag")
         need([*self.contains, *self.lacks], (ColumnType.WORDS,), "search by keyword")
         if (self.first_bucket is None) != (self.last_bucket is None):
             raise ValueError("a record search bounds both ends of its time range or neither")
@@ -333,7 +333,7 @@ class RecordDAO(Protocol):
         self, model: type[Record], first_bucket: int, last_bucket: int, limit: int, prefix: str = ""
     ) -> list[str]:
         """Up to ``limit`` distinct values starting with ``prefix`` of the
-        ``tags`` column among the records of the minutes
+        tags column (``Record.TAGS``) among the records of the minutes
         ``first_bucket..last_bucket``, in order."""
 
     def close(self) -> None: ...

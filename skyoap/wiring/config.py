@@ -18,7 +18,7 @@ from skyoap.alarm.settings import SettingsError
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
 from skyoap.query.config import QueryConfig
-from skyoap.receiver.segments import SEARCHABLE_TRACE_TAGS
+from skyoap.receiver.segments import SEARCHABLE_LOG_TAGS, SEARCHABLE_TRACE_TAGS
 from skyoap.remote.cluster import Role
 from skyoap.remote.selector import SelectorKind
 from skyoap.runtime.buffer import BufferStrategy
@@ -403,9 +403,19 @@ class AnalysisConfig:
         "a segment's tags of these keys are stored with it, and queryBasicTraces finds it by them",
     )
 
+    searchable_log_tags: str = option(
+        ",".join(SEARCHABLE_LOG_TAGS),
+        "log tag keys log lines are searched by, comma separated (SkyWalking's searchableLogsTags): "
+        "a line's tags of these keys are stored to search by, and queryLogs finds it by them",
+    )
+
     def searchable_tags(self) -> frozenset[str]:
         """The keys of ``--searchable-trace-tags``."""
-        return frozenset(k.strip() for k in self.searchable_trace_tags.split(",") if k.strip())
+        return _keys(self.searchable_trace_tags)
+
+    def log_tags(self) -> frozenset[str]:
+        """The keys of ``--searchable-log-tags``."""
+        return _keys(self.searchable_log_tags)
 
     def apdex(self) -> ApdexThresholds:
         """The thresholds of ``--apdex-thresholds``; ValueError for a file that cannot be read as one."""
@@ -423,12 +433,20 @@ class AnalysisConfig:
             raise ValueError(f"--otlp-caller-wait-s must be above 0, not {self.otlp_caller_wait_s:g}")
         if self.alias_refresh_s <= 0:
             raise ValueError(f"--alias-refresh-s must be above 0, not {self.alias_refresh_s:g}")
-        for key in self.searchable_tags():
-            if "=" in key:
-                raise ValueError(
-                    f"--searchable-trace-tags: {key!r} is not a tag key (keys are comma separated, "
-                    "with no values)"
-                )
+        for flag, keys in (
+            ("--searchable-trace-tags", self.searchable_tags()),
+            ("--searchable-log-tags", self.log_tags()),
+        ):
+            for key in keys:
+                if "=" in key:
+                    raise ValueError(
+                        f"{flag}: {key!r} is not a tag key (keys are comma separated, with no values)"
+                    )
+
+
+def _keys(text: str) -> frozenset[str]:
+    """The comma-separated keys of ``text``, blanks dropped."""
+    return frozenset(k.strip() for k in text.split(",") if k.strip())
 
 
 @dataclass(frozen=True)

@@ -500,7 +500,9 @@ class Node:
         add_agent_services(self.server, registrar)
         sinks = Sinks(metrics.entry, records.entry, self.budget, cfg.limits.call_deadline_s)
         names = NamesByService(registrar)
-        intake = Intake(names, sinks, cfg.limits.items(), cardinality, self.instruments)
+        intake = Intake(
+            names, sinks, cfg.limits.items(), cardinality, self.instruments, cfg.analysis.log_tags()
+        )
         aliases = AliasCache(
             self.storage.metrics,
             cfg.limits.max_network_addresses,

@@ -47,6 +47,12 @@ QUERY_LOGS = """query queryLogs($condition: LogQueryCondition) {
     }
   }
 }"""
+LOG_TAG_KEYS = """query queryLogTagAutocompleteKeys($duration: Duration!) {
+  tagKeys: queryLogTagAutocompleteKeys(duration: $duration)
+}"""
+LOG_TAG_VALUES = """query queryLogTagAutocompleteValues($tagKey: String!, $duration: Duration!) {
+  tagValues: queryLogTagAutocompleteValues(tagKey: $tagKey, duration: $duration)
+}"""
 TAG_KEYS = """query queryTraceTagAutocompleteKeys($duration: Duration!) {
   tagKeys: queryTraceTagAutocompleteKeys(duration: $duration)
 }"""
@@ -149,7 +155,7 @@ def segments(now: int) -> list[tracing_pb2.SegmentObject]:
 
 
 def log_lines(now: int) -> list[logging_pb2.LogData]:
-    def line(at: int, trace: str, segment: str, text: str) -> logging_pb2.LogData:
+    def line(at: int, trace: str, segment: str, text: str, level: str = "ERROR") -> logging_pb2.LogData:
         return logging_pb2.LogData(
             timestamp=at,
             service="B" if segment.endswith("b") else "A",
@@ -157,13 +163,13 @@ def log_lines(now: int) -> list[logging_pb2.LogData]:
             endpoint="GET:/b" if segment.endswith("b") else "POST:/a",
             body=logging_pb2.LogDataBody(text=logging_pb2.TextLog(text=text)),
             traceContext=logging_pb2.TraceContext(traceId=trace, traceSegmentId=segment, spanId=1),
-            tags=logging_pb2.LogTags(data=[kv("level", "ERROR")]),
+            tags=logging_pb2.LogTags(data=[kv("level", level), kv("thread", "main")]),
         )
 
     return [
         line(now + 9, "t1", "t1-b", "querying"),
         line(now + 20, "t1", "t1-b", "timeout"),
-        line(now + 1001, "t2", "t2-a", "posted"),
+        line(now + 1001, "t2", "t2-a", "posted", "INFO"),
     ]
 
 
@@ -359,7 +365,7 @@ def test_traces_and_logs_are_answered_as_the_ui_asks(
         "endpointId": "Qg==.1_R0VUOi9i",
         "traceId": "t1",
         "contentType": "TEXT",
-        "tags": [{"key": "level", "value": "ERROR"}],
+        "tags": [{"key": "level", "value": "ERROR"}, {"key": "thread", "value": "main"}],
     }
     assert logs(relatedTrace={"traceId": "t1"}) == [
         {**b_log, "timestamp": now + 20, "content": "timeout"},
@@ -371,6 +377,19 @@ def test_traces_and_logs_are_answered_as_the_ui_asks(
         "posted",
     ]
     assert [g["content"] for g in logs(queryDuration=duration, serviceId=A_ID)] == ["posted"]
+    # As SkyWalking's CLI asks: empty ids search by nothing.
+    swctl = {"queryDuration": duration, "relatedTrace": {"traceId": ""}, "serviceId": "", "tags": []}
+    assert [g["content"] for g in logs(**swctl)] == ["posted", "timeout", "querying"]
+
+    def by_tag(key: str, value: str) -> list[str]:
+        return [g["content"] for g in logs(queryDuration=duration, tags=[{"key": key, "value": value}])]
+
+    assert by_tag("level", "ERROR") == ["timeout", "querying"]
+    assert by_tag("level", "INFO") == ["posted"]
+    assert by_tag("thread", "main") == []  # not a searchable key
+    assert ask(url, LOG_TAG_KEYS, {"duration": duration}) == {"data": {"tagKeys": ["level"]}}
+    values = ask(url, LOG_TAG_VALUES, {"tagKey": "level", "duration": duration})
+    assert values == {"data": {"tagValues": ["ERROR", "INFO"]}}
 
 
 def test_a_trace_search_that_cannot_be_answered_says_why_and_the_node_serves_on(

@@ -212,7 +212,11 @@ def test_a_trace_id_alone_searches_every_day() -> None:
         ),
         ({"serviceId": "QQ=="}, "serviceId 'QQ==' is not an id skyoap gave"),
         ({"endpointId": "QQ==.1"}, "endpointId 'QQ==.1' is not an id skyoap gave"),
-        ({"tags": [{"key": "http.method"}]}, "tag 'http.method' has no value"),
+        (
+            {"tags": [{"key": "http.method"}]},
+            "trace tag 'http.method' has no value: traces are searched by a key and its value "
+            "(queryTraceTagAutocompleteValues lists a key's values)",
+        ),
         (
             {"queryDuration": {**DURATION, "end": "2026-11-21"}},
             "Duration end '2026-11-21' is not a time of step",
@@ -353,6 +357,7 @@ def log_record(i: int, trace: str, span: int = 0, **fields: object) -> LogRecord
         "time_bucket": MINUTE, "log_id": f"log{i}", "timestamp": T0 + i, "service": "B", "instance": "b-1",
         "endpoint": "GET:/b", "trace_id": trace, "segment_id": f"{trace}-b", "span_id": span,
         "content_type": "text", "content": Words(f"line {i}"), "tags": {"level": "ERROR", "a": "1"},
+        "searchable_tags": ("level=ERROR",),
     }  # fmt: skip
     values.update(fields)
     return LogRecord(**values)  # type: ignore[arg-type]
@@ -373,7 +378,8 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
                 endpoint="",
                 content_type="json",
                 content=Words("{}"),
-                tags={},
+                tags={"level": "INFO"},
+                searchable_tags=("level=INFO",),
             ),
         ],
     )
@@ -384,6 +390,24 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
         return [log["content"] for log in answer["logs"]]
 
     assert found(relatedTrace={"traceId": "t1"}) == ["line 1", "line 0"]
+    # Empty ids and conditions search by nothing, as SkyWalking's CLI sends them.
+    swctl = {
+        "relatedTrace": {"traceId": ""},
+        "serviceId": "",
+        "endpointId": "",
+        "tags": [],
+        "keywordsOfContent": [],
+    }
+    assert found(queryDuration=DURATION, **swctl) == ["{}", "line 2", "line 1", "line 0"]
+    assert found(queryDuration=DURATION, tags=[{"key": "level", "value": "INFO"}]) == ["{}"]
+    assert found(queryDuration=DURATION, tags=[{"key": "level", "value": "ERROR"}, None]) == [
+        "line 2",
+        "line 1",
+        "line 0",
+    ]
+    assert found(queryDuration=DURATION, tags=[{"key": "a", "value": "1"}]) == []  # not a searchable key
+    assert logs.tag_keys(context, DURATION) == ["level"]
+    assert logs.tag_values(context, "level", DURATION) == ["ERROR", "INFO"]
     assert found(relatedTrace={"traceId": "t1", "segmentId": "t1-b", "spanId": 1}) == ["line 1"]
     assert found(queryDuration=DURATION, queryOrder="ASC") == ["line 0", "line 1", "line 2", "{}"]
     assert found(queryDuration=DURATION, serviceId=A_ID) == ["{}"]
@@ -409,7 +433,7 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
         "timestamp": T0 + 3,
         "contentType": "JSON",
         "content": "{}",
-        "tags": [],
+        "tags": [{"key": "level", "value": "INFO"}],
     }
     assert answer[1] == {
         "serviceName": "B",
@@ -431,8 +455,13 @@ def test_logs_are_found_by_trace_span_and_entity(context: QueryContext) -> None:
     [
         ({}, "a log search needs a queryDuration or a relatedTrace"),
         (
-            {"queryDuration": DURATION, "tags": [{"key": "level", "value": "ERROR"}]},
-            "skyoap does not search logs by tags",
+            {"queryDuration": DURATION, "tags": [{"key": "level"}]},
+            "log tag 'level' has no value: logs are searched by a key and its value "
+            "\\(queryLogTagAutocompleteValues lists a key's values\\)",
+        ),
+        (
+            {"queryDuration": DURATION, "tags": [{"key": "level", "value": str(i)} for i in range(21)]},
+            "a search filters by at most 20 tags, not 21",
         ),
         (
             {"queryDuration": DURATION, "keywordsOfContent": [str(i) for i in range(11)]},

@@ -104,7 +104,7 @@ class ElasticsearchRecordDAO:
                 from_=search.offset,
                 size=search.limit,
                 sort=[{search.order_by: order}, {model.KEY: "asc"}],
-                query=_search_query(search),
+                query=_search_query(model, search),
                 track_total_hits=False,
                 ignore_unavailable=True,
                 allow_no_indices=True,
@@ -117,7 +117,7 @@ class ElasticsearchRecordDAO:
         RecordSearch(tags=("",)).check(model)
         window = RecordSearch(first_bucket=first_bucket, last_bucket=last_bucket)
         terms: dict[str, Any] = {
-            "field": "tags",
+            "field": model.TAGS,
             "size": min(limit, TAG_VALUES_MAX),
             "order": {"_key": "asc"},
         }
@@ -128,7 +128,7 @@ class ElasticsearchRecordDAO:
             res = self._reads.es().search(
                 index=self._indices(model, first_bucket, last_bucket),
                 size=0,
-                query=_search_query(window, [{"prefix": {"tags": prefix}}] if prefix else []),
+                query=_search_query(model, window, [{"prefix": {model.TAGS: prefix}}] if prefix else []),
                 aggregations={"tags": {"terms": terms}},
                 ignore_unavailable=True,
                 allow_no_indices=True,
@@ -140,7 +140,9 @@ class ElasticsearchRecordDAO:
         self._client.close()
 
 
-def _search_query(search: RecordSearch, more: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _search_query(
+    model: type[Record], search: RecordSearch, more: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     filters: list[dict[str, Any]] = list(more or [])
     if search.first_bucket is not None and search.last_bucket is not None:
         filters.append({"range": {"time_bucket": {"gte": search.first_bucket, "lte": search.last_bucket}}})
@@ -154,7 +156,7 @@ def _search_query(search: RecordSearch, more: list[dict[str, Any]] | None = None
         filters.append({"bool": {"should": alternatives, "minimum_should_match": 1}})
     filters += [{"range": {name: {"gte": low}}} for name, low in search.at_least.items()]
     filters += [{"range": {name: {"lte": high}}} for name, high in search.at_most.items()]
-    filters += [{"term": {"tags": tag}} for tag in search.tags]
+    filters += [{"term": {model.TAGS: tag}} for tag in search.tags]
 
     def phrases(words: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
         return [{"match_phrase": {f"{n}.words": k}} for n, keywords in words.items() for k in keywords]

@@ -104,7 +104,7 @@ class EmbeddedRecordDAO:
         RecordSearch(tags=("",)).check(model)
         table = model.MODEL
         found = self._db.fetch(
-            f"SELECT DISTINCT tag.value FROM {table}, json_each({table}.tags) AS tag "
+            f"SELECT DISTINCT tag.value FROM {table}, json_each({table}.{model.TAGS}) AS tag "
             "WHERE day BETWEEN ? AND ? AND time_bucket BETWEEN ? AND ? AND substr(tag.value, 1, ?) = ? "
             "ORDER BY tag.value LIMIT ?",
             [
@@ -151,7 +151,7 @@ def _search_clause(model: type[Record], search: RecordSearch) -> tuple[str, list
         clauses.append(f"{name} <= ?")
         args.append(high)
     for tag in search.tags:
-        clauses.append(f"EXISTS (SELECT 1 FROM json_each({model.MODEL}.tags) WHERE value = ?)")
+        clauses.append(f"EXISTS (SELECT 1 FROM json_each({model.MODEL}.{model.TAGS}) WHERE value = ?)")
         args.append(tag)
     for words, sign in ((search.contains, ">"), (search.lacks, "=")):
         for name, keywords in words.items():
