@@ -353,6 +353,18 @@ def traces_and_logs(w: Workload) -> None:
     assert found["queryLogs"]["logs"] == []
     found = w.ask(QUERY_LOGS, condition={**by_words, "excludingKeywordsOfContent": ["failed"]})
     assert found["queryLogs"]["logs"] == []
+    # The agent tags a line with its level, logger and thread; the level is searchable.
+    assert {t["key"] for t in log["tags"]} >= {"level", "logger", "thread"}
+    found = w.ask(QUERY_LOGS, condition={**by_words, "tags": [{"key": "level", "value": "WARNING"}]})
+    assert [x["traceId"] for x in found["queryLogs"]["logs"]] == [failing]
+    found = w.ask(QUERY_LOGS, condition={**by_words, "tags": [{"key": "thread", "value": "MainThread"}]})
+    assert found["queryLogs"]["logs"] == []
+    completed = w.ask(
+        """query ($d: Duration!) { keys: queryLogTagAutocompleteKeys(duration: $d)
+        values: queryLogTagAutocompleteValues(tagKey: "level", duration: $d) }""",
+        d=w.minutes,
+    )
+    assert completed == {"keys": ["level"], "values": ["WARNING"]}
 
 
 def ui_start(w: Workload) -> None:

@@ -192,7 +192,12 @@ def logs(page: Page, base: str, when: str, shots: Path) -> None:
     assert rows.count() == 1
     assert [rows.locator("td").nth(i).text_content() for i in (1, 3)] == ["shop", "/buy-fail"]
     assert "buying failed" in (rows.locator("pre").text_content() or "")
+    assert "level=WARNING" in (rows.locator("td.tags").text_content() or "").split()
     page.screenshot(path=shots / "logs.png", full_page=True)
+    open_page(page, f"{base}#/logs?{when}&words=buying&tags=level%3DWARNING", "logs")
+    assert page.locator("table.logs tbody tr").count() == 1
+    open_page(page, f"{base}#/logs?{when}&words=buying&tags=level%3DINFO", "logs")
+    assert page.locator("table.logs tbody tr").count() == 0
     open_page(page, f"{base}#/logs?{when}&words=buying&without=failed", "logs")
     assert page.locator("table.logs tbody tr").count() == 0
 

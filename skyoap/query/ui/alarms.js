@@ -1,9 +1,9 @@
 // Alarms: those the rules raised in the window, the newest first; search by
 // words of their message, scope and tags.
 
-import { gql, QueryError } from "/ui/api.js";
+import { gql } from "/ui/api.js";
 import { el, select, time, when } from "/ui/dom.js";
-import { input, searchForm } from "/ui/search.js";
+import { input, searchForm, searchedTags } from "/ui/search.js";
 
 export const PAGE_SIZE = 100;
 const ALARMS = `query ($duration: Duration!, $scope: Scope, $keyword: String, $tags: [AlarmTag], $paging: Pagination!) {
@@ -20,11 +20,8 @@ function variables(state) {
   const v = { duration: state.duration, paging: { pageNum: 1, pageSize: PAGE_SIZE } };
   if (p.get("scope")) v.scope = p.get("scope");
   if (p.get("keyword")) v.keyword = p.get("keyword");
-  const tags = (p.get("tags") || "").split(",").map((t) => t.trim()).filter(Boolean);
-  for (const t of tags) {
-    if (!t.includes("=")) throw new QueryError(`A tag is searched as key=value (level=WARNING), not as ${t}.`);
-  }
-  if (tags.length) v.tags = tags.map((t) => ({ key: t.slice(0, t.indexOf("=")), value: t.slice(t.indexOf("=") + 1) }));
+  const tags = searchedTags(p, "level=WARNING");
+  if (tags.length) v.tags = tags;
   return v;
 }
 

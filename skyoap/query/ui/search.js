@@ -1,7 +1,7 @@
-// What the traces and logs pages search by: a service, its instances and
-// endpoints, and fields whose values go into the URL when submitted.
+// What the traces, logs and alarms pages search by: a service, its instances
+// and endpoints, tags, and fields whose values go into the URL when submitted.
 
-import { gql } from "/ui/api.js";
+import { gql, QueryError } from "/ui/api.js";
 import { el, select } from "/ui/dom.js";
 
 // The service, and its instances and endpoints once a service is chosen.
@@ -40,4 +40,14 @@ export function entityCondition(params) {
   if (params.get("instance")) c.serviceInstanceId = params.get("instance");
   if (params.get("endpoint")) c.endpointId = params.get("endpoint");
   return c;
+}
+
+// The tags of the field `tags` ("key=value, …"), as a search names them;
+// `example` shows the form in the error for one without "=".
+export function searchedTags(params, example) {
+  const tags = (params.get("tags") || "").split(",").map((t) => t.trim()).filter(Boolean);
+  for (const t of tags) {
+    if (!t.includes("=")) throw new QueryError(`A tag is searched as key=value (${example}), not as ${t}.`);
+  }
+  return tags.map((t) => ({ key: t.slice(0, t.indexOf("=")), value: t.slice(t.indexOf("=") + 1) }));
 }

@@ -2,10 +2,10 @@
 // and tags; the list; a trace as a waterfall of every span across its
 // services, with the chosen span's tags and logs, and the trace's logs.
 
-import { gql, QueryError } from "/ui/api.js";
+import { gql } from "/ui/api.js";
 import { el, select, time, when } from "/ui/dom.js";
 import { LOGS } from "/ui/logs.js";
-import { entityCondition, entityPickers, input, searchForm } from "/ui/search.js";
+import { entityCondition, entityPickers, input, searchForm, searchedTags } from "/ui/search.js";
 
 const TRACES = `query ($condition: TraceQueryCondition) {
   data: queryBasicTraces(condition: $condition) { traces { segmentId endpointNames duration start isError traceIds } }
@@ -27,11 +27,8 @@ function condition(state) {
   else c.queryDuration = state.duration;
   if (p.get("min")) c.minTraceDuration = Number(p.get("min"));
   if (p.get("max")) c.maxTraceDuration = Number(p.get("max"));
-  const tags = (p.get("tags") || "").split(",").map((t) => t.trim()).filter(Boolean);
-  for (const t of tags) {
-    if (!t.includes("=")) throw new QueryError(`A tag is searched as key=value (http.status_code=500), not as ${t}.`);
-  }
-  if (tags.length) c.tags = tags.map((t) => ({ key: t.slice(0, t.indexOf("=")), value: t.slice(t.indexOf("=") + 1) }));
+  const tags = searchedTags(p, "http.status_code=500");
+  if (tags.length) c.tags = tags;
   return c;
 }
 
