@@ -258,9 +258,8 @@ class Evaluator:
             normal=self.entity.normal,
             attributes=attributes,
         )
-        name_of = _RANKED_NAMES[scope]
         ranked = self.reader.top(definition, self.duration, condition)
-        points = [Point(name_of(r, parent is None), r.value, _owner(scope, r)) for r in ranked]
+        points = [Point(ranked_name(scope, r, parent is None), r.value, _owner(scope, r)) for r in ranked]
         return Evaluated(ExpressionResultType.SORTED_LIST, (Series.of((), points),))
 
 
@@ -300,6 +299,12 @@ _RANKED_NAMES: dict[Scope, Callable[[Ranked, bool], str]] = {
     Scope.SERVICE_INSTANCE: _instance_name,
     Scope.ENDPOINT: _endpoint_name,
 }
+
+
+def ranked_name(scope: Scope, ranked: Ranked, everywhere: bool) -> str:
+    """An entity's name in a top list of ``scope``'s; ``everywhere``: of every
+    service's instances or endpoints, each named with its service."""
+    return _RANKED_NAMES[scope](ranked, everywhere)
 
 
 def _owner(scope: Scope, r: Ranked) -> Owner:

@@ -203,9 +203,19 @@ class StoredMetrics:
         return [_ranked(metric.scope, mean, names) for mean, names in means[: condition.limit]]
 
     def meter(self, name: str) -> MetricDef | None:
-        labels = self._metrics.distinct(MeterMetrics, Downsampling.DAY, 0, ("name", "labels"))
-        found = [text for stored, text in labels if stored == name]
-        return meter(name, labeled=any(found)) if found else None
+        found = self._meter_labels().get(name)
+        return None if found is None else meter(name, labeled=found)
+
+    def meters(self) -> list[MetricDef]:
+        """Every meter agents reported."""
+        return [meter(name, labeled=labeled) for name, labeled in sorted(self._meter_labels().items())]
+
+    def _meter_labels(self) -> dict[str, bool]:
+        """Each meter's name, and whether its reports carry labels."""
+        found: dict[str, bool] = {}
+        for name, labels in self._metrics.distinct(MeterMetrics, Downsampling.DAY, 0, ("name", "labels")):
+            found[name] = found.get(name, False) or bool(labels)
+        return found
 
 
 def _window_key(metric: MetricDef, duration: Duration) -> tuple[Any, ...]:

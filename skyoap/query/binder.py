@@ -1,5 +1,5 @@
-"""Resolvers bound to the schema's root fields by name, and an empty answer
-for every field that has none.
+"""Resolvers bound to the schema's root fields by name; an error for every
+field that has none.
 
 A root field asked many times in one request (aliased: SkyWalking's UI asks
 a list's metrics as an ``execExpression`` per entity and column) can be
@@ -9,13 +9,14 @@ calls it before the root fields are resolved, and hands its ``Answers`` to
 ``resolve`` as the root value; without them (graphql-core's own execution),
 each field is resolved alone.
 
-A client built for SkyWalking selects many fields at start-up and on every
-page; a field this node does not answer yet must not fail the whole query (a
-non-null field that resolves to null does, up to its nearest nullable
-parent). So a root field without a resolver answers what its type calls
-empty (``empty``): ``[]`` for a list, null where null is allowed, ``false``,
-``0`` or ``""`` for a non-null scalar, the first value of a non-null enum,
-and for a non-null object an object whose own fields answer empty in turn.
+A root field is answered truthfully or not at all: one of a kind of thing
+skyoap keeps none of (processes, browser services, eBPF tasks) is bound to
+``none``, and answers what its type calls empty (``empty``): ``[]`` for a
+list, null where null is allowed, ``false``, ``0`` or ``""`` for a non-null
+scalar, the first value of a non-null enum, and for a non-null object an
+object whose own fields answer empty in turn. Any other field without a
+resolver answers an error saying skyoap does not serve it, and why
+(``refuse``), never a made-up zero.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from graphql import (
     GraphQLEnumType,
+    GraphQLField,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
@@ -89,6 +91,10 @@ def empty(type_: GraphQLOutputType) -> object:
     raise TypeError(f"no empty answer for {type_}: the schema declares no interfaces or unions")
 
 
+class NotServed(Exception):
+    """A root field this node does not answer; the message says why."""
+
+
 class Binder:
     """The resolvers of one schema's root fields, by name: ``query(name, fn)``
     and ``mutation(name, fn)`` check that the field exists, so a misspelt name
@@ -99,6 +105,7 @@ class Binder:
         self.schema = schema
         self._roots: dict[str, dict[str, Resolver]] = {}
         self._batches: dict[str, dict[str, BatchResolver]] = {}
+        self._reasons: dict[str, str] = {}
         for root in (schema.query_type, schema.mutation_type):
             if root is not None:
                 self._roots[root.name], self._batches[root.name] = {}, {}
@@ -119,9 +126,36 @@ class Binder:
     def mutation(self, name: str, resolver: Resolver) -> Binder:
         return self._bind(self.schema.mutation_type, name, resolver)
 
-    def _bind(self, root: GraphQLObjectType | None, name: str, resolver: Resolver) -> Binder:
+    def none(self, name: str, why: str) -> Binder:
+        """Binds the query ``name`` to its empty answer: ``why`` says why
+        skyoap has none of what it lists (the reference pages quote it)."""
+        type_ = self._field(self.schema.query_type, name).type
+        self._reasons[name] = why
+        return self._bind(self.schema.query_type, name, lambda context, **arguments: empty(type_))
+
+    def refuse(self, name: str, why: str, mutation: bool = False) -> Binder:
+        """Binds ``name`` to an error: skyoap does not serve it, for ``why``."""
+        message = f"skyoap does not serve {name}: {why}"
+
+        def refused(context: Any, **arguments: Any) -> Any:
+            raise NotServed(message)
+
+        self._reasons[name] = why
+        return self._bind(self.schema.mutation_type if mutation else self.schema.query_type, name, refused)
+
+    def reasons(self) -> Mapping[str, str]:
+        """Why each field bound to ``none`` or ``refuse`` is, by its name."""
+        return self._reasons
+
+    @staticmethod
+    def _field(root: GraphQLObjectType | None, name: str) -> GraphQLField:
         if root is None or name not in root.fields:
             raise ValueError(f"the schema has no root field {name!r} to bind a resolver to")
+        return root.fields[name]
+
+    def _bind(self, root: GraphQLObjectType | None, name: str, resolver: Resolver) -> Binder:
+        self._field(root, name)
+        assert root is not None
         bound = self._roots[root.name]
         if name in bound:
             raise ValueError(f"{root.name}.{name} has a resolver already")
@@ -137,16 +171,16 @@ class Binder:
         return frozenset(self._roots.get(root, {}))
 
     def resolve(self, source: Any, info: GraphQLResolveInfo, **arguments: Any) -> Any:
-        """graphql-core's ``field_resolver``: a root field's resolver or its
-        empty answer; below the root, what the parent holds (empty inside an
-        empty object)."""
+        """graphql-core's ``field_resolver``: a root field's resolver (an error
+        if it has none); below the root, what the parent holds (empty inside
+        an empty object)."""
         roots = self._roots.get(info.parent_type.name)
         if roots is not None and info.path.prev is None:
             if isinstance(source, Answers) and info.path.key in source:
                 return source[info.path.key]  # an exception fails the field, as one raised does
             resolver = roots.get(info.field_name)
             if resolver is None:
-                return empty(info.return_type)
+                raise NotServed(f"skyoap does not serve {info.field_name}")
             return resolver(info.context, **arguments)
         if source is EMPTY:
             return empty(info.return_type)

@@ -9,7 +9,7 @@ from typing import Any
 from skyoap.model.records import LogRecord
 from skyoap.mqe import ids
 from skyoap.mqe.ids import endpoint_names, instance_names, service_name
-from skyoap.query import record_tags
+from skyoap.query import conditions, record_tags
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
@@ -28,6 +28,13 @@ def query_logs(
         raise ValueError("queryLogs needs a condition with a queryDuration or a relatedTrace")
     records = context.records.search(LogRecord, log_search(condition))
     return {"logs": [log_answer(r) for r in records], "errorReason": None}
+
+
+def query_logs_by_name(
+    context: QueryContext, condition: Mapping[str, Any] | None = None, debug: bool | None = None
+) -> dict[str, Any]:
+    """``queryLogs`` of the ids the condition's names have."""
+    return query_logs(context, None if condition is None else conditions.with_ids(condition), debug)
 
 
 MAX_KEYWORDS = 10

@@ -1,6 +1,6 @@
-"""Metrics as SkyWalking's metrics queries answer them: ``execExpression``
-(MQE, evaluated by ``skyoap/mqe/``) and the v2 ``readMetricsValues``, over
-the rows storage holds (``mqe/stored.py``'s ``StoredMetrics``). A request's
+"""Metrics as SkyWalking's ``execExpression`` answers them (MQE, evaluated
+by ``skyoap/mqe/``), over the rows storage holds (``mqe/stored.py``'s
+``StoredMetrics``; the older reads are ``metrics_v2.py``'s). A request's
 ``execExpression`` are evaluated together, what they read read at once for
 all their entities (``StoredMetrics.read_ahead``)."""
 
@@ -10,18 +10,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skyoap.mqe import ids
 from skyoap.mqe.arithmetic import ExpressionError
 from skyoap.mqe.catalogue import (
     CATALOGUE,
     MetricDef,
-    MetricsType,
 )
 from skyoap.mqe.duration import Duration
-from skyoap.mqe.entity import Entity, Scope, entity_of
+from skyoap.mqe.entity import Entity, entity_of
 from skyoap.mqe.evaluator import Evaluator, reads
 from skyoap.mqe.parser import parse
-from skyoap.mqe.reader import LabelSelector
 from skyoap.mqe.results import Evaluated, ExpressionResultType, Owner, Series, format_value
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.syntax import Expression
@@ -122,56 +119,4 @@ def _owner(o: Owner | None) -> dict[str, Any] | None:
         "serviceInstanceName": o.service_instance_name,
         "endpointID": o.endpoint_id,
         "endpointName": o.endpoint_name,
-    }
-
-
-def _entity_id(scope: Scope, entity: Entity) -> str:
-    """SkyWalking's id of the entity a metric of ``scope`` is of."""
-    service = ids.service_id(entity.service_name or "", entity.normal is not False)
-    if scope is Scope.SERVICE:
-        return service
-    if scope is Scope.SERVICE_INSTANCE:
-        return ids.instance_id(
-            entity.service_name or "", entity.normal is not False, entity.service_instance_name or ""
-        )
-    if scope is Scope.ENDPOINT:
-        return ids.endpoint_id(
-            entity.service_name or "", entity.normal is not False, entity.endpoint_name or ""
-        )
-    dest = ids.service_id(entity.dest_service_name or "", entity.dest_normal is not False)
-    return f"{service}-{dest}"
-
-
-def read_metrics_values(
-    context: QueryContext, condition: Mapping[str, Any], duration: Mapping[str, Any]
-) -> dict[str, Any]:
-    """v2's ``readMetricsValues``: a metric of one value per bucket, as
-    integers (SkyWalking's ``Long``), 0 and ``isEmptyValue`` where no row is."""
-    name = condition["name"]
-    definition = CATALOGUE.get(name)
-    if definition is None or definition.type is not MetricsType.REGULAR_VALUE:
-        raise ValueError(f"readMetricsValues reads a metric of one value per bucket; {name!r} is not one")
-    entity = entity_of(condition["entity"])
-    missing = entity.missing(definition.scope)
-    if missing:
-        raise ValueError(
-            f"{name} is of scope {definition.scope.value}: the entity needs {', '.join(missing)}"
-        )
-    span = Duration.of(duration)
-    points = span.points()
-    if definition.measured:
-        reader = StoredMetrics(context.metrics, context.shared)
-        (series,) = reader.values(definition, entity, span, LabelSelector({}))
-        values = series.values
-    else:
-        values = (None,) * len(points)
-    entity_id = _entity_id(definition.scope, entity)
-    return {
-        "label": None,
-        "values": {
-            "values": [
-                {"id": f"{p.bucket}_{entity_id}", "value": int(v or 0), "isEmptyValue": v is None}
-                for p, v in zip(points, values, strict=True)
-            ]
-        },
     }

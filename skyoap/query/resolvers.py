@@ -2,16 +2,25 @@
 
 To answer another field, write ``fn(context, **arguments)`` in the module of
 its area (``identity.py``, and e.g. ``metadata.py`` for ``listServices``) and
-add a line here: ``.query("listServices", metadata.list_services)``. A field
-without a line answers empty (``binder.py``)."""
+add a line here: ``.query("listServices", metadata.list_services)``. A list
+of what skyoap keeps none of answers empty (``none``, with why); a field
+skyoap does not serve answers an error saying why (``refuse``, or one
+without a line at all): never a made-up value (``binder.py``)."""
 
 from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import alarms, dashboards, identity, logs, metadata, metrics, topology, traces
+from skyoap.query import alarms, dashboards, identity, logs, metadata, metrics, metrics_v2, topology, traces
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
+
+_ONE_LAYER = "skyoap's services are each of one layer, in no hierarchy of layers"
+_NO_PROCESSES = "skyoap takes no process telemetry (SkyWalking's eBPF agent's)"
+_NO_BROWSERS = "skyoap takes no browser telemetry (SkyWalking's browser agent's)"
+_NO_TASKS = "skyoap runs no profiling: it creates no tasks and takes no profiles"
+_NO_RECORDS = "skyoap samples no records (slow statements) yet"
+_V1 = "it is SkyWalking's first metrics query; ask execExpression (MQE) or readMetricsValues"
 
 
 def resolvers(schema: GraphQLSchema | None = None) -> Binder:
@@ -39,7 +48,13 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("getMetricsTTL", metadata.metrics_ttl)
         .query("getRecordsTTL", metadata.records_ttl)
         .query_batch("execExpression", metrics.exec_expressions)
-        .query("readMetricsValues", metrics.read_metrics_values)
+        .query("readMetricsValues", metrics_v2.read_metrics_values)
+        .query("readMetricsValue", metrics_v2.read_metrics_value)
+        .query("readNullableMetricsValue", metrics_v2.read_nullable_metrics_value)
+        .query("readLabeledMetricsValues", metrics_v2.read_labeled_metrics_values)
+        .query("sortMetrics", metrics_v2.sort_metrics)
+        .query("listMetrics", metrics_v2.list_metrics)
+        .query("typeOfMetrics", metrics_v2.type_of_metrics)
         .query("getMenuItems", dashboards.menu_items)
         .query("getAllTemplates", dashboards.all_templates)
         .query("getTemplate", dashboards.template)
@@ -68,4 +83,60 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("queryAlarms", alarms.query_alarms)
         .query("queryAlarmTagAutocompleteKeys", alarms.tag_keys)
         .query("queryAlarmTagAutocompleteValues", alarms.tag_values)
+        .query("queryBasicTracesByName", traces.query_basic_traces_by_name)
+        .query("queryLogsByName", logs.query_logs_by_name)
+        .none("getServiceHierarchy", _ONE_LAYER)
+        .none("getInstanceHierarchy", _ONE_LAYER)
+        .none("listLayerLevels", _ONE_LAYER)
+        .none("listProcesses", _NO_PROCESSES)
+        .none("getProcess", _NO_PROCESSES)
+        .none("getProcessTopology", _NO_PROCESSES)
+        .none("getProcessTopologyByName", _NO_PROCESSES)
+        .none("getAllBrowserServices", _NO_BROWSERS)
+        .none("searchBrowserServices", _NO_BROWSERS)
+        .none("searchBrowserService", _NO_BROWSERS)
+        .none("queryBrowserErrorLogs", _NO_BROWSERS)
+        .none("getProfileTaskList", _NO_TASKS)
+        .none("getProfileTaskLogs", _NO_TASKS)
+        .none("getProfileTaskSegments", _NO_TASKS)
+        .none("queryEBPFProfilingTasks", _NO_TASKS)
+        .none("queryEBPFProfilingSchedules", _NO_TASKS)
+        .none("queryContinuousProfilingServiceTargets", _NO_TASKS)
+        .none("queryContinuousProfilingMonitoringInstances", _NO_TASKS)
+        .none("queryAsyncProfilerTaskList", _NO_TASKS)
+        .none("queryPprofTaskList", _NO_TASKS)
+        .none("hasQueryTracesV2Support", "skyoap answers traces through queryBasicTraces and queryTrace")
+        .refuse("readHeatMap", "skyoap measures no heatmap metric (SkyWalking's rules define none either)")
+        .refuse("readRecords", _NO_RECORDS)
+        .refuse("readSampledRecords", _NO_RECORDS)
+        .refuse("getTopNRecords", _NO_RECORDS)
+        .refuse("getValues", _V1)
+        .refuse("getLinearIntValues", _V1)
+        .refuse("getMultipleLinearIntValues", _V1)
+        .refuse("getSubsetOfMultipleLinearIntValues", _V1)
+        .refuse("getThermodynamic", _V1)
+        .refuse("getServiceTopN", _V1)
+        .refuse("getAllServiceInstanceTopN", _V1)
+        .refuse("getServiceInstanceTopN", _V1)
+        .refuse("getAllEndpointTopN", _V1)
+        .refuse("getEndpointTopN", _V1)
+        .refuse("getAllDatabases", "skyoap keeps no databases as services yet")
+        .refuse("queryEvents", "skyoap keeps no events yet")
+        .refuse("queryTraces", "ask queryBasicTraces and queryTrace (hasQueryTracesV2Support is false)")
+        .refuse("test", "skyoap runs no LAL scripts")
+        .refuse("estimateProcessScale", _NO_PROCESSES)
+        .refuse("getSegmentsProfileAnalyze", _NO_TASKS)
+        .refuse("queryPrepareCreateEBPFProfilingTaskData", _NO_TASKS)
+        .refuse("analysisEBPFProfilingResult", _NO_TASKS)
+        .refuse("queryAsyncProfilerTaskProgress", _NO_TASKS)
+        .refuse("queryAsyncProfilerAnalyze", _NO_TASKS)
+        .refuse("queryPprofTaskProgress", _NO_TASKS)
+        .refuse("queryPprofAnalyze", _NO_TASKS)
+        .refuse("createProfileTask", _NO_TASKS, mutation=True)
+        .refuse("createEBPFProfilingFixedTimeTask", _NO_TASKS, mutation=True)
+        .refuse("createEBPFNetworkProfiling", _NO_TASKS, mutation=True)
+        .refuse("keepEBPFNetworkProfiling", _NO_TASKS, mutation=True)
+        .refuse("setContinuousProfilingPolicy", _NO_TASKS, mutation=True)
+        .refuse("createAsyncProfilerTask", _NO_TASKS, mutation=True)
+        .refuse("createPprofTask", _NO_TASKS, mutation=True)
     )

@@ -30,6 +30,8 @@ from skyoap.model.metrics import (
 )
 from skyoap.mqe import ids
 from skyoap.mqe.duration import Duration
+from skyoap.query import conditions
+from skyoap.query.conditions import UNDEFINED
 from skyoap.query.context import QueryContext
 
 MAX_ROWS = 10_000
@@ -47,10 +49,6 @@ NAMES_PER_READ = 1_000
 
 GENERAL = "GENERAL"
 """The layer of every service that reports (skyoap has no other)."""
-
-UNDEFINED = "UNDEFINED"
-"""SkyWalking's layer of a node its metadata does not list: a service known
-only from its callers, or ``User``."""
 
 USER = "User"
 """The caller the receiver names for entry spans no traced service called
@@ -387,20 +385,10 @@ def endpoint_topology(context: QueryContext, endpointId: str, duration: Mapping[
 # By names ------------------------------------------------------------------
 
 
-def _condition_id(condition: Mapping[str, Any]) -> str:
-    """The id of the service a ``ServiceCondition`` (or an instance's or an
-    endpoint's) names: a service that reports unless its layer is one of
-    SkyWalking's for services known only from their callers (``UNDEFINED``,
-    ``VIRTUAL_DATABASE`` and the other ``VIRTUAL_`` ones), as SkyWalking reads it."""
-    layer = condition.get("layer")
-    normal = not layer or not (layer == UNDEFINED or layer.startswith("VIRTUAL_"))
-    return ids.service_id(condition["serviceName"], normal)
-
-
 def service_topology_by_name(
     context: QueryContext, service: Mapping[str, Any], duration: Mapping[str, Any], debug: bool = False
 ) -> dict[str, Any]:
-    return services_topology(context, [_condition_id(service)], duration)
+    return services_topology(context, [conditions.service_id(service)], duration)
 
 
 def services_topology_by_names(
@@ -409,7 +397,7 @@ def services_topology_by_names(
     duration: Mapping[str, Any],
     debug: bool = False,
 ) -> dict[str, Any]:
-    return services_topology(context, [_condition_id(s) for s in services], duration)
+    return services_topology(context, [conditions.service_id(s) for s in services], duration)
 
 
 def instance_topology_by_name(
@@ -419,11 +407,12 @@ def instance_topology_by_name(
     duration: Mapping[str, Any],
     debug: bool = False,
 ) -> dict[str, Any]:
-    return instance_topology(context, _condition_id(clientService), _condition_id(serverService), duration)
+    return instance_topology(
+        context, conditions.service_id(clientService), conditions.service_id(serverService), duration
+    )
 
 
 def endpoint_dependencies_by_name(
     context: QueryContext, endpoint: Mapping[str, Any], duration: Mapping[str, Any], debug: bool = False
 ) -> dict[str, Any]:
-    endpoint_id = f"{_condition_id(endpoint)}_{ids.encode(endpoint['endpointName'])}"
-    return endpoint_dependencies(context, endpoint_id, duration)
+    return endpoint_dependencies(context, conditions.endpoint_id(endpoint), duration)

@@ -11,7 +11,7 @@ from typing import Any
 
 from skyoap.model.records import SegmentRecord
 from skyoap.mqe.ids import endpoint_names, instance_names, service_name
-from skyoap.query import record_tags
+from skyoap.query import conditions, record_tags
 from skyoap.query.components import component_name
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
@@ -48,6 +48,13 @@ def query_basic_traces(
         raise ValueError("queryBasicTraces needs a condition with a traceId or a queryDuration")
     search = segment_search(condition)
     return {"traces": [basic_trace(r) for r in context.records.search(SegmentRecord, search)]}
+
+
+def query_basic_traces_by_name(
+    context: QueryContext, condition: Mapping[str, Any] | None = None, debug: bool | None = None
+) -> dict[str, Any]:
+    """``queryBasicTraces`` of the ids the condition's names have."""
+    return query_basic_traces(context, None if condition is None else conditions.with_ids(condition), debug)
 
 
 def segment_search(condition: Mapping[str, Any]) -> RecordSearch:

@@ -1,9 +1,11 @@
-"""Resolvers bound by name, and the empty answer of every field without one,
-over the real schema: no field a client may select fails the query."""
+"""Resolvers bound by name over the real schema: a field answers what its
+resolver gives, what its type calls empty where skyoap keeps none of what it
+lists, or an error saying skyoap does not serve it; never a made-up value."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,11 +22,18 @@ from graphql import (
     get_named_type,
 )
 
-from skyoap.query.binder import Binder
+from skyoap.model.inventory import INVENTORY_TYPES
+from skyoap.model.metrics import METRICS_TYPES, Downsampling, ServiceMetrics
+from skyoap.model.records import RECORD_TYPES
+from skyoap.query.binder import EMPTY, Binder, empty
+from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution, Outcome, QueryRequest
 from skyoap.query.identity import server_version
 from skyoap.query.resolvers import resolvers
 from skyoap.query.schema import load_schema
+from skyoap.storage.api import MetricsWrite
+from skyoap.storage.config import StorageConfig, StorageKind
+from skyoap.storage.select import open_storage
 
 
 def execution(binder: Binder | None = None) -> Execution:
@@ -50,8 +59,10 @@ def test_a_resolver_binds_to_a_root_field_of_the_schema_once() -> None:
         binder.mutation("listLayers", lambda context: [])
     with pytest.raises(ValueError, match=r"^Query\.listLayers has a resolver already$"):
         binder.query("listLayers", lambda context: [])
+    binder.none("hasQueryTracesV2Support", "none here")
     answer = execution(binder).run(QueryRequest("{ listLayers hasQueryTracesV2Support }"))
     assert json.loads(answer.body) == {"data": {"listLayers": ["GENERAL"], "hasQueryTracesV2Support": False}}
+    assert binder.reasons() == {"hasQueryTracesV2Support": "none here"}
 
 
 def test_a_resolver_gets_the_context_and_the_arguments_the_client_gave() -> None:
@@ -95,20 +106,11 @@ def test_the_node_answers_its_identity() -> None:
 DURATION = '{start: "2026-01-01 0000", end: "2026-01-01 0030", step: MINUTE}'
 EMPTY_ANSWERS = {
     "hasQueryTracesV2Support": ("hasQueryTracesV2Support", False),
-    "supportQueryLogsByKeywords": ("supportQueryLogsByKeywords", False),
     "listLayers": ("listLayers", []),
-    "listServices": ('listServices(layer: "GENERAL") { id name }', []),
     "getGlobalTopology": (
         f"getGlobalTopology(duration: {DURATION}) {{ nodes {{ id }} calls {{ id }} }}",
         None,
     ),
-    "queryBasicTraces": (
-        "queryBasicTraces(condition: {traceState: ALL, queryOrder: BY_START_TIME, paging: {pageSize: 20}}) "
-        "{ traces { segmentId } }",
-        None,
-    ),
-    "getMenuItems": ("getMenuItems { title subItems { title } }", []),
-    "getAllTemplates": ("getAllTemplates { id configuration }", []),
     "estimateProcessScale (Long!)": ('estimateProcessScale(serviceId: "s", labels: [])', 0),
     "typeOfMetrics (an enum!)": ('typeOfMetrics(name: "service_cpm")', "UNKNOWN"),
     "getServiceHierarchy (an object!)": (
@@ -120,45 +122,56 @@ EMPTY_ANSWERS = {
         f"duration: {DURATION}) {{ type results {{ metric {{ labels {{ key }} }} }} error }}",
         {"type": "UNKNOWN", "results": [], "error": None},
     ),
-    "readNullableMetricsValue (scalars!)": (
-        f'readNullableMetricsValue(condition: {{name: "service_cpm", entity: {{serviceName: "s"}}}}, '
-        f"duration: {DURATION}) {{ value isEmptyValue }}",
-        {"value": 0, "isEmptyValue": False},
-    ),
 }
 
 
 @pytest.mark.parametrize("name", EMPTY_ANSWERS)
-def test_a_root_field_without_a_resolver_answers_what_its_type_calls_empty(name: str) -> None:
+def test_a_field_of_what_skyoap_keeps_none_of_answers_what_its_type_calls_empty(name: str) -> None:
     selection, expected = EMPTY_ANSWERS[name]
-    outcome, answer = run(f"{{ field: {selection} }}")
+    field = selection.partition("(")[0].partition(" ")[0]
+    outcome, answer = run(f"{{ field: {selection} }}", Binder(load_schema()).none(field, "none"))
     assert (outcome, answer) == (Outcome.ANSWERED, {"data": {"field": expected}})
 
 
-def test_a_mutation_without_a_resolver_answers_that_nothing_changed() -> None:
-    outcome, answer = run('mutation { addTemplate(setting: {configuration: "{}"}) { id status message } }')
-    assert (outcome, answer) == (
-        Outcome.ANSWERED,
-        {"data": {"addTemplate": {"id": "", "status": False, "message": None}}},
-    )
+def test_a_field_without_a_resolver_answers_that_skyoap_does_not_serve_it() -> None:
+    outcome, answer = run("{ listLayers }")
+    assert outcome is Outcome.FAILED
+    assert answer == {
+        "data": None,
+        "errors": [
+            {
+                "message": "skyoap does not serve listLayers",
+                "locations": [{"line": 1, "column": 3}],
+                "path": ["listLayers"],
+            }
+        ],
+    }
+    binder = Binder(load_schema()).refuse("addTemplate", "not here", mutation=True)
+    _, answer = run('mutation { addTemplate(setting: {configuration: "{}"}) { id } }', binder)
+    assert [e["message"] for e in answer["errors"]] == ["skyoap does not serve addTemplate: not here"]
 
 
-def literal(type_: GraphQLInputType) -> str:
-    """A valid literal of ``type_``: its required parts only."""
+def literal(type_: GraphQLInputType, name: str = "") -> str:
+    """A valid literal of ``type_``, named ``name``: its required parts only,
+    a Duration of real minutes, a metric's and a service's names of the
+    storage's, other strings "x"."""
     inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
     if isinstance(inner, GraphQLList):
-        return f"[{literal(inner.of_type)}]"
+        return f"[{literal(inner.of_type, name)}]"
     if isinstance(inner, GraphQLEnumType):
         return next(iter(inner.values))
     if isinstance(inner, GraphQLInputObjectType):
+        if inner.name == "Duration":
+            return DURATION
         fields = [
-            f"{name}: {literal(f.type)}"
-            for name, f in inner.fields.items()
+            f"{field}: {literal(f.type, field)}"
+            for field, f in inner.fields.items()
             if isinstance(f.type, GraphQLNonNull)
         ]
         return "{" + ", ".join(fields) + "}"
     assert isinstance(inner, GraphQLScalarType)
-    return {"Int": "1", "Long": "1", "Boolean": "true"}.get(inner.name, '"x"')
+    strings = {"name": '"service_cpm"', "serviceName": '"shop"'}
+    return {"Int": "1", "Long": "1", "Boolean": "true"}.get(inner.name, strings.get(name, '"x"'))
 
 
 def selection(type_: GraphQLOutputType, depth: int) -> str:
@@ -174,7 +187,9 @@ def selection(type_: GraphQLOutputType, depth: int) -> str:
 
 def field_query(name: str, field: GraphQLField) -> str:
     required = [
-        f"{arg}: {literal(a.type)}" for arg, a in field.args.items() if isinstance(a.type, GraphQLNonNull)
+        f"{arg}: {literal(a.type, arg)}"
+        for arg, a in field.args.items()
+        if isinstance(a.type, GraphQLNonNull)
     ]
     arguments = f"({', '.join(required)})" if required else ""
     return f"{name}{arguments} {selection(field.type, 4)}"
@@ -190,15 +205,62 @@ def roots() -> list[tuple[str, str, GraphQLField]]:
     ]
 
 
+def test_every_root_field_has_a_resolver_or_a_reason() -> None:
+    binder = resolvers()
+    fields = {(o, n) for o, n, _ in roots()}
+    bound = {("query", n) for n in binder.bound("Query")} | {
+        ("mutation", n) for n in binder.bound("Mutation")
+    }
+    assert fields - bound == set()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Execution, Binder]]:
+    """The node's resolvers over an embedded storage holding a minute of a service's calls."""
+    path = tmp_path_factory.mktemp("walk") / "walk.db"
+    storage = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(path)))
+    storage.inventory.install(INVENTORY_TYPES)
+    storage.metrics.install(METRICS_TYPES)
+    storage.records.install(RECORD_TYPES)
+    row = ServiceMetrics(time_bucket=202601010010, service="shop", calls=30, errors=3, latency_sum_ms=300,
+                         histogram=(0,) * 6 + (30,) + (0,) * 22)  # fmt: skip
+    storage.metrics.put(ServiceMetrics, Downsampling.MINUTE, [MetricsWrite(None, row, {})])
+    context = QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7))
+    binder = resolvers()
+    yield Execution(binder, context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15), binder
+    storage.close()
+
+
 @pytest.mark.parametrize(("operation", "name", "field"), roots(), ids=[f"{o}.{n}" for o, n, _ in roots()])
-def test_every_root_field_answers_selected_in_full_without_an_error(
-    operation: str, name: str, field: GraphQLField
+def test_every_root_field_answers_truthfully_or_says_it_is_not_served(
+    served: tuple[Execution, Binder],
+    operation: str,
+    name: str,
+    field: GraphQLField,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    outcome, answer = run(f"{operation} {{ {field_query(name, field)} }}")
-    assert "errors" not in answer
-    assert outcome is Outcome.ANSWERED
-    value = answer["data"][name]
-    if isinstance(field.type, GraphQLNonNull) and isinstance(field.type.of_type, GraphQLList):
-        assert value == []
-    elif not isinstance(field.type, GraphQLNonNull) and name not in ("version", "getTimeInfo"):
-        assert value is None
+    """Selected in full with the arguments it requires, a field bound to a
+    reason answers its type's empty value (skyoap keeps none of it) or the
+    error naming the reason; any other answers what its resolver gives, or
+    an error its resolver raised to say what was wrong; none fails inside."""
+    execution, binder = served
+    answer = execution.run(QueryRequest(f"{operation} {{ {field_query(name, field)} }}"))
+    body = json.loads(answer.body)
+    errors = [e["message"] for e in body.get("errors", [])]
+    reason = binder.reasons().get(name)
+    if reason is None:
+        assert not any(m.startswith("skyoap does not serve") for m in errors), errors
+    elif errors:
+        assert errors == [f"skyoap does not serve {name}: {reason}"]
+    else:
+        assert body["data"][name] == _completed(field.type, empty(field.type))
+    assert "a query failed to run" not in caplog.text
+
+
+def _completed(type_: GraphQLOutputType, value: object) -> object:
+    """``value`` as the answer shows it: an empty object's leaves empty in turn."""
+    if value is EMPTY:
+        named = get_named_type(type_)
+        assert isinstance(named, GraphQLObjectType)
+        return {name: _completed(f.type, empty(f.type)) for name, f in named.fields.items() if not f.args}
+    return value

@@ -161,7 +161,8 @@ def in_background(endpoint: Endpoint, query: str) -> tuple[threading.Thread, lis
 
 
 def test_a_query_past_the_bound_is_answered_503_and_the_next_one_runs(gate: Gate) -> None:
-    endpoint = Endpoint(Binder(load_schema()).query("version", gate))
+    binder = Binder(load_schema()).query("version", gate)
+    endpoint = Endpoint(binder.query("checkHealth", lambda context: {"score": 0}))
     try:
         client, answers = in_background(endpoint, "{ version }")
         assert gate.inside.acquire(timeout=60)
@@ -190,7 +191,8 @@ def test_a_query_past_the_bound_is_answered_503_and_the_next_one_runs(gate: Gate
 
 def test_a_query_past_its_deadline_is_answered_at_it_and_the_node_answers_on() -> None:
     slow = Gate(until_deadline=True)
-    endpoint = Endpoint(Binder(load_schema()).query("version", slow), threads=2, deadline_s=0.5)
+    binder = Binder(load_schema()).query("version", slow).query("checkHealth", lambda context: {"score": 0})
+    endpoint = Endpoint(binder, threads=2, deadline_s=0.5)
     try:
         status, body, _ = endpoint.post("{ version }")
         assert status == 200
@@ -216,7 +218,7 @@ def refuses_connections(server: QueryServer) -> bool:
 
 
 def test_a_body_of_the_bound_is_read_and_one_byte_more_is_refused() -> None:
-    endpoint = Endpoint(Binder(load_schema()))
+    endpoint = Endpoint(Binder(load_schema()).query("version", lambda context: None))
     try:
         padding = 10_000 - len(json.dumps({"query": "{ version }"}))
         assert endpoint.post("{ version }" + " " * padding)[:2] == (200, {"data": {"version": None}})

@@ -263,7 +263,7 @@ def test_a_query_past_its_deadline_answers_so_and_the_next_is_answered(gate: Gat
 
 
 def test_past_the_threads_and_the_waiting_room_a_query_is_refused_at_once(gate: Gate) -> None:
-    binder = Binder(load_schema()).query("version", gate)
+    binder = Binder(load_schema()).query("version", gate).query("checkHealth", lambda context: {"score": 0})
     runs = execution(binder, threads=1, max_waiting=1)
     runs.start()
     try:

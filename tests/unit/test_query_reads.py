@@ -408,3 +408,162 @@ def test_a_list_of_entities_in_one_request_reads_their_rows_at_once(storage: Ope
     assert counted.queries == 2  # a request reads afresh
     alone = ask(storage, f"query ($d: Duration!) {{ {fields} }}", d=DURATION)
     assert alone == ({f"e{i}": {"results": [{"values": [{"value": v}]}]} for i, v in enumerate(values)}, [])
+
+
+# SkyWalking's CLI's queries, as it sends them (swctl metrics single, nullable,
+# multiple-linear, top, list; dashboard global).
+SWCTL_VALUE = """query ($condition: MetricsCondition!, $duration: Duration!) {
+    result: readMetricsValue(condition: $condition, duration: $duration)
+}"""
+SWCTL_NULLABLE = """query ($condition: MetricsCondition!, $duration: Duration!) {
+    result: readNullableMetricsValue(condition: $condition, duration: $duration) {
+        value
+        isEmptyValue
+    }
+}"""
+SWCTL_LABELED = """query ($condition: MetricsCondition!, $labels: [String!]!, $duration: Duration!) {
+    result: readLabeledMetricsValues(condition: $condition, labels: $labels, duration: $duration) {
+        label
+        values {
+            values {
+                value
+                isEmptyValue
+            }
+        }
+    }
+}"""
+SWCTL_SORT = """query ($condition:TopNCondition!, $duration: Duration!) {
+    result: sortMetrics(condition: $condition, duration: $duration) {
+        name
+        value
+    }
+}"""
+SWCTL_LIST = """query ($regex: String!) {
+    result: listMetrics(regex: $regex) {
+        name
+        type
+        catalog
+    }
+}"""
+
+
+def shop(name: str) -> dict[str, Any]:
+    return {"name": name, "entity": {"scope": "Service", "serviceName": "shop", "normal": True}}
+
+
+def test_a_metric_over_a_duration_is_the_mean_of_its_buckets_with_data(storage: OpenStorage) -> None:
+    def value(query: str, condition: dict[str, Any]) -> Any:
+        data, errors = ask(storage, query, condition=condition, duration=DURATION)
+        assert errors == []
+        return data["result"]
+
+    # shop took 10 calls in 10:00 (one failed, 20 ms each) and 30 in 10:02 (100 ms each).
+    assert value(SWCTL_VALUE, shop("service_cpm")) == 20
+    assert value(SWCTL_VALUE, shop("service_resp_time")) == 60
+    assert value(SWCTL_VALUE, shop("service_sla")) == 9500
+    assert value(SWCTL_NULLABLE, shop("service_cpm")) == {"value": 20, "isEmptyValue": False}
+    nobody = {"name": "service_cpm", "entity": {"serviceName": "nobody", "normal": True}}
+    assert value(SWCTL_NULLABLE, nobody) == {"value": 0, "isEmptyValue": True}
+    assert value(SWCTL_VALUE, nobody) == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "condition", "message"),
+    [
+        (
+            SWCTL_VALUE,
+            shop("nope"),
+            "readMetricsValue: there is no metric 'nope' (listMetrics lists those skyoap has)",
+        ),
+        (
+            SWCTL_NULLABLE,
+            shop("service_mq_consume_count"),
+            "readNullableMetricsValue: service_mq_consume_count is SkyWalking's; skyoap does not measure it",
+        ),
+        (
+            SWCTL_VALUE,
+            shop("service_percentile"),
+            "readMetricsValue reads a metric of type REGULAR_VALUE; service_percentile is LABELED_VALUE",
+        ),
+        (
+            SWCTL_VALUE,
+            shop("endpoint_cpm"),
+            "readMetricsValue: endpoint_cpm is of scope Endpoint: the entity needs endpointName",
+        ),
+    ],
+)
+def test_a_metric_skyoap_does_not_measure_is_answered_with_an_error(
+    storage: OpenStorage, query: str, condition: dict[str, Any], message: str
+) -> None:
+    data, errors = ask(storage, query, condition=condition, duration=DURATION)
+    assert (data, errors) == (None, [message])
+
+
+def test_labeled_values_are_read_by_their_labels(storage: OpenStorage) -> None:
+    def labeled(condition: dict[str, Any], labels: list[str]) -> list[tuple[str, list[int | None]]]:
+        data, errors = ask(storage, SWCTL_LABELED, condition=condition, labels=labels, duration=DURATION)
+        assert errors == []
+        return [
+            (s["label"], [None if v["isEmptyValue"] else v["value"] for v in s["values"]["values"]])
+            for s in data["result"]
+        ]
+
+    percentile = shop("service_percentile")
+    assert labeled(percentile, ["50", "p=95"]) == [
+        ("{p=50}", [20, None, 100, None, None]),
+        ("{p=95}", [20, None, 100, None, None]),
+    ]
+    assert [label for label, _ in labeled(percentile, [""])] == [
+        "{p=50}",
+        "{p=75}",
+        "{p=90}",
+        "{p=95}",
+        "{p=99}",
+    ]
+    pool = {
+        "name": "pool",
+        "entity": {"serviceName": "shop", "serviceInstanceName": "shop-1", "normal": True},
+    }
+    assert labeled(pool, ["{kind=core}", "max"]) == [
+        ("{kind=core}", [4, 6, None, None, None]),
+        ("{kind=max}", [20, None, None, None, None]),
+    ]
+    _, errors = ask(storage, SWCTL_LABELED, condition=percentile, labels=["42"], duration=DURATION)
+    assert errors == ["the metric has no label '42'; its labels: {p=50}, {p=75}, {p=90}, {p=95}, {p=99}"]
+
+
+def test_entities_are_sorted_by_their_mean_over_the_duration(storage: OpenStorage) -> None:
+    def top(**condition: Any) -> list[tuple[str, str]]:
+        given = {"topN": 10, "order": "DES", **condition}
+        data, errors = ask(storage, SWCTL_SORT, condition=given, duration=DURATION)
+        assert errors == []
+        return [(r["name"], r["value"]) for r in data["result"]]
+
+    # As swctl's dashboard global asks.
+    assert top(name="service_cpm", normal=True, scope="Service") == [("shop", "20"), ("pay::checkout", "5")]
+    assert top(name="service_cpm", parentService="", normal=False, scope="Service", order="ASC") == [
+        ("pay::checkout", "5"),
+        ("shop", "20"),
+    ]
+    assert top(name="endpoint_cpm", scope="Endpoint") == [("shop - /orders", "8"), ("shop - /pay", "4")]
+    assert top(name="endpoint_cpm", parentService="shop", normal=True, topN=1) == [("/orders", "8")]
+    _, errors = ask(
+        storage, SWCTL_SORT, condition={"name": "service_cpm", "topN": 0, "order": "DES"}, duration=DURATION
+    )
+    assert errors == ["sortMetrics: topN must be 1 to 1000, not 0"]
+
+
+def test_metrics_are_listed_with_their_type_and_catalog(storage: OpenStorage) -> None:
+    data, errors = ask(storage, SWCTL_LIST, regex="service_(cpm|percentile)|pool")
+    assert errors == []
+    assert data["result"] == [
+        {"name": "pool", "type": "LABELED_VALUE", "catalog": "SERVICE_INSTANCE"},
+        {"name": "service_cpm", "type": "REGULAR_VALUE", "catalog": "SERVICE"},
+        {"name": "service_percentile", "type": "LABELED_VALUE", "catalog": "SERVICE"},
+    ]
+    data, errors = ask(storage, '{ a: typeOfMetrics(name: "service_sla") b: typeOfMetrics(name: "nope") }')
+    assert data == {"a": "REGULAR_VALUE", "b": "UNKNOWN"}
+    _, errors = ask(storage, SWCTL_LIST, regex="(")
+    assert errors == [
+        "listMetrics: '(' is not a regular expression: missing ), unterminated subpattern at position 0"
+    ]
