@@ -414,6 +414,41 @@ def _add_read_commands(sub: argparse._SubParsersAction) -> None:
     consumer.set_defaults(run=_consumer)
 
 
+def _add_dashboards_command(sub: argparse._SubParsersAction) -> None:
+    dashboards = sub.add_parser(
+        "dashboards",
+        parents=[LOGGING],
+        help="list the dashboards users changed in SkyWalking's UI, or reset them to skyoap's",
+        description="List the dashboards users added, changed or disabled through SkyWalking's UI "
+        "(kept in the storage, which the storage options name), or reset them: a dashboard of skyoap's "
+        "is shipped again, one a user added is removed.",
+    )
+    dashboards.add_argument("action", choices=["list", "reset"])
+    dashboards.add_argument("ids", nargs="*", help="reset only these (every changed one if none)")
+    add_options(dashboards, StorageConfig)
+    dashboards.set_defaults(run=_dashboards)
+
+
+def _dashboards(args: argparse.Namespace) -> int:
+    from skyoap.query import ui_templates
+    from skyoap.storage.select import topics_of
+
+    config = config_from(args, StorageConfig)
+    if _said_nothing_stored(config):
+        return 0
+    with topics_of(config) as (_, state):
+        if args.action == "reset":
+            for id_ in ui_templates.reset(state, args.ids or None):
+                print(f"reset {id_}")
+            return 0
+        for t in ui_templates.templates(state).values():
+            if t.changed:
+                layer, entity, name = t.key()
+                what = "disabled" if t.disabled else "changed" if t.shipped else "added"
+                print(f"{t.id}\t{what}\t{layer}\t{entity}\t{name}")
+    return 0
+
+
 def _add_spark_command(sub: argparse._SubParsersAction) -> None:
     spark = sub.add_parser(
         "spark",
@@ -450,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_node_commands(sub)
     _add_read_commands(sub)
+    _add_dashboards_command(sub)
     _add_spark_command(sub)
     _add_cluster_commands(sub)
     return parser

@@ -37,8 +37,8 @@ def _commands() -> list[str]:
     lines += [f"| `skyoap {a.dest}` | {_cell(a.help)} |" for a in sub._choices_actions]
     lines += [
         "",
-        "`skyoap demo` takes the node's options too; `inventory`, `query`, `consumer`",
-        "and `spark` take the storage section's, to say which storage they read.",
+        "`skyoap demo` takes the node's options too; `inventory`, `query`, `consumer`,",
+        "`dashboards` and `spark` take the storage section's, to say which storage they use.",
         "`skyoap COMMAND --help` lists each command's own arguments.",
     ]
     return lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from skyoap.storage.api import InventoryDAO, MetricsDAO, RecordDAO
+from skyoap.storage.api import InventoryDAO, MetricsDAO, RecordDAO, StateStore
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class QueryContext:
     metrics: MetricsDAO
     records: RecordDAO
     ttl: TimesToLive
+    state: StateStore | None = None
+    """The storage's shared state: the dashboards users changed (``ui_templates.py``)."""
     shared: dict[Any, Any] = field(default_factory=dict, compare=False)
     """What the resolvers of one request share, by the key of whoever keeps
     it there (``mqe/stored.py``'s windows of rows); empty in each request's context."""

@@ -7,12 +7,11 @@ are MQE, and tabs holding widgets in turn. The UI keys a dashboard by
 
 skyoap's dashboards are of the GENERAL layer, drawing the metrics skyoap
 measures (``mqe/catalogue.py``) and the meters SkyWalking's Python agent
-reports under their own names. Templates cannot be changed here: the
-mutations answer ``status: false`` (skyoap keeps no UI settings)."""
+reports under their own names, laid out as SkyWalking lays out its own. They
+are the defaults users change (``ui_templates.py``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -99,25 +98,45 @@ def _whole(kind: str) -> Widget:
     return {"type": kind, "widget": {"title": kind}, "graph": {}}
 
 
-def _laid_out(widgets: Sequence[Widget], columns: int = 3, height: int = 12) -> list[Widget]:
-    """``widgets`` placed left to right, ``columns`` to a row (one alone takes the row)."""
-    width = 24 // columns if len(widgets) > 1 else 24
-    placed = []
-    for n, w in enumerate(widgets):
-        row, column = divmod(n, columns if len(widgets) > 1 else 1)
-        placed.append({"x": column * width, "y": row * height, "w": width, "h": height, "i": str(n), **w})
+TAB_HEIGHT = 52
+"""A page's tabs, as high as SkyWalking's own templates make them."""
+
+_SIZES = {"Card": (8, 5), "Line": (6, 11), "TopList": (8, 11)}
+"""Each kind of widget's width (of 24 columns) and height (in grid rows),
+as in SkyWalking's templates; what fills a page takes it whole."""
+
+_WHOLE = (24, 48)
+
+
+def _size(widget: Widget) -> tuple[int, int]:
+    if widget["type"] != "Widget":
+        return _WHOLE
+    return _SIZES.get(widget["graph"].get("type", ""), _WHOLE)
+
+
+def _laid_out(widgets: Sequence[Widget]) -> list[Widget]:
+    """``widgets`` placed left to right in rows of 24 columns, each as wide
+    and as high as its kind (``_SIZES``); one that does not fit a row starts
+    the next."""
+    placed, x, y, row_height = [], 0, 0, 0
+    for n, widget in enumerate(widgets):
+        w, h = _size(widget)
+        if x + w > 24:
+            x, y, row_height = 0, y + row_height, 0
+        placed.append({"x": x, "y": y, "w": w, "h": h, "i": str(n), **widget})
+        x, row_height = x + w, max(row_height, h)
     return placed
 
 
-def _tabs(*tabs: tuple[str, Sequence[Widget]], columns: int = 3) -> list[Widget]:
+def _tabs(*tabs: tuple[str, Sequence[Widget]]) -> list[Widget]:
     tab = {
         "type": "Tab",
         "widget": {"title": ""},
         "graph": {},
         "activedTabIndex": 0,
-        "children": [{"name": name, "children": _laid_out(ws, columns)} for name, ws in tabs],
+        "children": [{"name": name, "children": _laid_out(ws)} for name, ws in tabs],
     }
-    return [{"x": 0, "y": 0, "w": 24, "h": 60, "i": "0", **tab}]
+    return [{"x": 0, "y": 0, "w": 24, "h": TAB_HEIGHT, "i": "0", **tab}]
 
 
 def _calls(prefix: str, sla: str = "sla") -> list[Widget]:
@@ -231,7 +250,6 @@ def _relations() -> tuple[dict[str, Any], ...]:
                 ("Server Side", _calls("service_relation_server", "call_sla")),
                 ("Client Side", _calls("service_relation_client", "call_sla")),
                 ("Instances", [instance_topology]),
-                columns=2,
             ),
         ),
         _dashboard(
@@ -240,23 +258,14 @@ def _relations() -> tuple[dict[str, Any], ...]:
             _tabs(
                 ("Server Side", _calls("service_instance_relation_server", "call_sla")),
                 ("Client Side", _calls("service_instance_relation_client", "call_sla")),
-                columns=2,
             ),
         ),
         _dashboard(
             "General-Endpoint-Relation",
             "EndpointRelation",
-            _tabs(("Overview", _calls("endpoint_relation")), columns=2),
+            _tabs(("Overview", _calls("endpoint_relation"))),
         ),
     )
-
-
-def all_templates(context: QueryContext) -> list[dict[str, str]]:
-    return [{"id": d["id"], "configuration": json.dumps(d["configuration"])} for d in dashboards()]
-
-
-def template(context: QueryContext, id: str) -> dict[str, str] | None:
-    return next((t for t in all_templates(context) if t["id"] == id), None)
 
 
 def menu_items(context: QueryContext) -> list[dict[str, Any]]:
@@ -275,16 +284,3 @@ def menu_items(context: QueryContext) -> list[dict[str, Any]]:
     }
     group = {**services, "title": "General Service", "icon": "general_service", "layer": ""}
     return [{**group, "subItems": [services], "i18nKey": "general_service"}]
-
-
-def unchanged(
-    context: QueryContext,
-    setting: dict[str, Any] | None = None,
-    id: str | None = None,
-) -> dict[str, Any]:
-    """``addTemplate``, ``changeTemplate`` and ``disableTemplate``: nothing changes."""
-    return {
-        "id": id or (setting or {}).get("id") or "",
-        "status": False,
-        "message": "skyoap's dashboards are part of its release and cannot be changed through the query port",
-    }

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from graphql import GraphQLSchema
 
-from skyoap.query import alarms, dashboards, identity, logs, metadata, metrics, metrics_v2, topology, traces
+from skyoap.query import (
+    alarms,
+    dashboards,
+    identity,
+    logs,
+    metadata,
+    metrics,
+    metrics_v2,
+    topology,
+    traces,
+    ui_templates,
+)
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
 
@@ -56,11 +67,11 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("listMetrics", metrics_v2.list_metrics)
         .query("typeOfMetrics", metrics_v2.type_of_metrics)
         .query("getMenuItems", dashboards.menu_items)
-        .query("getAllTemplates", dashboards.all_templates)
-        .query("getTemplate", dashboards.template)
-        .mutation("addTemplate", dashboards.unchanged)
-        .mutation("changeTemplate", dashboards.unchanged)
-        .mutation("disableTemplate", dashboards.unchanged)
+        .query("getAllTemplates", ui_templates.all_templates)
+        .query("getTemplate", ui_templates.template)
+        .mutation("addTemplate", ui_templates.add_template)
+        .mutation("changeTemplate", ui_templates.change_template)
+        .mutation("disableTemplate", ui_templates.disable_template)
         .query("getGlobalTopology", topology.global_topology)
         .query("getServicesTopology", topology.services_topology)
         .query("getServiceTopology", topology.service_topology)

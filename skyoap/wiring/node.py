@@ -308,7 +308,9 @@ class Node:
             ttl.inactive_instance_days,
         )
         # What a query reads, it reads within the query's deadline.
-        context = QueryContext(storage.inventory_within(q.deadline_s), storage.metrics, storage.records, kept)
+        context = QueryContext(
+            storage.inventory_within(q.deadline_s), storage.metrics, storage.records, kept, storage.state
+        )
         execution = Execution(
             resolvers(),
             context,

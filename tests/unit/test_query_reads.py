@@ -346,12 +346,6 @@ def test_the_menu_shows_the_general_layer_once_it_has_services(storage: OpenStor
     finally:
         empty.close()
     assert data["getMenuItems"][0]["activate"] is False
-    data, _ = ask(storage, 'mutation { disableTemplate(id: "General-Root") { id status message } }')
-    assert data["disableTemplate"] == {
-        "id": "General-Root",
-        "status": False,
-        "message": "skyoap's dashboards are part of its release and cannot be changed through the query port",
-    }
 
 
 def test_status_pages_give_the_times_to_live_and_the_nodes() -> None:

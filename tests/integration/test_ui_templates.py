@@ -1,0 +1,84 @@
+"""Dashboards users add, change and disable through SkyWalking's UI, on both
+storages: kept by the node that restarts on the same storage and answered
+by every node of it, listed and reset by ``skyoap dashboards``."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from skyoap.deploy.cli import main
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
+from tests.integration.test_query_traces import ask
+from tests.unit.test_ui_templates import ADD, REMOVE, TEMPLATES, UPDATE
+
+
+def listed(node: Node) -> dict[str, Any]:
+    assert node.query_url is not None
+    answer = ask(node.query_url, TEMPLATES, {})
+    assert "errors" not in answer, answer
+    return {t["id"]: json.loads(t["configuration"]) for t in answer["data"]["getAllTemplates"]}
+
+
+def change(node: Node, query: str, **variables: Any) -> dict[str, Any]:
+    assert node.query_url is not None
+    answer = ask(node.query_url, query, variables)
+    assert "errors" not in answer, answer
+    result: dict[str, Any] = next(iter(answer["data"].values()))
+    assert (result["status"], result["message"]) == (True, None)
+    return result
+
+
+def dashboards_command(config: NodeConfig, *argv: str) -> list[str]:
+    s = config.storage
+    where = ["--storage", s.kind.value]
+    if s.kind.value == "embedded":
+        where += ["--embedded-path", s.embedded_path]
+    else:
+        where += [
+            "--es-hosts",
+            s.es_hosts,
+            "--es-index-prefix",
+            s.es_index_prefix,
+            "--redis-url",
+            s.redis_url,
+        ]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["dashboards", *argv, *where]) == 0
+    return out.getvalue().splitlines()
+
+
+def test_dashboards_users_change_are_kept_by_every_node_and_reset(
+    node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    first = start_node(node_config)
+    shipped = listed(first)
+    mine = {"layer": "GENERAL", "entity": "Service", "name": "Mine", "isRoot": False, "children": []}
+    added = change(first, ADD, setting={"configuration": json.dumps(mine)})["id"]
+    service = {**shipped["General-Service"], "children": []}
+    change(first, UPDATE, setting={"id": "General-Service", "configuration": json.dumps(service)})
+    change(first, REMOVE, id="General-Endpoint")
+    first.close()
+
+    second = start_node(node_config)  # the same storage: a restart, or another node of the cluster
+    expected = {**shipped, "General-Service": service, added: mine}
+    del expected["General-Endpoint"]
+    assert listed(second) == expected
+    assert sorted(dashboards_command(node_config, "list")) == sorted(
+        [
+            f"{added}\tadded\tGENERAL\tService\tMine",
+            "General-Endpoint\tdisabled\tGENERAL\tEndpoint\tGeneral-Endpoint",
+            "General-Service\tchanged\tGENERAL\tService\tGeneral-Service",
+        ]
+    )
+    assert dashboards_command(node_config, "reset", "General-Service") == ["reset General-Service"]
+    assert listed(second)["General-Service"] == shipped["General-Service"]
+    assert sorted(dashboards_command(node_config, "reset")) == sorted(
+        [f"reset {added}", "reset General-Endpoint"]
+    )
+    assert listed(second) == shipped
