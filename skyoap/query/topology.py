@@ -363,7 +363,7 @@ def endpoint_dependencies(
             "name": name,
             "serviceId": service.id,
             "serviceName": service.name,
-            "type": None,
+            "type": USER_TYPE if service.name == USER and not service.normal else None,
             "isReal": service.normal,
         }
         for endpoint_id, (service, name) in ends.items()

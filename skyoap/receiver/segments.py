@@ -503,7 +503,10 @@ def _summed(
     return entries, exits, seen
 
 
-_USER_CALLER = (Caller(USER, "", ""),)
+_USER_CALLER = (Caller(USER, USER, USER),)
+"""The caller of an entry span no traced service called: SkyWalking's
+``User`` service, with an instance and an endpoint of that name, so that
+the callee's instance and endpoint have a caller in their topologies too."""
 
 
 def _callers(refs: tuple[SpanRef, ...]) -> tuple[Caller, ...]:

@@ -198,6 +198,12 @@ def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], 
             expected.call("ServiceInstanceMetrics", (service, instance), start, latency, error)
             expected.call("EndpointMetrics", (service, endpoint), start, latency, error)
             expected.call("ServiceRelationMetrics", (caller, service, "server"), start, latency, error)
+        # An entry span no traced service called: User's instance and endpoint called it.
+        user = (start, gw_latency, gw_error)
+        expected.call(
+            "ServiceInstanceRelationMetrics", ("User", "User", "gateway", gw_instance, "server"), *user
+        )
+        expected.call("EndpointRelationMetrics", ("User", "User", "gateway", path), *user)
         # The callee's side of gateway -> orders, from its reference to the caller.
         callee = (start, orders_latency, orders_error)
         expected.call(

@@ -92,6 +92,8 @@ def test_a_program_instrumented_with_opentelemetry_reports_unchanged(
         "endpoint_metrics: shop GET /checkout": (6, 0),
         "endpoint_metrics: orders GET /orders/{id}": (6, 2),
         "service_relation_metrics: User shop server": (6, 0),
+        "service_instance_relation_metrics: User User shop shop-1": (6, 0),
+        "endpoint_relation_metrics: User User shop GET /checkout": (6, 0),
         # The callee's side: found from each orders span's parent, a span of shop.
         "service_relation_metrics: shop orders server": (6, 2),
         "service_instance_relation_metrics: shop shop-1 orders orders-1": (6, 2),

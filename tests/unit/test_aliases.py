@@ -102,7 +102,11 @@ SERVED: Relations = {
     ("shop", "shop-1", "orders", "orders-1", "server"): (MINUTE, 1, 20),
 }
 """What ``callee(NOW)`` counts of relations: the callee's side."""
-USER: Relations = {("User", "shop", "server"): (MINUTE, 1, 40)}
+USER: Relations = {
+    ("User", "shop", "server"): (MINUTE, 1, 40),
+    ("User", "User", "shop", "shop-1", "server"): (MINUTE, 1, 40),
+}
+"""What an entry span no traced service called counts: the User's side."""
 DATABASE_CALL: Relations = {
     ("shop", "mysql:3306", "client"): (MINUTE, 1, 5),
     ("shop", "shop-1", "mysql:3306", "mysql:3306", "client"): (MINUTE, 1, 5),

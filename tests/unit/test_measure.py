@@ -109,7 +109,7 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
                     for r in crossing
                     if r.parent_service
                 }
-                for c_service, c_instance, c_endpoint in callers if crossing else {(USER, "", "")}:
+                for c_service, c_instance, c_endpoint in callers if crossing else {(USER, USER, USER)}:
                     count(ServiceRelationMetrics, (c_service, service, "server"), span)
                     if c_instance:
                         count(

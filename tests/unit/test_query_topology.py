@@ -339,6 +339,19 @@ def test_an_endpoints_dependencies_are_the_endpoints_that_called_it_and_those_it
     )
 
 
+def test_users_are_the_callers_of_an_entry_endpoint_no_service_called(metrics: QueriedMetricsDAO) -> None:
+    metrics.hold(endpoint_relation(("User", "User"), ("A", "job")))
+    user = f"{USER}_VXNlcg=="
+    _, answer = ask(metrics, DEPENDENCIES, id=JOB)
+    assert answer["data"]["t"]["nodes"] == [
+        instance(JOB, "job", A, "A", True),
+        instance(GET_B, "GET:/b", B, "B", True),
+        instance(GET_D, "GET:/d", D, "D", True),
+        {**instance(user, "User", USER, "User", False), "type": "USER"},
+    ]
+    assert answer["data"]["t"]["calls"][-1] == endpoint_call(user, JOB)
+
+
 def error(outcome_answer: tuple[Outcome, Any]) -> str:
     outcome, answer = outcome_answer
     assert outcome is Outcome.FAILED
