@@ -62,12 +62,11 @@ def templates(state: StateStore | None) -> dict[str, Template]:
     """Every dashboard, disabled ones too: the shipped ones first, in their
     order, overlaid with the stored ones, then those users added."""
     found = _shipped()
-    for name in state.names() if state is not None else ():
-        if not name.startswith(PREFIX):
-            continue
-        assert state is not None
-        value, _ = state.load(name)
-        if value:  # an emptied document: reset
+    if state is None:
+        return found
+    for name in state.names():
+        value = state.load(name)[0] if name.startswith(PREFIX) else None
+        if value:  # not an emptied document (a reset one)
             id_ = name[len(PREFIX) :]
             found[id_] = Template(
                 id_, value["configuration"], value["disabled"], shipped=id_ in found, changed=True
