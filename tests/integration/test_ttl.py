@@ -127,12 +127,15 @@ def test_each_kind_of_data_goes_on_the_day_its_time_to_live_says(
     # Every row the segments give, at every level, before anything is counted:
     # the models are persisted one after another, and a row still on its way
     # would be removed, and counted, beside those the snapshot saw.
-    # No segment names its caller: their one relation is User -> shop.
+    # No segment names its caller: their relations are User's, to shop, to
+    # each of its two instances and to each of its two endpoints.
     rows = {
         "service_metrics": 1,
         "service_instance_metrics": 2,
         "endpoint_metrics": 2,
         "service_relation_metrics": 1,
+        "service_instance_relation_metrics": 2,
+        "endpoint_relation_metrics": 2,
     }
     before = {level: {f"{model}_{level.value}": n for model, n in rows.items()} for level in Downsampling}
     for level in Downsampling:
