@@ -4,10 +4,10 @@ disabled (``addTemplate``, ``changeTemplate``, ``disableTemplate``).
 
 What users did is kept in the storage's shared state, a document per
 dashboard (``ui-template:{id}``), so that every node of a cluster answers
-the same and a restart loses nothing; a document swapped from the version
-read (compare-and-swap) is never lost to a change another node made
-meanwhile. Resetting a dashboard (``skyoap dashboards reset``) empties its
-document: a shipped one is shipped again, an added one is gone."""
+the same and a restart loses nothing. A change replaces its dashboard's
+document whole: of two made at once to one dashboard, the later stands.
+Resetting a dashboard (``skyoap dashboards reset``) empties its document:
+a shipped one is shipped again, an added one is gone."""
 
 from __future__ import annotations
 
