@@ -35,9 +35,14 @@ _V1 = "it is SkyWalking's first metrics query; ask execExpression (MQE) or readM
 
 
 def resolvers(schema: GraphQLSchema | None = None) -> Binder:
+    binder = Binder(schema or load_schema())
+    return _refused(_none_kept(_records_served(_served(binder))))
+
+
+def _served(binder: Binder) -> Binder:
+    """Identity, metadata, metrics and dashboards, answered from what skyoap keeps."""
     return (
-        Binder(schema or load_schema())
-        .query("version", identity.version)
+        binder.query("version", identity.version)
         .mutation("version", identity.version)
         .query("getTimeInfo", identity.time_info)
         .query("checkHealth", identity.health)
@@ -72,7 +77,13 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .mutation("addTemplate", ui_templates.add_template)
         .mutation("changeTemplate", ui_templates.change_template)
         .mutation("disableTemplate", ui_templates.disable_template)
-        .query("getGlobalTopology", topology.global_topology)
+    )
+
+
+def _records_served(binder: Binder) -> Binder:
+    """The topology, traces, logs and alarms skyoap answers from what it keeps."""
+    return (
+        binder.query("getGlobalTopology", topology.global_topology)
         .query("getServicesTopology", topology.services_topology)
         .query("getServiceTopology", topology.service_topology)
         .query("getServiceTopologyByName", topology.service_topology_by_name)
@@ -96,7 +107,13 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .query("queryAlarmTagAutocompleteValues", alarms.tag_values)
         .query("queryBasicTracesByName", traces.query_basic_traces_by_name)
         .query("queryLogsByName", logs.query_logs_by_name)
-        .none("getServiceHierarchy", _ONE_LAYER)
+    )
+
+
+def _none_kept(binder: Binder) -> Binder:
+    """The lists of what skyoap keeps none of: answered empty."""
+    return (
+        binder.none("getServiceHierarchy", _ONE_LAYER)
         .none("getInstanceHierarchy", _ONE_LAYER)
         .none("listLayerLevels", _ONE_LAYER)
         .none("listProcesses", _NO_PROCESSES)
@@ -117,7 +134,15 @@ def resolvers(schema: GraphQLSchema | None = None) -> Binder:
         .none("queryAsyncProfilerTaskList", _NO_TASKS)
         .none("queryPprofTaskList", _NO_TASKS)
         .none("hasQueryTracesV2Support", "skyoap answers traces through queryBasicTraces and queryTrace")
-        .refuse("readHeatMap", "skyoap measures no heatmap metric (SkyWalking's rules define none either)")
+    )
+
+
+def _refused(binder: Binder) -> Binder:
+    """The fields skyoap does not serve: answered with why."""
+    return (
+        binder.refuse(
+            "readHeatMap", "skyoap measures no heatmap metric (SkyWalking's rules define none either)"
+        )
         .refuse("readRecords", _NO_RECORDS)
         .refuse("readSampledRecords", _NO_RECORDS)
         .refuse("getTopNRecords", _NO_RECORDS)
