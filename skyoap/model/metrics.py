@@ -233,6 +233,9 @@ class CallMetrics(Metrics):
     SUMMED: ClassVar[tuple[str, ...]] = ("calls", "errors", "latency_sum_ms")
     """The counts several values of one entity and bucket add up (besides the histogram)."""
 
+    UNITED: ClassVar[tuple[str, ...]] = ()
+    """The sets (ascending tuples) several values of one entity and bucket unite."""
+
     @classmethod
     def combine_all(cls, items: list[Self]) -> Self:
         if len(items) == 1:
@@ -247,7 +250,10 @@ class CallMetrics(Metrics):
             elif item.histogram:
                 raise ValueError(f"histograms of {len(histogram)} and {len(item.histogram)} buckets")
         totals = map(sum, zip(*map(counts, items), strict=True))
-        return replace(items[0], **dict(zip(cls.SUMMED, totals, strict=True)), histogram=histogram)
+        changes: dict[str, Any] = dict(zip(cls.SUMMED, totals, strict=True))
+        for name in cls.UNITED:
+            changes[name] = tuple(sorted({v for item in items for v in getattr(item, name)}))
+        return replace(items[0], **changes, histogram=histogram)
 
     def percentile(self, p: int) -> int:
         """The lower bound of the bucket holding the call of rank ceil(p% of
@@ -429,6 +435,11 @@ class ServiceRelationMetrics(CallMetrics):
     source: str
     dest: str
     detect_point: str
+    components: tuple[int, ...] = ()
+    """The libraries the calls were made through, by SkyWalking's ids, ascending:
+    the server's components on the server side, the client's on the client side."""
+
+    UNITED = ("components",)
 
     def entity(self) -> str:
         return f"{self.source}{SEP}{self.dest}{SEP}{self.detect_point}"

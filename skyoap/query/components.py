@@ -1,62 +1,47 @@
-"""The names of the components agents name by id (SkyWalking's
-``component-libraries.yml``): those of SkyWalking's Python agent, and the
-common ones every agent shares. A span's component is answered by name, or
-by its id as a string when it is not one of these."""
+"""The components agents name by id, as SkyWalking's ``component-libraries.yml``
+numbers them (``components.tsv`` holds its table): a span's component is
+answered by name, a topology node's type is the component that served it
+(the one of highest priority) or, for an address only called, the server
+its caller's client library reaches."""
 
 from __future__ import annotations
 
-COMPONENTS: dict[int, str] = {
-    0: "Unknown",
-    1: "Tomcat",
-    2: "HttpClient",
-    3: "Dubbo",
-    5: "Mysql",
-    7: "Redis",
-    9: "MongoDB",
-    14: "SpringMVC",
-    22: "PostgreSQL",
-    23: "GRPC",
-    27: "Kafka",
-    40: "kafka-producer",
-    41: "kafka-consumer",
-    47: "Elasticsearch",
-    49: "http",
-    50: "rpc",
-    51: "RabbitMQ",
-    52: "rabbitmq-producer",
-    53: "rabbitmq-consumer",
-    94: "HBase",
-    111: "AzureHttpTrigger",
-    112: "Neo4j",
-    124: "AWSLambdaTrigger",
-    125: "AWSLambdaGatewayAPIHTTP",
-    126: "AWSLambdaGatewayAPIREST",
-    138: "AWSDynamoDB",
-    139: "AWSSNS",
-    140: "AWSSQS",
-    5013: "OpenFunction",
-    7000: "Python",
-    7001: "Flask",
-    7002: "Requests",
-    7003: "PyMysql",
-    7004: "Django",
-    7005: "Tornado",
-    7006: "Urllib3",
-    7007: "Sanic",
-    7008: "AioHttp",
-    7009: "Pyramid",
-    7010: "Psychopg",  # sic: the name SkyWalking answers
-    7011: "Celery",
-    7012: "Falcon",
-    7013: "MysqlClient",
-    7014: "FastAPI",
-    7015: "Bottle",
-    7016: "AsyncPG",
-    7017: "AIORedis",
-    7018: "Websockets",
-    7019: "HTTPX",
-}
+import functools
+from importlib import resources
+from typing import NamedTuple
+
+
+class Component(NamedTuple):
+    name: str
+    priority: int
+    """How close the library is to the business code: the higher wins a node's type."""
+    server: str
+    """What a client library's exit spans reach (``Jedis``: ``Redis``); empty when not one."""
+
+
+@functools.cache
+def catalogue() -> dict[int, Component]:
+    rows = resources.files(__package__).joinpath("components.tsv").read_text().splitlines()
+    found: dict[int, Component] = {}
+    for row in rows:
+        if row and not row.startswith("#"):
+            component_id, name, priority, server = row.split("\t")
+            found[int(component_id)] = Component(name, int(priority), server)
+    return found
 
 
 def component_name(component_id: int) -> str:
-    return COMPONENTS.get(component_id, str(component_id))
+    """The component's name, or its id as a string when it is none SkyWalking numbers."""
+    known = catalogue().get(component_id)
+    return known.name if known is not None else str(component_id)
+
+
+def server_name(component_id: int) -> str:
+    """What exit spans of the component reach: its server, else the component itself."""
+    known = catalogue().get(component_id)
+    return (known.server or known.name) if known is not None else str(component_id)
+
+
+def priority(component_id: int) -> int:
+    known = catalogue().get(component_id)
+    return known.priority if known is not None else 50

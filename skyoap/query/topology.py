@@ -9,9 +9,10 @@ span to an address a callee's entry span named (a network address alias)
 under the callee's service, so both sides of such a call meet on one edge,
 and an address nobody named stays a node of its own: a virtual service.
 
-What skyoap does not measure is answered empty rather than guessed: calls
-carry no component names, nodes no component type (but SkyWalking's ``USER``
-for the ``User`` caller), and a service's only layer is ``GENERAL``.
+Calls carry the names of the components each side measured them through,
+and service nodes the type SkyWalking gives them (``_Types``); instance and
+endpoint nodes have none, as in SkyWalking. A service's only layer is
+``GENERAL``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from skyoap.model.metrics import (
 from skyoap.mqe import ids
 from skyoap.mqe.duration import Duration
 from skyoap.query import conditions
+from skyoap.query.components import component_name, priority, server_name
 from skyoap.query.conditions import UNDEFINED
 from skyoap.query.context import QueryContext
 
@@ -141,29 +143,36 @@ def _points(sides: Iterable[str]) -> list[str]:
     return [p.name for p in _ORDER if p in seen]
 
 
-def _call(source: str, target: str, call_id: str, sides: Iterable[str]) -> dict[str, Any]:
+def _call(
+    source: str, target: str, call_id: str, sides: Iterable[str], components: Mapping[str, Iterable[int]] = {}
+) -> dict[str, Any]:
     return {
         "id": call_id,
         "source": source,
-        "sourceComponents": [],
+        "sourceComponents": _names(components.get(DetectPoint.CLIENT.value, ())),
         "target": target,
-        "targetComponents": [],
+        "targetComponents": _names(components.get(DetectPoint.SERVER.value, ())),
         "detectPoints": _points(sides),
     }
 
 
+def _names(components: Iterable[int]) -> list[str]:
+    return list(dict.fromkeys(component_name(c) for c in sorted(components)))
+
+
 @dataclass
 class _Calls:
-    """Calls by (source id, target id), with the sides each was measured from."""
+    """Calls by (source id, target id), with the sides each was measured from
+    and the components each side measured it through."""
 
-    sides: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    sides: dict[tuple[str, str], dict[str, set[int]]] = field(default_factory=dict)
 
-    def add(self, source: str, target: str, side: str) -> None:
-        self.sides.setdefault((source, target), set()).add(side)
+    def add(self, source: str, target: str, side: str, components: Iterable[int] = ()) -> None:
+        self.sides.setdefault((source, target), {}).setdefault(side, set()).update(components)
 
     def answer(self) -> list[dict[str, Any]]:
         """Each call, its id SkyWalking's relation id: ``source-target``."""
-        return [_call(s, t, f"{s}-{t}", sides) for (s, t), sides in sorted(self.sides.items())]
+        return [_call(s, t, f"{s}-{t}", sides, sides) for (s, t), sides in sorted(self.sides.items())]
 
 
 # Services ------------------------------------------------------------------
@@ -179,6 +188,34 @@ def _service_node(service: Service) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Types:
+    """The type of each service node, as SkyWalking's topology gives it: the
+    component that served its calls (of the highest priority when several
+    did), ``USER`` for the ``User`` caller, and for an address only known
+    from its callers the server their client library reaches (``Redis``)."""
+
+    found: dict[str, str] = field(default_factory=dict)
+    served_by: dict[str, int] = field(default_factory=dict)
+    """The component each node's type was taken from at the server side."""
+
+    def called(self, dest: Service, components: Iterable[int]) -> None:
+        for component in sorted(components):
+            if not dest.normal and dest.id not in self.found:
+                self.found[dest.id] = server_name(component)
+
+    def served(self, source: Service, dest: Service, components: Iterable[int]) -> None:
+        for component in sorted(components):
+            if not source.normal:
+                self.found[source.id] = server_name(component)
+            held = self.served_by.get(dest.id)
+            if held is None or priority(component) > priority(held):
+                self.served_by[dest.id] = component
+                self.found[dest.id] = component_name(component)
+        if source.name == USER and not source.normal:
+            self.found[source.id] = USER_TYPE
+
+
 Keep = Callable[[Service, Service], bool]
 """Whether a topology keeps the calls from one service to another."""
 
@@ -187,8 +224,13 @@ def services_answer(
     rows: Sequence[ServiceRelationMetrics], normal: frozenset[str], keep: Keep | None = None
 ) -> dict[str, Any]:
     """The topology of ``rows`` (only the calls ``keep(source, dest)`` keeps, if
-    given): of each relation and side, whatever its buckets."""
-    calls = _Calls()
+    given): of each relation and side, whatever its buckets. The client
+    side's rows are read first, as SkyWalking reads them: a type a server
+    side gives takes the place of one a client side conjectured."""
+    relations: dict[tuple[str, str, str], set[int]] = {}
+    for r in sorted(rows, key=lambda r: r.detect_point != DetectPoint.CLIENT.value):
+        relations.setdefault((r.source, r.dest, r.detect_point), set()).update(r.components)
+    calls, types = _Calls(), _Types()
     nodes: dict[str, dict[str, Any]] = {}
     services: dict[str, Service] = {}
 
@@ -198,16 +240,21 @@ def services_answer(
             found = services[name] = Service(name, name in normal)
         return found
 
-    for source_name, dest_name, side in dict.fromkeys((r.source, r.dest, r.detect_point) for r in rows):
+    for (source_name, dest_name, side), components in relations.items():
         source, dest = service(source_name), service(dest_name)
         if keep is not None and not keep(source, dest):
             continue
-        calls.add(source.id, dest.id, side)
+        calls.add(source.id, dest.id, side, components)
         for end in (source, dest):
             if end.id not in nodes:
                 nodes[end.id] = _service_node(end)
-        if source_name == USER and not source.normal and side == DetectPoint.SERVER.value:
-            nodes[source.id]["type"] = USER_TYPE
+        if side == DetectPoint.SERVER.value:
+            types.served(source, dest, components)
+        else:
+            types.called(dest, components)
+    for node_id, node_type in types.found.items():
+        if node_id in nodes:
+            nodes[node_id]["type"] = node_type
     return {
         "nodes": sorted(nodes.values(), key=lambda n: (n["name"], n["id"])),
         "calls": calls.answer(),

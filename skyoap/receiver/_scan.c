@@ -197,7 +197,7 @@ static int add_tag(const Rules *rules, Slice body, PyObject *tags) {
 }
 
 typedef struct {
-    long long kind, layer, start, end;
+    long long kind, layer, start, end, component;
     int is_error, skip_analysis;
     Slice operation, peer;
     Py_ssize_t nrefs, ntags;
@@ -212,8 +212,8 @@ static int read_span(const Rules *rules, Slice body, SpanFields *s, PyObject *ta
     Slice ignored;
     memset(s, 0, sizeof *s);
     while ((field = next_field(&r, &wire_type, &ok))) {
-        if (wire_type == 0 && (field == 3 || field == 4 || field == 8 || field == 9 || field == 11 ||
-                               field == 14)) {
+        if (wire_type == 0 && (field == 3 || field == 4 || field == 8 || field == 9 || field == 10 ||
+                               field == 11 || field == 14)) {
             if (!read_varint(&r, &v))
                 return 0;
             switch (field) {
@@ -221,6 +221,7 @@ static int read_span(const Rules *rules, Slice body, SpanFields *s, PyObject *ta
             case 4: s->end = (int64_t)v; break;
             case 8: s->kind = (int32_t)(uint32_t)v; break;
             case 9: s->layer = (int32_t)(uint32_t)v; break;
+            case 10: s->component = (int32_t)(uint32_t)v; break;
             case 11: s->is_error = v != 0; break;
             default: s->skip_analysis = v != 0;
             }
@@ -276,7 +277,7 @@ static PyObject *span_of(const Rules *rules, Slice body, PyObject *tags) {
     if (refs == NULL || refs == Py_None)
         return refs;
     PyObject *operation = text(s.operation), *peer = operation ? text(s.peer) : NULL;
-    PyObject *span = peer ? named(span_type, 10) : NULL;
+    PyObject *span = peer ? named(span_type, 11) : NULL;
     if (span == NULL) {
         Py_XDECREF(operation);
         Py_XDECREF(peer);
@@ -293,6 +294,7 @@ static PyObject *span_of(const Rules *rules, Slice body, PyObject *tags) {
     PyTuple_SET_ITEM(span, 7, PyBool_FromLong(s.skip_analysis));
     PyTuple_SET_ITEM(span, 8, refs);
     PyTuple_SET_ITEM(span, 9, PyLong_FromSsize_t(s.ntags));
+    PyTuple_SET_ITEM(span, 10, PyLong_FromLongLong(s.component));
     return span;
 }
 

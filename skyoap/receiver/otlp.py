@@ -336,8 +336,9 @@ class Callers:
                 if caller is not None and endpoint is not None:
                     # A call to its own service counts only when made by an exit span.
                     if caller.service != w.service or caller.kind == SpanKind.EXIT:
+                        # OpenTelemetry spans name no component SkyWalking numbers: its Unknown (0).
                         calls.served(Caller(caller.service, caller.instance, endpoint), w.service, w.instance,
-                                     w.endpoint, w.call.minute, w.call.sums())  # fmt: skip
+                                     w.endpoint, w.call.minute, w.call.sums(), 0)  # fmt: skip
                 elif ends:
                     self._unknown.inc()
                 else:

@@ -77,6 +77,8 @@ class Span(NamedTuple):
     refs: tuple[SpanRef, ...]
     tags: int
     """How many tags the span carries (they stay in the segment's data)."""
+    component: int = 0
+    """The library that made the span, by SkyWalking's id (``Flask``: 7001)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +282,8 @@ class Calls:
     whole chunk."""
 
     def __init__(self) -> None:
-        self._sums: dict[tuple[type[CallMetrics], tuple[str, ...], int], Sums] = {}
+        self._sums: dict[_Key, Sums] = {}
+        self._components: dict[_Key, set[int]] = {}
 
     def count(self, model: type[CallMetrics], names: tuple[str, ...], minute: int, sums: Sums) -> None:
         key = (model, names, minute)
@@ -290,12 +293,25 @@ class Calls:
         else:
             _add(held, sums)
 
+    def relate(self, names: tuple[str, str, str], minute: int, sums: Sums, component: int) -> None:
+        """Counts calls of ``sums`` between two services, made by ``component``."""
+        self.count(ServiceRelationMetrics, names, minute, sums)
+        self._components.setdefault((ServiceRelationMetrics, names, minute), set()).add(component)
+
     def served(
-        self, caller: Caller, service: str, instance: str, endpoint: str, minute: int, sums: Sums
+        self,
+        caller: Caller,
+        service: str,
+        instance: str,
+        endpoint: str,
+        minute: int,
+        sums: Sums,
+        component: int,
     ) -> None:
         """``endpoint`` of ``instance`` of ``service`` served calls of
-        ``sums`` from ``caller``: the relations the callee sees (server side)."""
-        self.count(ServiceRelationMetrics, (caller.service, service, SERVER), minute, sums)
+        ``sums`` from ``caller`` through ``component``: the relations the
+        callee sees (server side)."""
+        self.relate((caller.service, service, SERVER), minute, sums, component)
         if caller.instance:
             instances = (caller.service, caller.instance, service, instance, SERVER)
             self.count(ServiceInstanceRelationMetrics, instances, minute, sums)
@@ -311,35 +327,42 @@ class Calls:
         alias: NetworkAddressAlias | None,
         minute: int,
         sums: Sums,
+        component: int,
     ) -> None:
         """``instance`` of ``service`` made calls of ``sums`` to the address
-        ``peer``: the relations the caller sees (client side), to the service
-        and instance ``alias`` names, else to the address as a service and an
-        instance of its own (what SkyWalking draws as a conjectured node)."""
+        ``peer`` through ``component``: the relations the caller sees (client
+        side), to the service and instance ``alias`` names, else to the
+        address as a service and an instance of its own (what SkyWalking draws
+        as a conjectured node)."""
         dest, dest_instance = (alias.service, alias.instance) if alias is not None else (peer, peer)
-        self.count(ServiceRelationMetrics, (service, dest, CLIENT), minute, sums)
+        self.relate((service, dest, CLIENT), minute, sums, component)
         names = (service, instance, dest, dest_instance, CLIENT)
         self.count(ServiceInstanceRelationMetrics, names, minute, sums)
 
     def metrics(self) -> list[CallMetrics]:
-        return [
-            model(
-                time_bucket=minute,
-                calls=calls,
-                errors=errors,
-                latency_sum_ms=latency_sum,
-                histogram=_dense(histogram),
-                **dict(zip(ENTITY_FIELDS[model], names, strict=True)),
-                **(
-                    {"apdex_satisfied": satisfied, "apdex_tolerating": tolerating}
-                    if model is ServiceMetrics
-                    else {}
-                ),
+        found: list[CallMetrics] = []
+        for key, (calls, errors, latency_sum, histogram, satisfied, tolerating) in self._sums.items():
+            model, names, minute = key
+            extra: dict[str, Any] = dict(zip(ENTITY_FIELDS[model], names, strict=True))
+            if model is ServiceMetrics:
+                extra.update(apdex_satisfied=satisfied, apdex_tolerating=tolerating)
+            elif model is ServiceRelationMetrics:
+                extra.update(components=tuple(sorted(self._components[key])))
+            found.append(
+                model(
+                    time_bucket=minute,
+                    calls=calls,
+                    errors=errors,
+                    latency_sum_ms=latency_sum,
+                    histogram=_dense(histogram),
+                    **extra,
+                )
             )
-            for (model, names, minute), (calls, errors, latency_sum, histogram, satisfied, tolerating) in (
-                self._sums.items()
-            )
-        ]
+        return found
+
+
+_Key = tuple[type[CallMetrics], tuple[str, ...], int]
+"""A metric's model, entity names and minute bucket."""
 
 
 _NO_CALLS = (0,) * len(LATENCY_BUCKETS_MS)
@@ -439,23 +462,24 @@ def measure(
     if seen:
         known.learn(seen)
     calls = Calls()
-    for (service, instance, endpoint, callers, minute), sums in entries.items():
+    for (service, instance, endpoint, callers, minute, component), sums in entries.items():
         bucket = minute_bucket(minute * 60_000)
         calls.count(ServiceMetrics, (service,), bucket, sums)
         calls.count(ServiceInstanceMetrics, (service, instance), bucket, sums)
         if endpoint:
             calls.count(EndpointMetrics, (service, endpoint), bucket, sums)
         for caller in callers:
-            calls.served(caller, service, instance, endpoint, bucket, sums)
-    for (service, instance, peer, minute), sums in exits.items():
-        calls.called(service, instance, peer, known.get(peer), minute_bucket(minute * 60_000), sums)
+            calls.served(caller, service, instance, endpoint, bucket, sums, component)
+    for (service, instance, peer, minute, component), sums in exits.items():
+        bucket = minute_bucket(minute * 60_000)
+        calls.called(service, instance, peer, known.get(peer), bucket, sums, component)
     return [*calls.metrics(), *seen]
 
 
-_Entry = tuple[str, str, str, tuple[Caller, ...], int]
-"""An entry span's service, instance, endpoint, callers and minute (ms // 60,000)."""
-_Exit = tuple[str, str, str, int]
-"""An exit span's service, instance, peer and minute."""
+_Entry = tuple[str, str, str, tuple[Caller, ...], int, int]
+"""An entry span's service, instance, endpoint, callers, minute (ms // 60,000) and component."""
+_Exit = tuple[str, str, str, int, int]
+"""An exit span's service, instance, peer, minute and component."""
 
 
 def _summed(
@@ -474,7 +498,8 @@ def _summed(
                 continue
             latency = span.end_time - span.start_time
             if span.kind == ENTRY:
-                entry = (service, instance, span.operation, _callers(span.refs), span.start_time // 60_000)
+                minute = span.start_time // 60_000
+                entry = (service, instance, span.operation, _callers(span.refs), minute, span.component)
                 sums = entries.get(entry)
                 if sums is None:
                     sums = entries[entry] = [0, 0, 0, {}, 0, 0]
@@ -489,7 +514,7 @@ def _summed(
                     elif latency <= 4 * threshold:
                         sums[5] += 1
             elif span.kind == EXIT and span.peer:
-                exit = (service, instance, span.peer, span.start_time // 60_000)
+                exit = (service, instance, span.peer, span.start_time // 60_000, span.component)
                 sums = exits.get(exit)
                 if sums is None:
                     sums = exits[exit] = [0, 0, 0, {}, 0, 0]

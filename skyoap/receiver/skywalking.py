@@ -337,7 +337,7 @@ def segment_of(
             ])  # fmt: skip
         spans.append(
             _new(Span, (s.spanType, s.spanLayer, s.startTime, s.endTime, s.operationName, s.peer, s.isError,
-                        s.skipAnalysis, refs, len(tags)))
+                        s.skipAnalysis, refs, len(tags), s.componentId))
         )  # fmt: skip
     return Segment(
         trace_id=pb.traceId,

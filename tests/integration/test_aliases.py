@@ -47,6 +47,10 @@ FAST = [
 ]
 
 
+TOMCAT, HTTP_CLIENT, MYSQL_CONNECTOR = 1, 2, 33
+"""The components of the spans, by SkyWalking's ids (the last reaches ``Mysql``)."""
+
+
 def served_by_b(now: int, n: int) -> tracing_pb2.SegmentObject:
     """B's entry span of A's ``n``-th call: its reference names the address A used."""
     ref = tracing_pb2.SegmentReference(
@@ -54,7 +58,9 @@ def served_by_b(now: int, n: int) -> tracing_pb2.SegmentObject:
         parentService="A", parentServiceInstance="a-1", parentEndpoint="job",
         networkAddressUsedAtPeer="b-host:8080",
     )  # fmt: skip
-    entry = span(0, -1, tracing_pb2.Entry, now, 10, False, operationName="GET:/b", refs=[ref])
+    entry = span(
+        0, -1, tracing_pb2.Entry, now, 10, False, operationName="GET:/b", refs=[ref], componentId=TOMCAT
+    )
     return tracing_pb2.SegmentObject(
         traceId=f"t{n}", traceSegmentId=f"b{n}", service="B", serviceInstance="b-1", spans=[entry]
     )
@@ -64,9 +70,10 @@ def called_by_a(now: int, n: int) -> tracing_pb2.SegmentObject:
     """A's ``n``-th job: it calls B at b-host:8080 (20 ms) and queries mysql:3306 (5 ms)."""
     spans = [
         span(0, -1, tracing_pb2.Local, now, 30, False, operationName="job"),
-        span(1, 0, tracing_pb2.Exit, now, 20, False, operationName="GET:/b", peer="b-host:8080"),
+        span(1, 0, tracing_pb2.Exit, now, 20, False, operationName="GET:/b", peer="b-host:8080",
+             componentId=HTTP_CLIENT),
         span(2, 0, tracing_pb2.Exit, now, 5, False, operationName="SELECT", peer="mysql:3306",
-             spanLayer=tracing_pb2.Database),
+             spanLayer=tracing_pb2.Database, componentId=MYSQL_CONNECTOR),
     ]  # fmt: skip
     return tracing_pb2.SegmentObject(
         traceId=f"t{n}", traceSegmentId=f"a{n}", service="A", serviceInstance="a-1", spans=spans

@@ -292,22 +292,33 @@ def metrics(w: Workload) -> None:
 
 
 def topology(w: Workload) -> None:
-    """One edge per pair of services that called, with the sides that saw it."""
-    query = """query($duration: Duration!) { topology: getGlobalTopology(duration: $duration) {
-        nodes { id name type isReal } calls { id source target detectPoints }
-    } }"""
+    """One edge per pair of services that called, with the sides that saw it
+    and the agent's components on each (``General``, SkyWalking's
+    ``Python``, for http.server and urllib; ``Redis``), asked as ``swctl
+    dependency global`` asks it."""
+    query = """query ($layer: String, $duration: Duration!) {
+        result: getGlobalTopology(duration: $duration, layer: $layer) {
+            nodes { id name type isReal layers }
+            calls { id source detectPoints target sourceComponents targetComponents }
+        }
+    }"""
     user, redis = b64("User") + ".0", b64(w.redis) + ".0"
-    found = w.ask(query, duration=w.minutes)["topology"]
+    found = w.ask(query, duration=w.minutes)["result"]
     nodes: list[dict[str, Any]] = [
-        {"id": user, "name": "User", "type": "USER", "isReal": False},
-        {"id": SHOP, "name": "shop", "type": None, "isReal": True},
-        {"id": STOCK, "name": "stock", "type": None, "isReal": True},
-        {"id": redis, "name": w.redis, "type": None, "isReal": False},
+        {"id": user, "name": "User", "type": "USER", "isReal": False, "layers": ["UNDEFINED"]},
+        {"id": SHOP, "name": "shop", "type": "Python", "isReal": True, "layers": ["GENERAL"]},
+        {"id": STOCK, "name": "stock", "type": "Python", "isReal": True, "layers": ["GENERAL"]},
+        {"id": redis, "name": w.redis, "type": "Redis", "isReal": False, "layers": ["UNDEFINED"]},
     ]
-    calls: list[dict[str, Any]] = [
-        {"id": f"{user}-{SHOP}", "source": user, "target": SHOP, "detectPoints": ["SERVER"]},
-        {"id": f"{SHOP}-{STOCK}", "source": SHOP, "target": STOCK, "detectPoints": ["CLIENT", "SERVER"]},
-        {"id": f"{STOCK}-{redis}", "source": STOCK, "target": redis, "detectPoints": ["CLIENT"]},
+
+    def call(source: str, target: str, sides: list[str], client: list[str], server: list[str]) -> Any:
+        return {"id": f"{source}-{target}", "source": source, "target": target, "detectPoints": sides,
+                "sourceComponents": client, "targetComponents": server}  # fmt: skip
+
+    calls = [
+        call(user, SHOP, ["SERVER"], [], ["Python"]),
+        call(SHOP, STOCK, ["CLIENT", "SERVER"], ["Python"], ["Python"]),
+        call(STOCK, redis, ["CLIENT"], ["Redis"], []),
     ]
     assert sorted(found["nodes"], key=lambda n: n["name"]) == sorted(nodes, key=lambda n: n["name"])
     assert sorted(found["calls"], key=lambda c: c["id"]) == sorted(calls, key=lambda c: c["id"])

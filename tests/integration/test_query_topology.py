@@ -63,11 +63,11 @@ def topology(url: str, query: str, **variables: Any) -> Any:
     return reply.body
 
 
-def service(id_: str, name: str, real: bool) -> dict[str, Any]:
+def service(id_: str, name: str, real: bool, type_: str | None = None) -> dict[str, Any]:
     return {
         "id": id_,
         "name": name,
-        "type": None,
+        "type": type_,
         "isReal": real,
         "layers": ["GENERAL" if real else "UNDEFINED"],
     }
@@ -82,8 +82,14 @@ def call(source: str, target: str, *sides: str, id_: str | None = None) -> dict[
     }
 
 
+# B's type is the component that served it; A served nothing; the database is
+# the server the client library reached.
 SERVICES = {
-    "nodes": [service(A, "A", True), service(B, "B", True), service(MYSQL, "mysql:3306", False)],
+    "nodes": [
+        service(A, "A", True),
+        service(B, "B", True, "Tomcat"),
+        service(MYSQL, "mysql:3306", False, "Mysql"),
+    ],
     "calls": [call(A, B, "CLIENT", "SERVER"), call(A, MYSQL, "CLIENT")],
 }
 
@@ -110,7 +116,7 @@ def test_a_node_answers_who_called_whom_as_it_measured_it(
     assert topology(url, SERVICE, duration=minutes, serviceIds=[B]) == {
         "data": {
             "topology": {
-                "nodes": [service(A, "A", True), service(B, "B", True)],
+                "nodes": [service(A, "A", True), service(B, "B", True, "Tomcat")],
                 "calls": [call(A, B, "CLIENT", "SERVER")],
             }
         }

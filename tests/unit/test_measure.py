@@ -61,9 +61,8 @@ def random_segments(rng: random.Random, count: int) -> list[Segment]:
             rng.choice(["", "GET:/a"]),
             rng.choice(["", "db:3306", "svc-0:80"]),
         )
-        return Span(
-            kind, 0, start, start + latency, operation, peer, rng.random() < 0.2, rng.random() < 0.1, refs, 0
-        )
+        error, skipped, component = rng.random() < 0.2, rng.random() < 0.1, rng.choice([0, 7, 7001, 7002])
+        return Span(kind, 0, start, start + latency, operation, peer, error, skipped, refs, 0, component)
 
     segments = []
     for i in range(count):
@@ -78,7 +77,7 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
     known = CallAliases()
     known.learn(sightings(segments))
     sums: dict[tuple[Any, ...], list[Any]] = defaultdict(
-        lambda: [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS), 0, 0]
+        lambda: [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS), 0, 0, set()]
     )
 
     def count(model: type[CallMetrics], names: tuple[str, ...], span: Span, apdex: bool = False) -> None:
@@ -88,6 +87,8 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
         held[1] += span.is_error
         held[2] += latency
         held[3][latency_bucket(latency)] += 1
+        if model is ServiceRelationMetrics:
+            held[6].add(span.component)
         threshold = APDEX.of(names[0])
         if apdex and not span.is_error:
             held[4] += latency <= threshold
@@ -126,7 +127,7 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
                 count(
                     ServiceInstanceRelationMetrics, (service, instance, dest, dest_instance, "client"), span
                 )
-    return {k: [*v[:3], tuple(v[3]), *v[4:]] for k, v in sums.items()}
+    return {k: [*v[:3], tuple(v[3]), *v[4:6], tuple(sorted(v[6]))] for k, v in sums.items()}
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -137,12 +138,14 @@ def test_measuring_a_chunk_counts_what_each_span_counts_for(seed: int) -> None:
         if isinstance(m, CallMetrics):
             names = tuple(str(getattr(m, f)) for f in ENTITY_FIELDS[type(m)])
             apdex = [m.apdex_satisfied, m.apdex_tolerating] if isinstance(m, ServiceMetrics) else [0, 0]
+            components = m.components if isinstance(m, ServiceRelationMetrics) else ()
             measured[(type(m), names, m.time_bucket)] = [
                 m.calls,
                 m.errors,
                 m.latency_sum_ms,
                 m.histogram,
                 *apdex,
+                components,
             ]
     expected = one_by_one(segments)
     assert measured == expected

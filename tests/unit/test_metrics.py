@@ -21,6 +21,7 @@ from skyoap.model.metrics import (
     Metrics,
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
+    ServiceRelationMetrics,
     latency_bucket,
     minute_bucket,
 )
@@ -319,3 +320,23 @@ def test_an_instance_relation_keeps_the_servers_key_and_adds_the_clients() -> No
     client.check(LIMITS, 1_795_287_900_000)
     with pytest.raises(Refused, match="detect point"):
         relation("proxy").check(LIMITS, 1_795_287_900_000)
+
+
+def test_a_service_relation_unites_the_components_of_its_values_wherever_they_merge() -> None:
+    def relation(calls: int, *components: int) -> ServiceRelationMetrics:
+        return ServiceRelationMetrics(
+            time_bucket=202611211905, source="shop", dest="orders", detect_point="server", calls=calls,
+            histogram=(calls,) + (0,) * (len(LATENCY_BUCKETS_MS) - 1), components=components,
+        )  # fmt: skip
+
+    flask, spring, tomcat = 7001, 14, 1
+    merged = ServiceRelationMetrics.combine_all(
+        [relation(1, flask), relation(2, tomcat, spring), relation(3)]
+    )
+    assert (merged.calls, merged.components) == (6, (tomcat, spring, flask))
+    assert relation(1, flask).combine(relation(1, flask)).components == (flask,)
+    assert merged.downsampled(Downsampling.HOUR).components == (tomcat, spring, flask)
+    assert ServiceRelationMetrics.from_remote(*merged.to_remote()) == merged
+    assert ServiceRelationMetrics.from_row(merged.to_row()) == merged
+    # A row stored before relations kept components has none.
+    assert ServiceRelationMetrics.from_row({**merged.to_row(), "components": None}).components == ()

@@ -75,9 +75,16 @@ def calls(n: int) -> dict[str, Any]:
 assert len(calls(1)["histogram"]) == len(LATENCY_BUCKETS_MS)
 
 
-def service_relation(source: str, dest: str, side: str, minute: int = 1905) -> ServiceRelationMetrics:
+def service_relation(
+    source: str, dest: str, side: str, minute: int = 1905, components: tuple[int, ...] = ()
+) -> ServiceRelationMetrics:
     return ServiceRelationMetrics(
-        time_bucket=202611210000 + minute, source=source, dest=dest, detect_point=side, **calls(2)
+        time_bucket=202611210000 + minute,
+        source=source,
+        dest=dest,
+        detect_point=side,
+        components=components,
+        **calls(2),
     )
 
 
@@ -108,19 +115,25 @@ def endpoint_relation(
     )
 
 
+FLASK, REQUESTS, PY_MYSQL, SPRING_MVC, MYSQL_DRIVER = 7001, 7002, 7003, 14, 5
+"""Components by SkyWalking's ids; SpringMVC's priority (60) is above Flask's (50)."""
+
+
 @pytest.fixture
 def metrics() -> QueriedMetricsDAO:
-    """A calls B (both sides measured it, in two minutes) and mysql:3306,
-    which nobody reports from; D calls mysql:3306 too; users call A; C
-    called B, but after the window, and A called E before it."""
+    """A calls B (both sides measured it, in two minutes: through Requests,
+    into Flask and then SpringMVC) and mysql:3306, which nobody reports
+    from (through PyMysql); D calls mysql:3306 too (through Mysql's own
+    driver); users call A (served by Flask); C called B, but after the
+    window, and A called E before it."""
     dao = QueriedMetricsDAO()
     dao.hold(
-        service_relation("A", "B", "server", 1905),
-        service_relation("A", "B", "server", 1906),
-        service_relation("A", "B", "client", 1906),
-        service_relation("A", "mysql:3306", "client"),
-        service_relation("D", "mysql:3306", "client"),
-        service_relation("User", "A", "server", 1900),
+        service_relation("A", "B", "server", 1905, (FLASK,)),
+        service_relation("A", "B", "server", 1906, (SPRING_MVC,)),
+        service_relation("A", "B", "client", 1906, (REQUESTS,)),
+        service_relation("A", "mysql:3306", "client", components=(PY_MYSQL,)),
+        service_relation("D", "mysql:3306", "client", components=(MYSQL_DRIVER,)),
+        service_relation("User", "A", "server", 1900, (FLASK,)),
         service_relation("C", "B", "server", 1908),
         service_relation("A", "E", "client", 1859),
         instance_relation(("A", "a-1"), ("B", "b-1"), "server"),
@@ -162,27 +175,31 @@ def node(id_: str, name: str, real: bool, type_: str | None = None) -> dict[str,
     }
 
 
-def call(source: str, target: str, *sides: str) -> dict[str, Any]:
+def call(
+    source: str, target: str, *sides: str, client: tuple[str, ...] = (), server: tuple[str, ...] = ()
+) -> dict[str, Any]:
     return {
         "id": f"{source}-{target}",
         "source": source,
-        "sourceComponents": [],
+        "sourceComponents": list(client),
         "target": target,
-        "targetComponents": [],
+        "targetComponents": list(server),
         "detectPoints": list(sides),
     }
 
 
 EMPTY: dict[str, list[Any]] = {"nodes": [], "calls": []}
-NODE_A, NODE_B, NODE_D = node(A, "A", True), node(B, "B", True), node(D, "D", True)
-NODE_MYSQL, NODE_USER = node(MYSQL, "mysql:3306", False), node(USER, "User", False, "USER")
+NODE_A, NODE_B, NODE_D = node(A, "A", True, "Flask"), node(B, "B", True, "SpringMVC"), node(D, "D", True)
+NODE_MYSQL, NODE_USER = node(MYSQL, "mysql:3306", False, "Mysql"), node(USER, "User", False, "USER")
+CALL_A_B = call(A, B, "CLIENT", "SERVER", client=("Requests",), server=("SpringMVC", "Flask"))
+CALL_USER_A = call(USER, A, "SERVER", server=("Flask",))
 EVERY_CALL = {
     "nodes": [NODE_A, NODE_B, NODE_D, NODE_USER, NODE_MYSQL],
     "calls": [
-        call(A, B, "CLIENT", "SERVER"),
-        call(A, MYSQL, "CLIENT"),
-        call(D, MYSQL, "CLIENT"),
-        call(USER, A, "SERVER"),
+        CALL_A_B,
+        call(A, MYSQL, "CLIENT", client=("PyMysql",)),
+        call(D, MYSQL, "CLIENT", client=("Mysql",)),
+        CALL_USER_A,
     ],
 }
 
@@ -212,11 +229,7 @@ def test_a_service_topology_is_its_callers_and_callees(metrics: QueriedMetricsDA
             "data": {
                 "t": {
                     "nodes": [NODE_A, NODE_B, NODE_USER, NODE_MYSQL],
-                    "calls": [
-                        call(A, B, "CLIENT", "SERVER"),
-                        call(A, MYSQL, "CLIENT"),
-                        call(USER, A, "SERVER"),
-                    ],
+                    "calls": [CALL_A_B, call(A, MYSQL, "CLIENT", client=("PyMysql",)), CALL_USER_A],
                 }
             }
         },
@@ -226,8 +239,12 @@ def test_a_service_topology_is_its_callers_and_callees(metrics: QueriedMetricsDA
         {
             "data": {
                 "t": {
-                    "nodes": [NODE_A, NODE_D, NODE_MYSQL],
-                    "calls": [call(A, MYSQL, "CLIENT"), call(D, MYSQL, "CLIENT")],
+                    # A served no call of these: nothing gives it a type.
+                    "nodes": [{**NODE_A, "type": None}, NODE_D, NODE_MYSQL],
+                    "calls": [
+                        call(A, MYSQL, "CLIENT", client=("PyMysql",)),
+                        call(D, MYSQL, "CLIENT", client=("Mysql",)),
+                    ],
                 }
             }
         },
@@ -240,8 +257,12 @@ def test_the_topology_of_several_services_is_the_same_read_by_service_or_whole(
     metrics: QueriedMetricsDAO,
 ) -> None:
     expected = {
-        "nodes": [NODE_A, NODE_B, NODE_D, NODE_MYSQL],
-        "calls": [call(A, B, "CLIENT", "SERVER"), call(A, MYSQL, "CLIENT"), call(D, MYSQL, "CLIENT")],
+        "nodes": [{**NODE_A, "type": None}, NODE_B, NODE_D, NODE_MYSQL],
+        "calls": [
+            CALL_A_B,
+            call(A, MYSQL, "CLIENT", client=("PyMysql",)),
+            call(D, MYSQL, "CLIENT", client=("Mysql",)),
+        ],
     }
     assert ask(metrics, SERVICES, ids=[B, MYSQL]) == (Outcome.ANSWERED, {"data": {"t": expected}})
     assert metrics.reads == 4  # each service's calls out and in
