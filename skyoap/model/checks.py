@@ -28,6 +28,8 @@ class Reason(enum.Enum):
     OVERFLOW = "overflow"
     """A value that, added to the others of its meter and minute, makes a sum
     past what a 64-bit float holds (about 1.8e308): no storage keeps it."""
+    MISSING_TIME = "missing_time"
+    """An event with neither a start nor an end."""
     NO_VALUE = "no_value"
     """A meter with neither a single value nor a histogram."""
     OVER_LIMIT = "over_limit"

@@ -1,5 +1,5 @@
-"""Records: what is kept as it came (trace segments and log lines from
-agents, alarms from the rules), stored once and never merged. A record is
+"""Records: what is kept as it came (trace segments, log lines and events
+from agents, alarms from the rules), stored once and never merged. A record is
 persisted by the node that received or raised it, in its day's index or
 partition (see ``day``)."""
 
@@ -123,7 +123,37 @@ class AlarmRecord(Record):
     """The rule's tags, each ``key=value``, sorted."""
 
 
-AGENT_RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventRecord(Record):
+    """One report of an event (a start, an upgrade, a crash): of its start,
+    of its end, or of both. The reports of one event share its ``uuid`` and
+    are merged when read (``query/events.py``)."""
+
+    STREAM_ID = 33
+    MODEL = "event"
+    KEY = "event_id"
+
+    event_id: str
+    """``uuid/startTime/endTime``: a report sent twice is stored once."""
+    uuid: str
+    service: str
+    instance: str
+    endpoint: str
+    name: str
+    type: str
+    """``Normal`` or ``Error``."""
+    message: Text
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    start_time: int
+    """Milliseconds since the epoch; 0 in a report of the end alone."""
+    end_time: int
+    """Milliseconds since the epoch; 0 while the event lasts."""
+    timestamp: int
+    """Its start, else its end: what a Duration finds the report by."""
+    layer: str
+
+
+AGENT_RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord, EventRecord)
 """The records agents report, which the node that received them stores."""
 RECORD_TYPES: tuple[type[Record], ...] = (*AGENT_RECORD_TYPES, AlarmRecord)
 RECORD_MODELS: dict[str, type[Record]] = {r.MODEL: r for r in RECORD_TYPES}

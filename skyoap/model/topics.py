@@ -30,6 +30,8 @@ class Topic(enum.Enum):
     """Services, instances, endpoints and addresses as L2 registered or updated them."""
     SEGMENT = "segment"
     LOG = "log"
+    EVENT = "event"
+    """Each report of an event, as agents sent it."""
     ALARM = "alarm"
     """Alarms and their recoveries as the rules raised them."""
     METRICS = "metrics"

@@ -17,7 +17,7 @@ from typing import Any
 from skyoap.model.records import AlarmRecord
 from skyoap.mqe.alarm_identity import AlarmScope, entity_ids
 from skyoap.mqe.entity import GENERAL, Entity, Scope, entity_of
-from skyoap.query import record_tags
+from skyoap.query import events, record_tags
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
@@ -42,17 +42,21 @@ def get_alarm(
     tags: Iterable[Mapping[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """The alarms raised in ``duration`` that match, the newest first."""
-    return _alarms(context, alarm_search(duration, paging, scope, keyword, tags))
+    return _alarms(context, alarm_search(duration, paging, scope, keyword, tags), duration)
 
 
 def query_alarms(context: QueryContext, condition: Mapping[str, Any]) -> dict[str, Any]:
     """SkyWalking 11's ``queryAlarms``: as ``getAlarm``, filtered by
     ``AlarmQueryCondition`` (``condition_search``)."""
-    return _alarms(context, condition_search(condition))
+    return _alarms(context, condition_search(condition), condition["duration"])
 
 
-def _alarms(context: QueryContext, search: RecordSearch | None) -> dict[str, Any]:
-    """The firings ``search`` finds, each with the time of its recovery, if any."""
+def _alarms(
+    context: QueryContext, search: RecordSearch | None, duration: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The firings ``search`` finds, each with the time of its recovery, if
+    any, and the events of ``duration`` of the entities it names (those of
+    services and instances, as SkyWalking matches them)."""
     if search is None:
         return {"msgs": []}
     fired = context.records.search(AlarmRecord, search)
@@ -71,7 +75,13 @@ def _alarms(context: QueryContext, search: RecordSearch | None) -> dict[str, Any
         else []
     )
     recovery_times = {r.uuid: r.recovery_time for r in recovered}
-    return {"msgs": [alarm_answer(r, recovery_times.get(r.uuid, 0)) for r in fired]}
+    sources = events.by_source(context, duration) if fired else {}
+    return {
+        "msgs": [
+            alarm_answer(r, recovery_times.get(r.uuid, 0), [*sources.get(r.id0, ()), *sources.get(r.id1, ())])
+            for r in fired
+        ]
+    }
 
 
 def alarm_search(
@@ -187,10 +197,12 @@ def alarm_scope(named: str | None, entity: Entity, index: int) -> AlarmScope:
     return AlarmScope[scope.value]
 
 
-def alarm_answer(record: AlarmRecord, recovery_time: int = 0) -> dict[str, Any]:
-    """An ``AlarmMessage`` of the protocol, of a firing and the time it
-    recovered (0: it has not). skyoap records no events and no metrics of
-    the firing: those lists are empty."""
+def alarm_answer(
+    record: AlarmRecord, recovery_time: int = 0, events: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """An ``AlarmMessage`` of the protocol, of a firing, the time it
+    recovered (0: it has not) and the ``events`` of its entities. skyoap
+    keeps no metrics of the firing: that list is empty."""
     pairs = sorted((key, value) for key, _, value in (tag.partition("=") for tag in record.tags))
     return {
         "startTime": record.start_time,
@@ -199,7 +211,7 @@ def alarm_answer(record: AlarmRecord, recovery_time: int = 0) -> dict[str, Any]:
         "id": record.id0,
         "name": record.name,
         "message": record.message,
-        "events": [],
+        "events": list(events),
         "tags": [{"key": k, "value": v} for k, v in pairs],
         "snapshot": {"expression": record.expression, "metrics": []},
     }

@@ -14,6 +14,7 @@ from graphql import GraphQLSchema
 from skyoap.query import (
     alarms,
     dashboards,
+    events,
     identity,
     logs,
     metadata,
@@ -81,7 +82,7 @@ def _served(binder: Binder) -> Binder:
 
 
 def _records_served(binder: Binder) -> Binder:
-    """The topology, traces, logs and alarms skyoap answers from what it keeps."""
+    """The topology, traces, logs, alarms and events skyoap answers from what it keeps."""
     return (
         binder.query("getGlobalTopology", topology.global_topology)
         .query("getServicesTopology", topology.services_topology)
@@ -105,6 +106,7 @@ def _records_served(binder: Binder) -> Binder:
         .query("queryAlarms", alarms.query_alarms)
         .query("queryAlarmTagAutocompleteKeys", alarms.tag_keys)
         .query("queryAlarmTagAutocompleteValues", alarms.tag_values)
+        .query("queryEvents", events.query_events)
         .query("queryBasicTracesByName", traces.query_basic_traces_by_name)
         .query("queryLogsByName", logs.query_logs_by_name)
     )
@@ -157,7 +159,6 @@ def _refused(binder: Binder) -> Binder:
         .refuse("getAllEndpointTopN", _V1)
         .refuse("getEndpointTopN", _V1)
         .refuse("getAllDatabases", "skyoap keeps no databases as services yet")
-        .refuse("queryEvents", "skyoap keeps no events yet")
         .refuse("queryTraces", "ask queryBasicTraces and queryTrace (hasQueryTracesV2Support is false)")
         .refuse("test", "skyoap runs no LAL scripts")
         .refuse("estimateProcessScale", _NO_PROCESSES)

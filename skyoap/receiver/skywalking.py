@@ -26,12 +26,14 @@ from skyoap.edge.binding import Undecodable
 from skyoap.edge.decoding import DecodeCost
 from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
+from skyoap.model.layers import LAYERS
 from skyoap.model.metrics import ApdexThresholds, MeterMetrics, Metrics, add_to, minute_bucket
-from skyoap.model.records import LogRecord, Record
-from skyoap.model.stream import StreamData, Words
+from skyoap.model.records import EventRecord, LogRecord, Record
+from skyoap.model.stream import StreamData, Text, Words
 from skyoap.proto.skywalking import (
     common_pb2,
     configuration_pb2,
+    event_pb2,
     logging_pb2,
     management_pb2,
     meter_pb2,
@@ -533,7 +535,39 @@ class TraceSegmentReportService(TelemetryService):
         return NO_COMMANDS
 
 
-class LogReportService(TelemetryService):
+class RecordReportService(TelemetryService):
+    """A service each of whose messages is one record: each is checked into
+    its record (``_record``) and held in the budget, and the good ones of a
+    call are handed on together."""
+
+    def _record(self, pb: Any, now_ms: int) -> Record:
+        raise NotImplementedError
+
+    def _register(self, records: list[Any]) -> None:
+        """Registers the names ``records`` carry, once they are handed on."""
+
+    def collect(self, requests: Iterator[Any], context: grpc.ServicerContext) -> common_pb2.Commands:
+        tally = self._refusals.tally()
+        now_ms = clock.now_ms()
+        records: list[Record] = []
+        for pb in _taking(requests, tally, context):
+            self._received.inc()
+            try:
+                record = self._record(pb, now_ms)
+            except Refused as e:
+                tally.refuse(e)
+                continue
+            records.append(record)
+            self._sinks.hold(memory_size([record]))
+        if records:
+            self._sinks.take(records, ())
+            tally.taken += len(records)
+            self._register(records)
+        tally.check()
+        return NO_COMMANDS
+
+
+class LogReportService(RecordReportService):
     """Takes log lines: registers the service, instance and endpoint they name
     and stores each as a record."""
 
@@ -572,31 +606,67 @@ class LogReportService(TelemetryService):
             searchable_tags=searchable_tags(tags, self._log_tags),
         )
 
-    def collect(
-        self, requests: Iterator[logging_pb2.LogData], context: grpc.ServicerContext
-    ) -> common_pb2.Commands:
-        tally = self._refusals.tally()
-        now_ms = clock.now_ms()
-        records: list[LogRecord] = []
-        for pb in _taking(requests, tally, context):
-            self._received.inc()
-            try:
-                record = self._record(pb, now_ms)
-            except Refused as e:
-                tally.refuse(e)
-                continue
-            records.append(record)
-            self._sinks.hold(memory_size([record]))
-        if records:
-            self._sinks.take(records, ())
-            tally.taken += len(records)
+    def _register(self, records: list[LogRecord]) -> None:
         for record in records:
             if record.instance:
                 self._names.seen(record.service, record.instance)
             if record.endpoint:
                 self._names.endpoints(record.service, [record.endpoint])
-        tally.check()
-        return NO_COMMANDS
+
+
+class EventService(RecordReportService):
+    """Takes events: each report (of an event's start, its end, or both) is
+    stored as a record of its own; the reports of one event share its uuid
+    and are merged when read. The names an event carries are not registered:
+    an event says something happened to a service, not that it reports."""
+
+    KIND = "events"
+
+    def _record(self, pb: event_pb2.Event, now_ms: int) -> EventRecord:
+        lim = self._limits
+        start = lim.time("startTime", pb.startTime, now_ms) if pb.startTime else 0
+        end = lim.time("endTime", pb.endTime, now_ms) if pb.endTime else 0
+        if not start and not end:
+            raise Refused(Reason.MISSING_TIME, "an event has neither a startTime nor an endTime")
+        if start and end and end < start:
+            raise Refused(Reason.END_BEFORE_START, f"an event ends ({end}) before it starts ({start})")
+        if not pb.layer:
+            raise Refused(
+                Reason.MISSING_NAME, "an event's layer is empty: events name their layer (GENERAL, ...)"
+            )
+        if pb.layer not in LAYERS:
+            raise Refused(Reason.UNKNOWN_ENUM, f"layer {pb.layer[:100]!r} is none of SkyWalking's layers")
+        if pb.type not in event_pb2.Type.values():
+            raise Refused(Reason.UNKNOWN_ENUM, f"event type {pb.type} is not Normal (0) or Error (1)")
+        message = pb.message.encode()
+        lim.at_most(
+            "bytes of an event's message", len(message), lim.max_log_body_bytes, "--max-log-body-bytes"
+        )
+        lim.at_most(
+            "parameters of an event", len(pb.parameters), lim.max_tags_per_item, "--max-tags-per-item"
+        )
+        source = pb.source
+        uuid_ = lim.name("uuid", pb.uuid)
+        service = lim.name("service", source.service)
+        instance = lim.name("serviceInstance", source.serviceInstance, required=False)
+        endpoint = lim.name("endpoint", source.endpoint, required=False)
+        service, instance = self._cardinality.source(service, instance)
+        return EventRecord(
+            time_bucket=minute_bucket(start or end),
+            event_id=f"{uuid_}/{start}/{end}",
+            uuid=uuid_,
+            service=service,
+            instance=instance,
+            endpoint=self._cardinality.endpoint(service, endpoint) if endpoint else "",
+            name=lim.name("name", pb.name),
+            type=event_pb2.Type.Name(pb.type),
+            message=Text(pb.message),
+            parameters=dict(pb.parameters),
+            start_time=start,
+            end_time=end,
+            timestamp=start or end,
+            layer=pb.layer,
+        )
 
 
 class MeterReportService(TelemetryService):
@@ -724,6 +794,7 @@ def add_skywalking_services(
         (tracing_pb2.DESCRIPTOR, "TraceSegmentReportService", segments, False),
         (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(intake), False),
         (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(intake), False),
+        (event_pb2.DESCRIPTOR, "EventService", EventService(intake), False),
         (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(intake.instruments), False),
         (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", configuration, True),
     ]

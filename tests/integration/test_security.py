@@ -384,7 +384,8 @@ def test_a_client_without_credentials_is_refused_by_every_service_on_both_ports(
             for method in descriptor_pool.Default().FindServiceByName(name).methods
         ]
         served = {m.containing_service.name for m in methods}
-        assert {"Register", "TraceSegmentReportService", "LogReportService", "Health"} <= served
+        agent_services = {"Register", "TraceSegmentReportService", "LogReportService", "EventService"}
+        assert {*agent_services, "Health"} <= served
         for method in methods:
             expected = grpc.StatusCode.UNAUTHENTICATED
             if method.containing_service.full_name == "grpc.health.v1.Health":

@@ -38,11 +38,12 @@ class EmbeddedRecordDAO:
             self._db.execute(
                 f"CREATE INDEX IF NOT EXISTS {model.MODEL}_day ON {model.MODEL} (day, time_bucket)"
             )
-            if any(c.name == "trace_id" for c in model.columns()):
-                # A trace is read whole by its id, whatever its days.
-                self._db.execute(
-                    f"CREATE INDEX IF NOT EXISTS {model.MODEL}_trace ON {model.MODEL} (trace_id)"
-                )
+            # A trace, or an event, is read whole by its id, whatever its days.
+            for column, index in (("trace_id", "trace"), ("uuid", "uuid")):
+                if any(c.name == column for c in model.columns()):
+                    self._db.execute(
+                        f"CREATE INDEX IF NOT EXISTS {model.MODEL}_{index} ON {model.MODEL} ({column})"
+                    )
 
     def insert(
         self, model: type[R], items: Sequence[R], positions: Sequence[Position] | None = None
