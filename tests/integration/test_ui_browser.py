@@ -18,12 +18,14 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from skyoap.consumer.client import Consumer
+from skyoap.proto.skywalking import event_pb2
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests import alarm_records
 from tests.certs import TestCa
 from tests.integration.browser import VIEWPORT, browser, open_page, redrawn, shots
 from tests.integration.helpers import eventually
+from tests.integration.test_events import event, send
 from tests.integration.test_query_agents import (
     SHOP,
     Workload,
@@ -68,6 +70,20 @@ def alarmed(workload: Workload) -> int:
     return t0
 
 
+@pytest.fixture
+def evented(workload: Workload, alarmed: int) -> int:
+    """Reports two events in the window's first minute: shop deployed at
+    0:20, still under way (an Error), and its instance ``inst`` (the one
+    alarmed) upgraded from 0:30 to 0:50; returns that minute (ms)."""
+    t0 = alarmed
+    deploy = event("deploy", start=t0 + 20_000, name="Deploy", type=event_pb2.Error, message="Deploy 7")
+    deploy.source.serviceInstance = ""
+    upgrade = event("up", start=t0 + 30_000, end=t0 + 50_000, message="Upgrade to 1.1")
+    upgrade.source.serviceInstance = "inst"
+    send(workload.node.address, [deploy, upgrade])
+    return t0
+
+
 def shown_time(ms: int) -> str:
     """A time as the UI shows it (``dom.js``'s ``time``)."""
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -82,7 +98,7 @@ def cells(page: Page, selector: str, attribute: str) -> list[str]:
 
 @pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
 def test_the_ui_shows_what_the_python_agent_reported(
-    workload: Workload, alarmed: int, browser: Browser, shots: Path, node_config: NodeConfig
+    workload: Workload, evented: int, browser: Browser, shots: Path, node_config: NodeConfig
 ) -> None:
     w = workload
     for check in (metrics, topology, traces_and_logs):
@@ -93,10 +109,10 @@ def test_the_ui_shows_what_the_python_agent_reported(
     try:
         services(page, base, when, w, shots)
         graph(page, base, when, w, shots)
-        dashboard(page, w, shots)
+        dashboard(page, w, evented, shots)
         traces(page, base, when, w, shots)
         logs(page, base, when, shots)
-        alarms(page, base, when, alarmed, shots)
+        alarms(page, base, when, evented, shots)
         cluster(page, base, w, node_config, shots)
     finally:
         page.close()
@@ -148,12 +164,21 @@ def graph(page: Page, base: str, when: str, w: Workload, shots: Path) -> None:
     assert f"#/service?id={urllib.parse.quote(SHOP, safe='')}" in page.url
 
 
-def dashboard(page: Page, w: Workload, shots: Path) -> None:
+def dashboard(page: Page, w: Workload, t0: int, shots: Path) -> None:
     assert page.locator("main h1").text_content() == "shop"
     assert cells(page, "table.instances tbody tr", "data-name") == ["shop-1"]
     assert sorted(cells(page, "table.endpoints tbody tr", "data-name")) == ["/buy", "/buy-fail"]
     assert cells(page, "table.relations tbody tr", "data-call") == ["shop → stock", "User → shop"]
     assert page.locator("figure svg.chart").count() == 5
+    # The events of the window, the latest first, each marked on every chart.
+    rows = page.locator("table.events tbody tr")
+    assert cells(page, "table.events tbody tr", "data-uuid") == ["up", "deploy"]
+    assert [rows.nth(i).locator("td").all_text_contents() for i in range(rows.count())] == [
+        [shown_time(t0 + 30_000), shown_time(t0 + 50_000), "Upgrade", "inst", "Upgrade to 1.1"],
+        [shown_time(t0 + 20_000), "lasting", "Deploy", "the service", "Deploy 7"],
+    ]
+    assert cells(page, "svg.chart line.mark", "data-label") == ["Upgrade", "Deploy"] * 5
+    assert page.locator("svg.chart line.mark.error").count() == 5
     page.screenshot(path=shots / "service.png", full_page=True)
 
 
@@ -216,6 +241,11 @@ def alarms(page: Page, base: str, when: str, t0: int, shots: Path) -> None:
     assert [rows.nth(i).locator("span.tag").all_text_contents() for i in range(rows.count())] == [
         ["level=CRITICAL"],
         ["level=WARNING", "team=shop"],
+    ]
+    # Beside each alarm, the events of its instance, or of its service.
+    assert [rows.nth(i).locator("span.event").all_text_contents() for i in range(rows.count())] == [
+        ["Upgrade"],
+        ["Deploy"],
     ]
     assert (
         rows.nth(1).locator("a").get_attribute("href") == f"#/service?id={urllib.parse.quote(SHOP, safe='')}"

@@ -1,14 +1,17 @@
-// Alarms: those the rules raised in the window, the newest first; search by
-// words of their message, scope and tags.
+// Alarms: those the rules raised in the window, the newest first, with the
+// events of their services and instances; search by words of their message,
+// scope and tags.
 
 import { gql } from "/ui/api.js";
 import { el, select, time, when } from "/ui/dom.js";
+import { eventBadge } from "/ui/events.js";
 import { input, searchForm, searchedTags } from "/ui/search.js";
 
 export const PAGE_SIZE = 100;
 const ALARMS = `query ($duration: Duration!, $scope: Scope, $keyword: String, $tags: [AlarmTag], $paging: Pagination!) {
   getAlarm(duration: $duration, scope: $scope, keyword: $keyword, tags: $tags, paging: $paging) {
-    msgs { id startTime recoveryTime scope name message tags { key value } snapshot { expression } }
+    msgs { id startTime recoveryTime scope name message tags { key value } snapshot { expression }
+      events { uuid name type message startTime endTime } }
   }
 }`;
 const SCOPES = [["Service", "service"], ["ServiceInstance", "instance"], ["Endpoint", "endpoint"],
@@ -31,7 +34,7 @@ export async function alarms(page, state) {
   const form = searchForm(state, [input(state, "keyword", "message has"),
     select("scope", [["", "every scope"], ...SCOPES], p.get("scope")), input(state, "tags", "tags: level=WARNING, …")]);
   const table = el("table", { className: "alarms" });
-  table.createTHead().insertRow().append(...["Started", "Recovered", "Scope", "Entity", "Rule", "Message", "Tags"].map((t) => el("th", { textContent: t })));
+  table.createTHead().insertRow().append(...["Started", "Recovered", "Scope", "Entity", "Rule", "Message", "Tags", "Events"].map((t) => el("th", { textContent: t })));
   const body = table.createTBody();
   for (const a of getAlarm.msgs) {
     const row = body.insertRow();
@@ -40,7 +43,8 @@ export async function alarms(page, state) {
     const recovered = a.recoveryTime == null ? el("span", { className: "firing", textContent: "firing" }) : time(a.recoveryTime);
     row.append(el("td", { className: "time", textContent: time(a.startTime) }), el("td", { className: "time" }, recovered),
       el("td", { textContent: SCOPE_NAMES[a.scope] || "–" }), el("td", {}, entity), el("td", {}, el("code", { textContent: a.snapshot.expression })),
-      el("td", { textContent: a.message }), el("td", {}, ...a.tags.map((t) => el("span", { className: "tag", textContent: `${t.key}=${t.value}` }))));
+      el("td", { textContent: a.message }), el("td", {}, ...a.tags.map((t) => el("span", { className: "tag", textContent: `${t.key}=${t.value}` }))),
+      el("td", { className: "events" }, ...a.events.map(eventBadge)));
   }
   page.replaceChildren(form, table, when(!getAlarm.msgs.length, () => el("p", { className: "empty", textContent: "No alarm matches." })),
     when(getAlarm.msgs.length === PAGE_SIZE, () => el("p", { className: "meta", textContent: `The newest ${PAGE_SIZE} shown: narrow the search for others.` })));

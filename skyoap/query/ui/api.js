@@ -29,6 +29,16 @@ export function between(start, end) {
   return { start: text(start), end: text(end), step };
 }
 
+const STEP_MS = { MINUTE: 60_000, HOUR: 3_600_000, DAY: 86_400_000 };
+
+// Where the time `ms` falls among the points of a series over `duration`:
+// 0 at the start of its first step, 1 at its second's, and so on.
+export function pointAt(duration, ms) {
+  const [date, hm = ""] = duration.start.split(" ");
+  const start = Date.parse(`${date}T${hm.slice(0, 2) || "00"}:${hm.slice(2, 4) || "00"}:00Z`);
+  return (ms - start) / STEP_MS[duration.step];
+}
+
 // A Duration of the last `minutes`, this minute included.
 export const lastMinutes = (minutes, now = new Date()) => between(new Date(now.getTime() - (minutes - 1) * 60_000), now);
 

@@ -36,8 +36,10 @@ export function sparkline(points, width = 120, height = 28) {
 const round = (v) => String(Math.round(v * 100) / 100);
 
 // Lines of several series over the same points, from 0 to the highest value,
-// with the window's first and last times under them and a legend.
-export function lineChart(lines, times = [], width = 360, height = 150) {
+// with the window's first and last times under them, a legend, and `marks`
+// ({at, label, kind}: a dashed line where the points' index `at` falls, told
+// on hovering).
+export function lineChart(lines, times = [], marks = [], width = 360, height = 150) {
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart" });
   const top = Math.max(0, ...known(lines.map((l) => l.points))) || 1;
   const box = { x0: 36, y0: 18, w: width - 44, h: height - 38 };
@@ -49,6 +51,13 @@ export function lineChart(lines, times = [], width = 360, height = 150) {
   if (times.length === 2) {
     root.append(svg("text", { x: box.x0, y: height - 4 }, times[0]),
       svg("text", { x: box.x0 + box.w, y: height - 4, "text-anchor": "end" }, times[1]));
+  }
+  const count = Math.max(1, ...lines.map((l) => l.points.length));
+  for (const mark of marks.filter((m) => m.at >= 0 && m.at < count)) {
+    const x = box.x0 + (count > 1 ? (Math.min(mark.at, count - 1) * box.w) / (count - 1) : box.w / 2);
+    const line = svg("line", { x1: x, x2: x, y1: box.y0, y2: box.y0 + box.h, class: `mark ${mark.kind}`, "data-label": mark.label });
+    line.append(svg("title", {}, mark.label));
+    root.append(line);
   }
   lines.forEach((line, n) => {
     const colour = COLOURS[n % COLOURS.length];

@@ -1,11 +1,13 @@
 // A service's dashboard: its load, latency with percentiles, success rate
-// and apdex over the window; its instances and endpoints, busiest first
+// and apdex over the window, its events marked on them and listed; its
+// instances and endpoints, busiest first
 // (or slowest, by a click on a heading); the services it calls and that
 // call it.
 
-import { expressions, gql, series, single } from "/ui/api.js";
+import { expressions, gql, pointAt, series, single } from "/ui/api.js";
 import { lineChart, sparkline } from "/ui/chart.js";
 import { el, figure, sortable } from "/ui/dom.js";
+import { eventsTable, serviceEvents } from "/ui/events.js";
 import { callFigures, judged } from "/ui/relations.js";
 
 
@@ -49,17 +51,21 @@ export async function service(page, state) {
     }
     return sortable(table);
   };
-  const [charts, instancesTable, endpointsTable, figures] = await Promise.all([
+  const [charts, instancesTable, endpointsTable, figures, events] = await Promise.all([
     expressions([...CHARTS.map(([, e]) => [e, entity]), [PERCENTILES, entity]], d),
     list("instances", instances.map((i) => i.name), "service_instance", "serviceInstanceName"),
     list("endpoints", endpoints.map((e) => e.name), "endpoint", "endpointName"),
     callFigures(t, d),
+    serviceEvents(s.name, d),
   ]);
   const grid = el("div", { className: "charts" });
   const times = [d.start, d.end];
-  CHARTS.forEach(([title], i) => grid.append(el("figure", {}, el("figcaption", { textContent: title }), lineChart([{ name: title, points: series(charts[i]) }], times))));
+  // Each event marked where it started (or, reported ended only, where it ended).
+  const marks = events.map((e) => ({ at: pointAt(d, e.startTime || e.endTime), label: e.name, kind: e.type.toLowerCase() }));
+  const chart = (title, lines) => el("figure", {}, el("figcaption", { textContent: title }), lineChart(lines, times, marks));
+  CHARTS.forEach(([title], i) => grid.append(chart(title, [{ name: title, points: series(charts[i]) }])));
   const percentiles = charts[CHARTS.length].results.map((r) => ({ name: `p${r.metric.labels[0]?.value}`, points: r.values.map((v) => (v.value == null ? null : Number(v.value))) }));
-  grid.append(el("figure", {}, el("figcaption", { textContent: "Latency percentiles (ms)" }), lineChart(percentiles, times)));
+  grid.append(chart("Latency percentiles (ms)", percentiles));
 
   const names = new Map(t.nodes.map((n) => [n.id, n]));
   const relations = (mine) => {
@@ -80,6 +86,7 @@ export async function service(page, state) {
   };
   page.replaceChildren(
     el("h1", { textContent: s.name }), grid,
+    el("h2", { textContent: "Events" }), events.length ? eventsTable(events) : el("p", { className: "empty", textContent: "No event in the window." }),
     el("h2", { textContent: "Instances" }), instancesTable,
     el("h2", { textContent: "Endpoints" }), endpointsTable,
     el("h2", { textContent: "Calls it makes" }), relations((c) => c.source === id),
