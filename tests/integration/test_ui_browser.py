@@ -146,6 +146,9 @@ def graph(page: Page, base: str, when: str, w: Workload, shots: Path) -> None:
         ["User", "shop", "stock", w.redis]
     )
     assert sorted(cells(page, "svg.topology g.node.virtual", "data-node")) == sorted(["User", w.redis])
+    types = dict(zip(cells(page, "svg.topology g.node", "data-node"),
+                     cells(page, "svg.topology g.node", "data-type"), strict=True))  # fmt: skip
+    assert types == {"User": "USER", "shop": "Python", "stock": "Python", w.redis: "Redis"}
     edges = dict(zip(cells(page, "svg.topology line.edge", "data-call"),
                      cells(page, "svg.topology line.edge", "data-sides"), strict=True))  # fmt: skip
     assert edges == {"User → shop": "SERVER", "shop → stock": "CLIENT,SERVER", f"stock → {w.redis}": "CLIENT"}

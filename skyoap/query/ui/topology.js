@@ -1,5 +1,5 @@
-// Topology: services and the peers they call, one edge per caller → callee,
-// coloured by health; zoom with the wheel, pan by dragging; a node opens its
+// Topology: services and the peers they call, each with its type, one edge
+// per caller → callee, coloured by health; zoom with the wheel, pan by dragging; a node opens its
 // service's dashboard, an edge shows both sides' figures.
 
 import { expressions, gql, single } from "/ui/api.js";
@@ -9,7 +9,7 @@ import { callFigures, judged } from "/ui/relations.js";
 
 const UNHEALTHY_SLA = 95; // % of calls that succeed, below which a node or edge is red
 const TOPOLOGY = `query ($d: Duration!) { t: getGlobalTopology(duration: $d) {
-  nodes { id name type isReal } calls { id source target detectPoints } } }`;
+  nodes { id name type isReal } calls { id source target detectPoints sourceComponents targetComponents } } }`;
 
 // The drawing's size: room for every node, at least a laptop screen's.
 export function canvasSize(nodes) {
@@ -47,7 +47,8 @@ export async function topology(page, state) {
     const line = svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "edge" + (ok != null && ok < UNHEALTHY_SLA ? " unhealthy" : "") });
     line.dataset.call = name;
     line.dataset.sides = c.detectPoints.join(",");
-    line.append(svg("title", {}, `${name}: ${figure(cpm)} calls / min, ${figure(ok)} % succeeded`));
+    const through = [...new Set([...c.sourceComponents, ...c.targetComponents])].join(", ");
+    line.append(svg("title", {}, `${name}${through ? ` (${through})` : ""}: ${figure(cpm)} calls / min, ${figure(ok)} % succeeded`));
     line.addEventListener("click", () => panel.replaceChildren(...edgePanel(name, sides)));
     root.append(line);
   }
@@ -55,8 +56,11 @@ export async function topology(page, state) {
     const health = (sla.get(n.id) ?? 100) < UNHEALTHY_SLA ? " unhealthy" : "";
     const g = svg("g", { class: `node${n.isReal ? "" : " virtual"}${health}`, transform: `translate(${pos[i].x},${pos[i].y})` });
     g.dataset.node = n.name;
+    g.dataset.type = n.type ?? "";
     g.append(svg("circle", { r: 14 }));
     g.append(svg("text", { y: 30, "text-anchor": "middle" }, n.name));
+    // What served it (Flask, Tomcat) or what it is (Redis, Mysql), as SkyWalking types it.
+    if (n.type) g.append(svg("text", { y: 42, "text-anchor": "middle", class: "type" }, n.type));
     if (n.isReal) g.addEventListener("click", () => dragged || (location.hash = `#/service?id=${encodeURIComponent(n.id)}`));
     root.append(g);
   });
