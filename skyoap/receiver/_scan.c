@@ -12,10 +12,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 #define MAX_SEARCHABLE_TAG_CHARS 256 /* segments.MAX_SEARCHABLE_TAG_CHARS */
 #define MAX_SEARCHABLE_KEYS 64
+#define MAX_DETAIL_KEYS 16
+#define MAX_DETAILS 32 /* a span with more is left to the pure-Python path */
 
 typedef struct {
     const uint8_t *p, *end;
@@ -31,6 +34,8 @@ typedef struct {
     __int128 earliest, latest;
     Slice keys[MAX_SEARCHABLE_KEYS];
     Py_ssize_t nkeys;
+    Slice detail_keys[MAX_DETAIL_KEYS];
+    Py_ssize_t ndetail_keys;
 } Rules;
 
 static PyTypeObject *span_type, *ref_type;
@@ -174,16 +179,17 @@ static int read_pair(Slice body, Slice *key, Slice *value) {
     return ok;
 }
 
+static int among(const Slice *keys, Py_ssize_t n, Slice key) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (keys[i].n == key.n && memcmp(keys[i].p, key.p, key.n) == 0)
+            return 1;
+    return 0;
+}
+
 /* Adds ``key=value`` to ``tags`` when the key is searchable and the whole is
  * short enough to be searched by (segments.searchable_tags). */
-static int add_tag(const Rules *rules, Slice body, PyObject *tags) {
-    Slice key, value;
-    if (!read_pair(body, &key, &value))
-        return 0;
-    int searchable = 0;
-    for (Py_ssize_t i = 0; i < rules->nkeys && !searchable; i++)
-        searchable = rules->keys[i].n == key.n && memcmp(rules->keys[i].p, key.p, key.n) == 0;
-    if (!searchable)
+static int add_tag(const Rules *rules, Slice key, Slice value, PyObject *tags) {
+    if (!among(rules->keys, rules->nkeys, key))
         return 1;
     PyObject *k = text(key), *v = k ? text(value) : NULL;
     PyObject *tag = v ? PyUnicode_FromFormat("%U=%U", k, v) : NULL;
@@ -200,7 +206,8 @@ typedef struct {
     long long kind, layer, start, end, component;
     int is_error, skip_analysis;
     Slice operation, peer;
-    Py_ssize_t nrefs, ntags;
+    Py_ssize_t nrefs, ntags, ndetails;
+    Slice details[MAX_DETAILS][2]; /* the key and value of each tag of a detail key */
 } SpanFields;
 
 /* One span's fields, its references counted and its tags searched; 0 when
@@ -209,8 +216,8 @@ static int read_span(const Rules *rules, Slice body, SpanFields *s, PyObject *ta
     Reader r = {body.p, body.p + body.n};
     uint64_t wire_type, v, field;
     int ok, added;
-    Slice ignored;
-    memset(s, 0, sizeof *s);
+    Slice ignored, key, value;
+    memset(s, 0, offsetof(SpanFields, details));
     while ((field = next_field(&r, &wire_type, &ok))) {
         if (wire_type == 0 && (field == 3 || field == 4 || field == 8 || field == 9 || field == 10 ||
                                field == 11 || field == 14)) {
@@ -232,8 +239,16 @@ static int read_span(const Rules *rules, Slice body, SpanFields *s, PyObject *ta
                 s->nrefs++;
             else if (field == 12) {
                 s->ntags++;
-                if ((added = add_tag(rules, ignored, tags)) <= 0)
+                if (!read_pair(ignored, &key, &value))
+                    return 0;
+                if ((added = add_tag(rules, key, value, tags)) <= 0)
                     return added;
+                if (among(rules->detail_keys, rules->ndetail_keys, key)) {
+                    if (s->ndetails == MAX_DETAILS)
+                        return 0;
+                    s->details[s->ndetails][0] = key;
+                    s->details[s->ndetails++][1] = value;
+                }
             }
         } else if (!skip(&r, wire_type))
             return 0;
@@ -268,6 +283,22 @@ static PyObject *span_refs(const Rules *rules, Slice body, Py_ssize_t nrefs) {
     return refs;
 }
 
+/* The (key, value) pairs of a span's detail tags, in their order. */
+static PyObject *span_details(const SpanFields *s) {
+    PyObject *details = PyTuple_New(s->ndetails);
+    for (Py_ssize_t i = 0; details != NULL && i < s->ndetails; i++) {
+        PyObject *k = text(s->details[i][0]), *v = k ? text(s->details[i][1]) : NULL;
+        PyObject *pair = v ? PyTuple_Pack(2, k, v) : NULL;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (pair == NULL)
+            Py_CLEAR(details);
+        else
+            PyTuple_SET_ITEM(details, i, pair);
+    }
+    return details;
+}
+
 static PyObject *span_of(const Rules *rules, Slice body, PyObject *tags) {
     SpanFields s;
     int read = read_span(rules, body, &s, tags);
@@ -277,10 +308,12 @@ static PyObject *span_of(const Rules *rules, Slice body, PyObject *tags) {
     if (refs == NULL || refs == Py_None)
         return refs;
     PyObject *operation = text(s.operation), *peer = operation ? text(s.peer) : NULL;
-    PyObject *span = peer ? named(span_type, 11) : NULL;
+    PyObject *details = peer ? span_details(&s) : NULL;
+    PyObject *span = details ? named(span_type, 12) : NULL;
     if (span == NULL) {
         Py_XDECREF(operation);
         Py_XDECREF(peer);
+        Py_XDECREF(details);
         Py_DECREF(refs);
         return NULL;
     }
@@ -295,6 +328,7 @@ static PyObject *span_of(const Rules *rules, Slice body, PyObject *tags) {
     PyTuple_SET_ITEM(span, 8, refs);
     PyTuple_SET_ITEM(span, 9, PyLong_FromSsize_t(s.ntags));
     PyTuple_SET_ITEM(span, 10, PyLong_FromLongLong(s.component));
+    PyTuple_SET_ITEM(span, 11, details);
     return span;
 }
 
@@ -389,31 +423,41 @@ PyDoc_STRVAR(scan_doc,
              "The segment ``data`` encodes, read and checked in one pass; None when it\n"
              "breaks a rule or holds what only protobuf reads. ``rules`` is\n"
              "(max_spans, max_refs, max_tags, max_name, max_past_ms, max_future_ms,\n"
-             "searchable keys as UTF-8 bytes).");
+             "searchable keys as UTF-8 bytes, detail keys as UTF-8 bytes).");
+
+/* The bytes of ``given`` (a tuple) as slices: 1, 0 when more than ``most``,
+ * -1 when one is not bytes. */
+static int read_keys(PyObject *given, Slice *into, Py_ssize_t most, Py_ssize_t *n) {
+    *n = PyTuple_GET_SIZE(given);
+    if (*n > most)
+        return 0;
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *key = PyTuple_GET_ITEM(given, i);
+        if (!PyBytes_Check(key))
+            return -1;
+        into[i].p = (const uint8_t *)PyBytes_AS_STRING(key);
+        into[i].n = PyBytes_GET_SIZE(key);
+    }
+    return 1;
+}
 
 static PyObject *scan(PyObject *module, PyObject *args) {
     Py_buffer data;
-    PyObject *keys;
+    PyObject *keys, *detail_keys;
     long long max_past, max_future, now_ms;
     Rules rules;
     if (span_type == NULL)
         return PyErr_Format(PyExc_RuntimeError, "bind(Span, SpanRef) first");
-    if (!PyArg_ParseTuple(args, "y*(nnnnLLO!)L", &data, &rules.max_spans, &rules.max_refs, &rules.max_tags,
-                          &rules.max_name, &max_past, &max_future, &PyTuple_Type, &keys, &now_ms))
+    if (!PyArg_ParseTuple(args, "y*(nnnnLLO!O!)L", &data, &rules.max_spans, &rules.max_refs, &rules.max_tags,
+                          &rules.max_name, &max_past, &max_future, &PyTuple_Type, &keys, &PyTuple_Type,
+                          &detail_keys, &now_ms))
         return NULL;
-    rules.nkeys = PyTuple_GET_SIZE(keys);
-    if (rules.nkeys > MAX_SEARCHABLE_KEYS) {
+    int read = read_keys(keys, rules.keys, MAX_SEARCHABLE_KEYS, &rules.nkeys);
+    if (read > 0)
+        read = read_keys(detail_keys, rules.detail_keys, MAX_DETAIL_KEYS, &rules.ndetail_keys);
+    if (read <= 0) {
         PyBuffer_Release(&data);
-        return Py_NewRef(Py_None);
-    }
-    for (Py_ssize_t i = 0; i < rules.nkeys; i++) {
-        PyObject *key = PyTuple_GET_ITEM(keys, i);
-        if (!PyBytes_Check(key)) {
-            PyBuffer_Release(&data);
-            return PyErr_Format(PyExc_TypeError, "searchable keys must be bytes");
-        }
-        rules.keys[i].p = (const uint8_t *)PyBytes_AS_STRING(key);
-        rules.keys[i].n = PyBytes_GET_SIZE(key);
+        return read < 0 ? PyErr_Format(PyExc_TypeError, "the keys of the rules must be bytes") : Py_NewRef(Py_None);
     }
     rules.earliest = (__int128)now_ms - max_past;
     rules.latest = (__int128)now_ms + max_future;

@@ -79,6 +79,9 @@ class Span(NamedTuple):
     """How many tags the span carries (they stay in the segment's data)."""
     component: int = 0
     """The library that made the span, by SkyWalking's id (``Flask``: 7001)."""
+    details: tuple[tuple[str, str], ...] = ()
+    """Its tags of ``DETAIL_KEYS``, in their order: what a database, cache or
+    queue it called is measured by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,19 @@ SEARCHABLE_TRACE_TAGS = (
     "mq.broker",
 )
 """SkyWalking's default ``searchableTracesTags``: the span tags traces are found by."""
+
+DETAIL_KEYS = (
+    "db.type",
+    "db.statement",
+    "cache.type",
+    "cache.op",
+    "cache.cmd",
+    "cache.key",
+    "mq.topic",
+    "mq.queue",
+    "transmission.latency",
+)
+"""The tags (SkyWalking's names) spans keep for their analysis (``Span.details``)."""
 
 SEARCHABLE_LOG_TAGS = ("level", "http.status_code")
 """SkyWalking's default ``searchableLogsTags``: the tags log lines are found by."""

@@ -45,6 +45,7 @@ from skyoap.receiver.checks import Refusals, Tally
 from skyoap.receiver.registration import Registrar
 from skyoap.receiver.segments import (
     DEFAULT_APDEX,
+    DETAIL_KEYS,
     ENTRY,
     EXIT,
     SEARCHABLE_LOG_TAGS,
@@ -325,8 +326,11 @@ def segment_of(
     pairs: list[tuple[str, str]] = []
     for s in pb.spans:
         given, tags = s.refs, s.tags
+        details: tuple[tuple[str, str], ...] = ()
         if tags:
-            pairs += [(t.key, t.value) for t in tags]
+            mine = [(t.key, t.value) for t in tags]
+            pairs += mine
+            details = tuple([pair for pair in mine if pair[0] in _DETAIL_KEYS])
         refs: tuple[SpanRef, ...] = ()
         if given:
             if limits and len(given) > most_refs:
@@ -339,7 +343,7 @@ def segment_of(
             ])  # fmt: skip
         spans.append(
             _new(Span, (s.spanType, s.spanLayer, s.startTime, s.endTime, s.operationName, s.peer, s.isError,
-                        s.skipAnalysis, refs, len(tags), s.componentId))
+                        s.skipAnalysis, refs, len(tags), s.componentId, details))
         )  # fmt: skip
     return Segment(
         trace_id=pb.traceId,
@@ -362,6 +366,7 @@ def scan_rules(limits: TelemetryLimits, searchable: frozenset[str]) -> tuple[Any
         limits.max_past_ms,
         limits.max_future_ms,
         tuple(k.encode() for k in searchable),
+        tuple(k.encode() for k in DETAIL_KEYS),
     )
 
 
@@ -389,6 +394,8 @@ def checked_segment(
     check(segment, limits, now_ms)
     return segment
 
+
+_DETAIL_KEYS = frozenset(DETAIL_KEYS)
 
 _new = tuple.__new__
 """Builds a named tuple from a tuple of its fields, without the call its

@@ -23,7 +23,7 @@ RULES = scan_rules(LIMITS, SEARCHABLE)
 
 NAMES = ["svc", "x" * 20, "x" * 21, "", "a\x01b", "\x7f", "\x1f", "ü" * 20, "ü" * 21, "😀" * 20, "a\u0085b"]
 TIMES = [NOW_MS - 3_600_000, NOW_MS - 3_600_001, NOW_MS - 10, NOW_MS, NOW_MS + 60_000, NOW_MS + 60_001]
-TAG_KEYS = ["http.method", "db.type", "url", "mq.topic", "", "http.status_code"]
+TAG_KEYS = ["http.method", "db.type", "url", "mq.topic", "", "http.status_code", "db.statement", "cache.op"]
 TAG_VALUES = ["GET", "", "v" * 240, "v" * 246, "ü" * 245, "500", "a\x00b"]
 
 
@@ -223,7 +223,8 @@ def test_a_segment_of_the_agents_kinds_reads_the_same_as_protobuf_reads_it() -> 
                 spanId=1, parentSpanId=0, startTime=NOW_MS - 20, endTime=NOW_MS - 5,
                 spanType=tracing_pb2.Exit, spanLayer=tracing_pb2.Database, operationName="SELECT",
                 peer="pg:5432",
-                tags=[common_pb2.KeyStringValuePair(key="db.type", value="PostgreSQL")],
+                tags=[common_pb2.KeyStringValuePair(key="db.type", value="PostgreSQL"),
+                      common_pb2.KeyStringValuePair(key="db.statement", value="SELECT *\nFROM orders")],
             ),
             tracing_pb2.SpanObject(
                 spanId=2, parentSpanId=0, startTime=NOW_MS - 4, endTime=NOW_MS - 3, spanType=tracing_pb2.Exit,
@@ -236,6 +237,13 @@ def test_a_segment_of_the_agents_kinds_reads_the_same_as_protobuf_reads_it() -> 
     expected = pure(pb)
     assert isinstance(expected, Segment)
     assert expected.tags == ("db.type=PostgreSQL", "http.method=GET", "http.status_code=500")
+    assert [s.details for s in expected.spans] == [
+        (),
+        (("db.type", "PostgreSQL"), ("db.statement", "SELECT *\nFROM orders")),
+        (),
+        (),
+    ]
+    assert [s.component for s in expected.spans] == [7000, 0, 0, 0]
     found = scanned(pb.SerializeToString())
     assert found is not None and same(found, expected)
 
@@ -243,8 +251,9 @@ def test_a_segment_of_the_agents_kinds_reads_the_same_as_protobuf_reads_it() -> 
 @pytest.mark.parametrize(
     "rules, why",
     [
-        ((4, 2, 3, 20, 1, 1, ("k",)), "searchable keys must be bytes"),
-        ((4, 2, 3), "argument 2 must be sequence of length 7, not 3"),
+        ((4, 2, 3, 20, 1, 1, ("k",), ()), "the keys of the rules must be bytes"),
+        ((4, 2, 3, 20, 1, 1, (), ("k",)), "the keys of the rules must be bytes"),
+        ((4, 2, 3), "argument 2 must be sequence of length 8, not 3"),
     ],
 )
 def test_rules_of_the_wrong_shape_are_an_error(rules: tuple[Any, ...], why: str) -> None:
