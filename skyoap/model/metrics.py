@@ -505,6 +505,50 @@ class EndpointRelationMetrics(CallMetrics):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DatabaseAccessMetrics(CallMetrics):
+    """Calls into a database as the spans of its callers measured them
+    (SkyWalking's ``DatabaseAccess``): ``service`` is the address called, a
+    service of the ``VIRTUAL_DATABASE`` layer nobody reports from."""
+
+    STREAM_ID = 28
+    MODEL = "database_access_metrics"
+
+    service: str
+
+    def entity(self) -> str:
+        return self.service
+
+
+CACHE_OPERATIONS = ("read", "write", "all")
+"""What a cache's calls are counted by: those that read, those that wrote,
+and all of them (others too: SkyWalking's ``Others``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheAccessMetrics(CallMetrics):
+    """Calls into a cache as the spans of its callers measured them
+    (SkyWalking's ``CacheAccess``), of one of ``CACHE_OPERATIONS``:
+    ``service`` is the address called (or ``{cache.type}-local``), a service
+    of the ``VIRTUAL_CACHE`` layer."""
+
+    STREAM_ID = 29
+    MODEL = "cache_access_metrics"
+
+    service: str
+    operation: str
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.operation}"
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        CallMetrics.check(self, limits, now_ms)
+        consistent(
+            self.operation in CACHE_OPERATIONS,
+            lambda: f"{self.describe()}: the operation is not one of {list(CACHE_OPERATIONS)}",
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MeterMetrics(Metrics):
     """A meter an agent reports (a gauge, a counter or a histogram) in one
     bucket: the sum and number of the values reported, and the latest one.
@@ -637,5 +681,7 @@ CALL_METRICS: tuple[type[CallMetrics], ...] = (
     ServiceRelationMetrics,
     ServiceInstanceRelationMetrics,
     EndpointRelationMetrics,
+    DatabaseAccessMetrics,
+    CacheAccessMetrics,
 )
 METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics, NetworkAddressAlias)

@@ -153,7 +153,33 @@ class EventRecord(Record):
     layer: str
 
 
-AGENT_RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord, EventRecord)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampledRecord(Record):
+    """A slow call kept as a sample of its kind (SkyWalking's sampled
+    records): a database statement or a cache command that took longer than
+    its threshold, with the trace it was made in. ``metric`` names the list
+    it belongs to (``top_n_database_statement``, ...); ``service`` the
+    entity whose list it is, a virtual service (``normal`` false) or the
+    calling one."""
+
+    STREAM_ID = 34
+    MODEL = "sampled_record"
+    KEY = "record_id"
+
+    record_id: str
+    """``metric/segmentId/spanIndex``: a segment sent again samples nothing twice."""
+    metric: str
+    service: str
+    normal: bool
+    statement: Text
+    latency: int
+    """Milliseconds."""
+    trace_id: str
+    timestamp: int
+    """Milliseconds since the epoch of the call's start."""
+
+
+AGENT_RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord, EventRecord, SampledRecord)
 """The records agents report, which the node that received them stores."""
 RECORD_TYPES: tuple[type[Record], ...] = (*AGENT_RECORD_TYPES, AlarmRecord)
 RECORD_MODELS: dict[str, type[Record]] = {r.MODEL: r for r in RECORD_TYPES}

@@ -32,6 +32,8 @@ class Topic(enum.Enum):
     LOG = "log"
     EVENT = "event"
     """Each report of an event, as agents sent it."""
+    SAMPLED_RECORD = "sampled_record"
+    """Slow database statements and cache commands."""
     ALARM = "alarm"
     """Alarms and their recoveries as the rules raised them."""
     METRICS = "metrics"

@@ -3,7 +3,8 @@ the segment record, and one call per entry span for its service, instance,
 endpoint and the relations to its caller (service, instance and endpoint),
 one per exit span for the relations to the peer it called (service and
 instance), and the network address aliases entry spans show (SkyWalking's
-multi-scope span analysis)."""
+multi-scope span analysis); and, through ``virtual``, one per span to a
+database or a cache for it, with its slow calls sampled."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from skyoap.model.inventory import OTHER, DetectPoint
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     ApdexThresholds,
+    CacheAccessMetrics,
     CallMetrics,
+    DatabaseAccessMetrics,
     EndpointMetrics,
     EndpointRelationMetrics,
     Metrics,
@@ -30,8 +33,9 @@ from skyoap.model.metrics import (
     latency_bucket,
     minute_bucket,
 )
-from skyoap.model.records import SegmentRecord
+from skyoap.model.records import SampledRecord, SegmentRecord
 from skyoap.model.stream import Text
+from skyoap.receiver import virtual
 
 DEFAULT_APDEX = ApdexThresholds()
 
@@ -422,7 +426,7 @@ def sightings(segments: Sequence[Segment]) -> list[NetworkAddressAlias]:
     caller used (``networkAddressUsedAtPeer``) makes that address an alias of
     the span's service and instance. An address the guards folded into
     ``OTHER`` stands for many, and is no alias."""
-    return _aliases(_summed(list(segments), DEFAULT_APDEX)[2])
+    return _aliases(_summed(list(segments), DEFAULT_APDEX).seen)
 
 
 _Sighting = tuple[int, str, str]
@@ -458,6 +462,22 @@ def _aliases(seen: dict[tuple[str, int], _Sighting]) -> list[NetworkAddressAlias
 def measure(
     segments: list[Segment], apdex: ApdexThresholds = DEFAULT_APDEX, aliases: Aliases | None = None
 ) -> list[Metrics]:
+    """The metrics of ``analyse``."""
+    return analyse(segments, apdex, aliases).metrics
+
+
+class Analysed(NamedTuple):
+    metrics: list[Metrics]
+    samples: list[SampledRecord]
+    """The slow calls to databases and caches (``virtual.samples``)."""
+
+
+def analyse(
+    segments: list[Segment],
+    apdex: ApdexThresholds = DEFAULT_APDEX,
+    aliases: Aliases | None = None,
+    slow: virtual.SlowThresholds = virtual.DEFAULT_SLOW,
+) -> Analysed:
     """What the spans of ``segments`` count for: each entry span one call for
     its service, instance and endpoint and one for each caller its references
     name (a ``User`` call if it has none), each exit span one for the
@@ -466,14 +486,15 @@ def measure(
     (``sightings``). Those are learned before any exit span is measured, so
     that a caller's and a callee's segments taken together count one
     relation from the first call. An entry whose references name no service
-    (its caller is not known yet) counts no relation.
+    (its caller is not known yet) counts no relation. A span to a database
+    or a cache counts for it too, and is sampled if ``slow`` (``virtual``).
 
     Spans are summed first by what they count for (an entry's service,
     instance, endpoint, callers and minute; an exit's service, instance,
     peer and minute), and each sum is then counted once for every metric it
     makes: a chunk's spans share few of those."""
     known = CallAliases() if aliases is None else aliases
-    entries, exits, sighted = _summed(segments, apdex)
+    entries, exits, sighted, called = _summed(segments, apdex)
     seen = _aliases(sighted)
     if seen:
         known.learn(seen)
@@ -489,7 +510,10 @@ def measure(
     for (service, instance, peer, minute, component), sums in exits.items():
         bucket = minute_bucket(minute * 60_000)
         calls.called(service, instance, peer, known.get(peer), bucket, sums, component)
-    return [*calls.metrics(), *seen]
+    for _, span in called:
+        for model, names in virtual.accesses(span):
+            calls.count(model, names, minute_bucket(span.start_time), Call.of(span).sums())
+    return Analysed([*calls.metrics(), *seen], virtual.samples(called, slow) if called else [])
 
 
 _Entry = tuple[str, str, str, tuple[Caller, ...], int, int]
@@ -498,20 +522,29 @@ _Exit = tuple[str, str, str, int, int]
 """An exit span's service, instance, peer, minute and component."""
 
 
-def _summed(
-    segments: list[Segment], apdex: ApdexThresholds
-) -> tuple[dict[_Entry, Sums], dict[_Exit, Sums], dict[tuple[str, int], _Sighting]]:
-    """The analysed spans of ``segments`` summed by what they count for, and
-    the aliases their entry spans show, by address and minute."""
+class _Summed(NamedTuple):
+    entries: dict[_Entry, Sums]
+    exits: dict[_Exit, Sums]
+    seen: dict[tuple[str, int], _Sighting]
+    """The aliases entry spans show, by address and minute."""
+    called: list[tuple[Segment, Span]]
+    """The spans to databases and caches, with their segments."""
+
+
+def _summed(segments: list[Segment], apdex: ApdexThresholds) -> _Summed:
+    """The analysed spans of ``segments`` summed by what they count for."""
     entries: dict[_Entry, Sums] = {}
     exits: dict[_Exit, Sums] = {}
     seen: dict[tuple[str, int], _Sighting] = {}
+    called: list[tuple[Segment, Span]] = []
     thresholds: dict[str, int] = {}
     for segment in segments:
         service, instance = segment.service, segment.instance
         for span in segment.spans:
             if span.skip_analysis:
                 continue
+            if span.layer in _VIRTUAL:
+                called.append((segment, span))
             latency = span.end_time - span.start_time
             if span.kind == ENTRY:
                 minute = span.start_time // 60_000
@@ -541,7 +574,10 @@ def _summed(
             sums[2] += latency
             slot = latency_bucket(latency)
             sums[3][slot] = sums[3].get(slot, 0) + 1
-    return entries, exits, seen
+    return _Summed(entries, exits, seen, called)
+
+
+_VIRTUAL = virtual.LAYERS
 
 
 _USER_CALLER = (Caller(USER, USER, USER),)
@@ -579,4 +615,6 @@ ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
         "detect_point",
     ),
     EndpointRelationMetrics: ("source_service", "source_endpoint", "dest_service", "dest_endpoint"),
+    DatabaseAccessMetrics: ("service",),
+    CacheAccessMetrics: ("service", "operation"),
 }

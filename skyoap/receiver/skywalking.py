@@ -54,11 +54,12 @@ from skyoap.receiver.segments import (
     Segment,
     Span,
     SpanRef,
+    analyse,
     check,
-    measure,
     record_of,
     searchable_tags,
 )
+from skyoap.receiver.virtual import DEFAULT_SLOW, SlowThresholds
 from skyoap.runtime import clock
 from skyoap.runtime.batching import BatchPolicy
 from skyoap.runtime.budget import MemoryBudget, Overloaded, admitted_size, memory_size
@@ -457,10 +458,12 @@ class TraceSegmentReportService(TelemetryService):
         aliases: Aliases | None = None,
         apdex: ApdexThresholds = DEFAULT_APDEX,
         searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
+        slow: SlowThresholds = DEFAULT_SLOW,
     ) -> None:
         super().__init__(intake)
         self._aliases = aliases
         self._apdex = apdex
+        self._slow = slow
         self._searchable = searchable
         self._rules = scan_rules(self._limits, searchable)
 
@@ -493,7 +496,8 @@ class TraceSegmentReportService(TelemetryService):
             self._received.inc(len(outcome))
         taken = [s for _, s in outcome if s is not None]
         if taken:
-            self._sinks.take([record_of(s) for s in taken], measure(taken, self._apdex, self._aliases))
+            metrics, samples = analyse(taken, self._apdex, self._aliases, self._slow)
+            self._sinks.take([*map(record_of, taken), *samples], metrics)
             tally.taken += len(taken)
             self._register_names(taken)
         return outcome
@@ -786,12 +790,13 @@ def add_skywalking_services(
     aliases: Aliases,
     apdex: ApdexThresholds,
     searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
+    slow: SlowThresholds = DEFAULT_SLOW,
 ) -> TraceSegmentReportService:
     """Serves SkyWalking's v3 agent services on ``server``, taking what agents
     report into ``intake`` (exit spans measured through ``aliases``, the tags
-    of ``searchable`` keys kept for searches); returns the segments' service,
-    which takes OTLP's spans too."""
-    segments = TraceSegmentReportService(intake, aliases, apdex, searchable)
+    of ``searchable`` keys kept for searches, calls past ``slow`` sampled);
+    returns the segments' service, which takes OTLP's spans too."""
+    segments = TraceSegmentReportService(intake, aliases, apdex, searchable, slow)
     log.info("segments are read by %s", "the C accelerator" if _scan else "protobuf alone (pure Python)")
     management = ManagementService(intake.names, intake.limits, intake.cardinality)
     configuration = ConfigurationDiscoveryService()

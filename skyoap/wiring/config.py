@@ -19,6 +19,7 @@ from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
 from skyoap.query.config import QueryConfig
 from skyoap.receiver.segments import SEARCHABLE_LOG_TAGS, SEARCHABLE_TRACE_TAGS
+from skyoap.receiver.virtual import SlowThresholds, Thresholds
 from skyoap.remote.cluster import Role
 from skyoap.remote.selector import SelectorKind
 from skyoap.runtime.buffer import BufferStrategy
@@ -409,6 +410,32 @@ class AnalysisConfig:
         "a line's tags of these keys are stored to search by, and queryLogs finds it by them",
     )
 
+    slow_db_access_threshold: str = option(
+        "default:200,mongodb:100",
+        "latency in ms past which a database statement is sampled as slow, by db.type, as "
+        "SkyWalking's slowDBAccessThreshold: 'default:MS,TYPE:MS,...'",
+    )
+
+    slow_cache_read_threshold: str = option(
+        "default:20,redis:10",
+        "latency in ms past which a cache read is sampled as slow, by cache.type, as "
+        "SkyWalking's slowCacheReadThreshold",
+    )
+
+    slow_cache_write_threshold: str = option(
+        "default:20,redis:10",
+        "latency in ms past which a cache write is sampled as slow, by cache.type, as "
+        "SkyWalking's slowCacheWriteThreshold",
+    )
+
+    def slow(self) -> SlowThresholds:
+        """The thresholds of the ``--slow-*-threshold`` options; ValueError saying which is wrong."""
+        return SlowThresholds(
+            Thresholds.parse(self.slow_db_access_threshold, "--slow-db-access-threshold"),
+            Thresholds.parse(self.slow_cache_read_threshold, "--slow-cache-read-threshold"),
+            Thresholds.parse(self.slow_cache_write_threshold, "--slow-cache-write-threshold"),
+        )
+
     def searchable_tags(self) -> frozenset[str]:
         """The keys of ``--searchable-trace-tags``."""
         return _keys(self.searchable_trace_tags)
@@ -429,6 +456,7 @@ class AnalysisConfig:
         return ApdexThresholds.parse(text, f"--apdex-thresholds {path}")
 
     def check(self) -> None:
+        self.slow()
         if self.otlp_caller_wait_s <= 0:
             raise ValueError(f"--otlp-caller-wait-s must be above 0, not {self.otlp_caller_wait_s:g}")
         if self.alias_refresh_s <= 0:

@@ -512,7 +512,7 @@ class Node:
             self.instruments,
         )
         segments = add_skywalking_services(
-            self.server, intake, aliases, self._apdex, cfg.analysis.searchable_tags()
+            self.server, intake, aliases, self._apdex, cfg.analysis.searchable_tags(), cfg.analysis.slow()
         )
         yield aliases  # read from storage before the first call: aliases survive restarts
         yield names
