@@ -514,9 +514,19 @@ class DatabaseAccessMetrics(CallMetrics):
     MODEL = "database_access_metrics"
 
     service: str
+    type: str = ""
+    """The ``db.type`` its callers' spans name (``PostgreSQL``), if any: not part of its entity."""
+
+    OPTIONAL_NAMES = frozenset({"type"})
 
     def entity(self) -> str:
         return self.service
+
+    @classmethod
+    def combine_all(cls, items: list[Self]) -> Self:
+        """As ``CallMetrics``'; of the types named, the greatest (one named beats none)."""
+        total = CallMetrics.combine_all.__func__(cls, items)  # type: ignore[attr-defined]
+        return replace(total, type=max(item.type for item in items))
 
 
 CACHE_OPERATIONS = ("read", "write", "all")

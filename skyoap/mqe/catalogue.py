@@ -3,9 +3,11 @@ whether it is one value or labeled, and which of skyoap's rows and derived
 values it reads.
 
 The names are those of SkyWalking's ``core.oal`` that its dashboards draw. A
-few of them skyoap does not measure (message-queue consumption, sampled
-slow statements): they are listed without a model, so that a dashboard asking for them draws no data, as
-SkyWalking's does when nothing was measured, rather than an error. An agent's
+few of them skyoap does not measure (message-queue consumption): they are
+listed without a model, so that a dashboard asking for them draws no data,
+as SkyWalking's does when nothing was measured, rather than an error. The
+sampled records (slow statements and commands) are read from records, not
+rows (``MetricReader.samples``). An agent's
 meters are not listed (but for the Python agent's that skyoap's dashboards
 draw): their names are whatever agents report, and the reader finds them
 (``MetricReader.meter``).
@@ -20,6 +22,8 @@ from dataclasses import dataclass, field
 from skyoap.model.inventory import DetectPoint
 from skyoap.model.metrics import (
     PERCENTILES,
+    CacheAccessMetrics,
+    DatabaseAccessMetrics,
     EndpointMetrics,
     EndpointRelationMetrics,
     MeterMetrics,
@@ -67,6 +71,8 @@ ENTITY_COLUMNS: Mapping[type[Metrics], tuple[tuple[str, str], ...]] = {
         ("dest_service", "dest_service_name"), ("dest_endpoint", "dest_endpoint_name"),
     ),
     MeterMetrics: (("service", "service_name"), ("instance", "service_instance_name")),
+    DatabaseAccessMetrics: (("service", "service_name"),),
+    CacheAccessMetrics: (("service", "service_name"),),
 }  # fmt: skip
 """Each model's entity columns, with the ``Entity`` field that names each."""
 
@@ -88,10 +94,13 @@ class MetricDef:
     detect point of a service relation, the name of a meter)."""
     attributes: tuple[Attribute, ...] = ()
     """What its ``attr0``, ``attr1``, … hold, in order."""
+    normal: bool = True
+    """Whether its services report themselves; False for the virtual ones
+    (databases, caches), known from their callers' spans alone."""
 
     @property
     def measured(self) -> bool:
-        return self.model is not None
+        return self.model is not None or self.type is MetricsType.SAMPLED_RECORD
 
     def rows_of(self, entity: Entity) -> dict[str, str]:
         """The column values of the rows holding this metric of ``entity``
@@ -129,6 +138,7 @@ def _calls(
     sla: str = "sla",
     where: Mapping[str, str] | None = None,
     attributes: tuple[Attribute, ...] = (),
+    normal: bool = True,
 ) -> list[MetricDef]:
     """The four metrics SkyWalking derives from calls: ``_cpm``, ``_resp_time``,
     the share that succeeded (``_sla`` or ``_call_sla``) and ``_percentile``."""
@@ -138,18 +148,26 @@ def _calls(
         kind = MetricsType.REGULAR_VALUE
         name = f"{prefix}_{suffix}"
         return MetricDef(
-            name=name, type=kind, scope=scope, model=model, column=column, where=rows, attributes=attributes
-        )
+            name=name, type=kind, scope=scope, model=model, column=column, where=rows, attributes=attributes,
+            normal=normal,
+        )  # fmt: skip
 
     percentile = MetricDef(
         name=f"{prefix}_percentile", type=MetricsType.LABELED_VALUE, scope=scope, model=model,
-        label_columns=_PERCENTILE_COLUMNS, where=rows,
+        label_columns=_PERCENTILE_COLUMNS, where=rows, normal=normal,
     )  # fmt: skip
     return [regular("cpm", "cpm"), regular("resp_time", "resp_time"), regular(sla, "sla"), percentile]
 
 
 def _unmeasured(name: str, scope: Scope, kind: MetricsType = MetricsType.REGULAR_VALUE) -> MetricDef:
     return MetricDef(name=name, type=kind, scope=scope, model=None)
+
+
+def _sampled(name: str, normal: bool) -> MetricDef:
+    """A list of sampled records (slow calls) of each service, virtual or not."""
+    return MetricDef(
+        name=name, type=MetricsType.SAMPLED_RECORD, scope=Scope.SERVICE, model=None, normal=normal
+    )
 
 
 _CLIENT = {"detect_point": DetectPoint.CLIENT.value}
@@ -178,7 +196,18 @@ _DEFS = [
     _unmeasured("service_mq_consume_count", Scope.SERVICE),
     _unmeasured("service_mq_consume_latency", Scope.SERVICE),
     _unmeasured("endpoint_mq_consume_latency", Scope.ENDPOINT),
-    _unmeasured("top_n_service_database_statement", Scope.SERVICE, MetricsType.SAMPLED_RECORD),
+    *_calls("database_access", DatabaseAccessMetrics, Scope.SERVICE, normal=False),
+    *(
+        metric
+        for operation, prefix in (("read", "cache_read"), ("write", "cache_write"), ("all", "cache_access"))
+        for metric in _calls(
+            prefix, CacheAccessMetrics, Scope.SERVICE, where={"operation": operation}, normal=False
+        )
+    ),
+    _sampled("top_n_database_statement", normal=False),
+    _sampled("top_n_service_database_statement", normal=True),
+    _sampled("top_n_cache_read_command", normal=False),
+    _sampled("top_n_cache_write_command", normal=False),
     # What SkyWalking's Python agent reports of its process, which skyoap's
     # dashboards draw: listed, so that an instance without them draws no data.
     *(meter(f"instance_pvm_{name}", labeled=False) for name in PYTHON_METERS),

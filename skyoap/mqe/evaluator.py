@@ -241,11 +241,11 @@ class Evaluator:
             raise ExpressionError(
                 f"top_n ranks services, instances and endpoints; [{name}] is a metric of scope {scope.value}."
             )
-        # skyoap samples no records: a record list is always empty.
-        kind = ExpressionResultType.RECORD_LIST if definition.type is MetricsType.SAMPLED_RECORD else None
+        if definition.type is MetricsType.SAMPLED_RECORD:
+            return self._records(definition, node)
         attributes = _attributes(definition, node.attributes)
-        if kind or not definition.measured or attributes is None:
-            return Evaluated(kind or ExpressionResultType.SORTED_LIST, (Series((), (), ()),))
+        if not definition.measured or attributes is None:
+            return Evaluated(ExpressionResultType.SORTED_LIST, (Series((), (), ()),))
         try:
             self.duration.step.downsampling()
         except DurationError as e:
@@ -261,6 +261,23 @@ class Evaluator:
         ranked = self.reader.top(definition, self.duration, condition)
         points = [Point(ranked_name(scope, r, parent is None), r.value, _owner(scope, r)) for r in ranked]
         return Evaluated(ExpressionResultType.SORTED_LIST, (Series.of((), points),))
+
+    def _records(self, definition: MetricDef, node: s.TopN) -> Evaluated:
+        """The slowest (or fastest) records of the entity's service sampled
+        in the Duration: each statement, its latency and its trace. A record
+        list is a service's: without one, it is empty."""
+        service = self.entity.service_name
+        found = (
+            self.reader.samples(definition, service, self.duration, node.limit, node.order) if service else ()
+        )
+        series = Series(
+            (),
+            tuple(r.statement for r in found),
+            tuple(float(r.latency) for r in found),
+            None,
+            tuple(r.trace_id for r in found),
+        )
+        return Evaluated(ExpressionResultType.RECORD_LIST, (series,))
 
 
 def _series(metric: s.Metric, ids: tuple[str, ...], read: LabeledValues) -> Series:

@@ -80,6 +80,14 @@ class Ranked:
     endpoint: str | None = None
 
 
+class Sample(NamedTuple):
+    """A sampled record: a slow call's statement, its latency (ms) and its trace."""
+
+    statement: str
+    latency: int
+    trace_id: str
+
+
 class MetricReader(Protocol):
     def values(
         self, metric: MetricDef, entity: Entity, duration: Duration, selector: LabelSelector
@@ -99,6 +107,14 @@ class MetricReader(Protocol):
         mean value over the buckets of the Duration (from ``start_bucket`` to
         ``end_bucket``, not bounded to 500 points) in which they have one.
         ``metric`` is a measured REGULAR_VALUE metric."""
+        ...
+
+    def samples(
+        self, metric: MetricDef, service: str, duration: Duration, limit: int, order: Order
+    ) -> Sequence[Sample]:
+        """The first ``limit`` records of the SAMPLED_RECORD ``metric`` of
+        ``service`` sampled in the Duration's time, slowest first (``DES``)
+        or fastest first (``ASC``)."""
         ...
 
     def meter(self, name: str) -> MetricDef | None:

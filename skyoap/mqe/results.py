@@ -130,6 +130,8 @@ class Series(NamedTuple):
     values: tuple[float | None, ...]
     owners: tuple[Owner | None, ...] | None = None
     """Whose each value is, in a top list; None where no point has an owner."""
+    trace_ids: tuple[str, ...] | None = None
+    """The trace each value was sampled in, in a record list."""
 
     @classmethod
     def of(cls, labels: tuple[KeyValue, ...], points: Sequence[Point]) -> Series:
@@ -184,8 +186,9 @@ class Evaluated(NamedTuple):
 
 def _formatted(series: Series) -> MQEValues:
     owners = series.owners or (None,) * len(series.ids)
+    traces = series.trace_ids or (None,) * len(series.ids)
     values = (
-        MQEValue(i, None if v is None else format_value(v), None, o)
-        for i, v, o in zip(series.ids, series.values, owners, strict=True)
+        MQEValue(i, None if v is None else format_value(v), t, o)
+        for i, v, t, o in zip(series.ids, series.values, traces, owners, strict=True)
     )
     return MQEValues(Metadata(series.labels), tuple(values))

@@ -14,7 +14,8 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from skyoap.model.metrics import Downsampling, MeterMetrics, Metrics
+from skyoap.model.metrics import Downsampling, MeterMetrics, Metrics, minute_bucket
+from skyoap.model.records import SampledRecord
 from skyoap.mqe.catalogue import (
     ENTITY_COLUMNS,
     PERCENTILE_LABEL,
@@ -25,10 +26,10 @@ from skyoap.mqe.catalogue import (
 )
 from skyoap.mqe.duration import Duration
 from skyoap.mqe.entity import GENERAL, Entity, Scope
-from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
+from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, Sample, TopNCondition
 from skyoap.mqe.results import KeyValue
 from skyoap.mqe.syntax import Order
-from skyoap.storage.api import Equal, MetricsDAO
+from skyoap.storage.api import Equal, MetricsDAO, RecordDAO, RecordSearch
 
 MAX_ROWS = 9_999
 """The most rows one read of a metric may take: one more is asked for, to
@@ -68,8 +69,11 @@ class StoredMetrics:
     every entity (at most ``MAX_ROWS``) are read once, and each entity's are
     taken from them (what alarm rules evaluated entity by entity read)."""
 
-    def __init__(self, metrics: MetricsDAO, shared: dict[Any, Any] | None = None) -> None:
+    def __init__(
+        self, metrics: MetricsDAO, shared: dict[Any, Any] | None = None, records: RecordDAO | None = None
+    ) -> None:
         self._metrics = metrics
+        self._records = records
         shared = {} if shared is None else shared
         self._windows: dict[Any, RowsByEntity | None] = shared.setdefault(_WINDOWS, {})
         self._ahead: dict[Any, RowsByEntity] = shared.setdefault(_AHEAD, {})
@@ -200,7 +204,29 @@ class StoredMetrics:
         means = sorted(((sum(vs) / len(vs), names) for names, vs in by_entity.items()), reverse=True)
         if condition.order is Order.ASC:
             means.reverse()
-        return [_ranked(metric.scope, mean, names) for mean, names in means[: condition.limit]]
+        return [_ranked(metric, mean, names) for mean, names in means[: condition.limit]]
+
+    def samples(
+        self, metric: MetricDef, service: str, duration: Duration, limit: int, order: Order
+    ) -> Sequence[Sample]:
+        """Read from the records of the Duration's minutes; none without
+        ``records`` (what alarm rules evaluate reads no records)."""
+        if self._records is None:
+            return []
+        first_ms = int(duration.start_time.timestamp() * 1000)
+        search = RecordSearch(
+            first_bucket=minute_bucket(first_ms),
+            last_bucket=minute_bucket(duration.end_ms - 1),
+            equal={"metric": metric.name, "service": service, "normal": metric.normal},
+            at_least={"timestamp": first_ms},
+            at_most={"timestamp": duration.end_ms - 1},
+            order_by="latency",
+            descending=order is Order.DES,
+            limit=limit,
+        )
+        return [
+            Sample(r.statement, r.latency, r.trace_id) for r in self._records.search(SampledRecord, search)
+        ]
 
     def meter(self, name: str) -> MetricDef | None:
         found = self._meter_labels().get(name)
@@ -287,9 +313,9 @@ def _series(
 _BUCKET = operator.attrgetter("time_bucket")
 
 
-def _ranked(scope: Scope, mean: float, names: tuple[str, ...]) -> Ranked:
-    if scope is Scope.SERVICE_INSTANCE:
+def _ranked(metric: MetricDef, mean: float, names: tuple[str, ...]) -> Ranked:
+    if metric.scope is Scope.SERVICE_INSTANCE:
         return Ranked(value=mean, service=names[0], normal=True, instance=names[1])
-    if scope is Scope.ENDPOINT:
+    if metric.scope is Scope.ENDPOINT:
         return Ranked(value=mean, service=names[0], normal=True, endpoint=names[1])
-    return Ranked(value=mean, service=names[0], normal=True)
+    return Ranked(value=mean, service=names[0], normal=metric.normal)

@@ -32,7 +32,7 @@ def exec_expressions(context: QueryContext, asked: list[dict[str, Any]]) -> list
     evaluated. What cannot be read (an expression, a Duration) is the
     expression's error, as SkyWalking answers it. ``debug`` traces are not
     kept: ``debuggingTrace`` is null."""
-    reader = StoredMetrics(context.metrics, context.shared)
+    reader = StoredMetrics(context.metrics, context.shared, context.records)
     evaluators: dict[tuple[Any, ...], Evaluator] = {}  # a list asks several expressions of each entity
     prepared = [_prepared(reader, arguments, evaluators) for arguments in asked]
     if len(prepared) > 1:

@@ -1,6 +1,6 @@
 """SkyWalking's older metrics reads, which its 10.x still answers and its CLI
 sends (``swctl metrics single``, ``nullable``, ``linear``, ``multiple-linear``,
-``top``, ``list``, ``dashboard global``). They read through the reader MQE
+``top``, ``list``, ``dashboard global``, ``records``). They read through the reader MQE
 reads through (``StoredMetrics``), so both answer the same numbers. A metric
 skyoap does not measure, or an entity its scope cannot name, is answered
 with an error saying so, never a made-up value."""
@@ -134,6 +134,57 @@ def sort_metrics(
     ]
 
 
+def read_records(
+    context: QueryContext, condition: Mapping[str, Any], duration: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The first ``topN`` records of a sampled metric (slow statements and
+    commands) of ``parentEntity``'s service in ``order`` of their latency:
+    each a ``Record`` named by its statement, its id and ``refId`` the trace
+    it was sampled in."""
+    entity = entity_of(condition["parentEntity"])
+    if not entity.service_name:
+        raise ValueError("readRecords: the parentEntity needs serviceName (records are a service's)")
+    return _records(context, condition["name"], entity.service_name, condition, duration, "readRecords")
+
+
+def read_sampled_records(
+    context: QueryContext, condition: Mapping[str, Any], duration: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """``readRecords`` as SkyWalking's older query names the service (``parentService``)."""
+    service = condition.get("parentService")
+    if not service:
+        raise ValueError("readSampledRecords: give the parentService whose records to read")
+    return _records(context, condition["name"], service, condition, duration, "readSampledRecords")
+
+
+def get_top_n_records(context: QueryContext, condition: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``readRecords`` of the service ``serviceId`` names, as ``TopNRecord``s."""
+    service = ids.read_service_id(condition["serviceId"], "serviceId")[0]
+    found = _records(
+        context, condition["metricName"], service, condition, condition["duration"], "getTopNRecords"
+    )
+    return [{"statement": r["name"], "latency": int(r["value"]), "traceId": r["refId"]} for r in found]
+
+
+def _records(
+    context: QueryContext,
+    name: str,
+    service: str,
+    condition: Mapping[str, Any],
+    duration: Mapping[str, Any],
+    field: str,
+) -> list[dict[str, Any]]:
+    reader = _reader(context)
+    definition = _metric(reader, name, field, MetricsType.SAMPLED_RECORD)
+    limit = condition["topN"]
+    if not 1 <= limit <= MAX_TOP_N:
+        raise ValueError(f"{field}: topN must be 1 to {MAX_TOP_N}, not {limit}")
+    found = reader.samples(definition, service, Duration.of(duration), limit, Order[condition["order"]])
+    return [
+        {"name": r.statement, "id": r.trace_id, "value": str(r.latency), "refId": r.trace_id} for r in found
+    ]
+
+
 class _Read:
     """A metric of an entity over a Duration, as a read's arguments name them."""
 
@@ -178,7 +229,7 @@ class _Read:
 
 
 def _reader(context: QueryContext) -> StoredMetrics:
-    return StoredMetrics(context.metrics, context.shared)
+    return StoredMetrics(context.metrics, context.shared, context.records)
 
 
 def _metric(reader: StoredMetrics, name: str, field: str, kind: MetricsType) -> MetricDef:

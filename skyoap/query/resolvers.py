@@ -31,7 +31,6 @@ _ONE_LAYER = "skyoap's services are each of one layer, in no hierarchy of layers
 _NO_PROCESSES = "skyoap takes no process telemetry (SkyWalking's eBPF agent's)"
 _NO_BROWSERS = "skyoap takes no browser telemetry (SkyWalking's browser agent's)"
 _NO_TASKS = "skyoap runs no profiling: it creates no tasks and takes no profiles"
-_NO_RECORDS = "skyoap samples no records (slow statements) yet"
 _V1 = "it is SkyWalking's first metrics query; ask execExpression (MQE) or readMetricsValues"
 
 
@@ -72,6 +71,9 @@ def _served(binder: Binder) -> Binder:
         .query("sortMetrics", metrics_v2.sort_metrics)
         .query("listMetrics", metrics_v2.list_metrics)
         .query("typeOfMetrics", metrics_v2.type_of_metrics)
+        .query("readRecords", metrics_v2.read_records)
+        .query("readSampledRecords", metrics_v2.read_sampled_records)
+        .query("getTopNRecords", metrics_v2.get_top_n_records)
         .query("getMenuItems", dashboards.menu_items)
         .query("getAllTemplates", ui_templates.all_templates)
         .query("getTemplate", ui_templates.template)
@@ -145,9 +147,6 @@ def _refused(binder: Binder) -> Binder:
         binder.refuse(
             "readHeatMap", "skyoap measures no heatmap metric (SkyWalking's rules define none either)"
         )
-        .refuse("readRecords", _NO_RECORDS)
-        .refuse("readSampledRecords", _NO_RECORDS)
-        .refuse("getTopNRecords", _NO_RECORDS)
         .refuse("getValues", _V1)
         .refuse("getLinearIntValues", _V1)
         .refuse("getMultipleLinearIntValues", _V1)

@@ -615,6 +615,6 @@ ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
         "detect_point",
     ),
     EndpointRelationMetrics: ("source_service", "source_endpoint", "dest_service", "dest_endpoint"),
-    DatabaseAccessMetrics: ("service",),
+    DatabaseAccessMetrics: ("service", "type"),
     CacheAccessMetrics: ("service", "operation"),
 }

@@ -85,7 +85,7 @@ def accesses(span: Span) -> Iterator[tuple[type[CallMetrics], tuple[str, ...]]]:
     and its entity's names."""
     if span.layer == DATABASE:
         if span.peer:
-            yield DatabaseAccessMetrics, (span.peer,)
+            yield DatabaseAccessMetrics, (span.peer, dict(span.details).get("db.type", ""))
         return
     found = _cache(span)
     if found is not None:

@@ -26,7 +26,7 @@ from skyoap.mqe.duration import Duration, Step
 from skyoap.mqe.entity import Entity, Scope
 from skyoap.mqe.evaluator import execute
 from skyoap.mqe.ids import endpoint_id, instance_id, service_id
-from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
+from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, Sample, TopNCondition
 from skyoap.mqe.results import (
     ExpressionResult,
     ExpressionResultType,
@@ -124,6 +124,7 @@ class MemoryReader:
     of a metric's model into the Duration's buckets, as storage would."""
 
     def __init__(self, rows: Iterable[Metrics]) -> None:
+        self.sampled: dict[tuple[str, str], list[Sample]] = {}
         self.rows = list(rows)
         self.reads: list[str] = []
 
@@ -158,6 +159,13 @@ class MemoryReader:
             assert isinstance(r, MeterMetrics)
             groups.setdefault(r.labels, []).append(r)
         return [_values(rs, buckets, metric.column, _labels(text)) for text, rs in groups.items()]
+
+    def samples(
+        self, metric: MetricDef, service: str, duration: Duration, limit: int, order: Order
+    ) -> Sequence[Sample]:
+        self.reads.append(f"samples {metric.name} of {service}")
+        found = sorted(self.sampled.get((metric.name, service), ()), key=lambda r: r.latency)
+        return (found[::-1] if order is Order.DES else found)[:limit]
 
     def top(self, metric: MetricDef, duration: Duration, condition: TopNCondition) -> Sequence[Ranked]:
         assert metric.model is not None
@@ -589,10 +597,31 @@ def test_metrics_skyoap_does_not_measure_have_no_data() -> None:
     assert execute("service_mq_consume_count", SHOP, FIVE_MINUTES, reader) == ExpressionResult(
         SERIES, (series(None, None, None, None, None),)
     )
-    assert execute("top_n(top_n_service_database_statement, 20, des)", SHOP, FIVE_MINUTES, reader) == (
+    assert reader.reads == []
+
+
+def test_a_record_list_is_a_services_slowest_samples_with_their_traces() -> None:
+    reader = MemoryReader(ROWS)
+    reader.sampled[("top_n_service_database_statement", "shop")] = [
+        Sample("SELECT 1", 250, "t1"), Sample("SELECT 2", 900, "t2"), Sample("SELECT 3", 400, "t3"),
+    ]  # fmt: skip
+
+    def record(statement: str, latency: str, trace: str) -> MQEValue:
+        return MQEValue(statement, latency, trace)
+
+    assert execute("top_n(top_n_service_database_statement, 2, des)", SHOP, FIVE_MINUTES, reader) == (
+        ExpressionResult(
+            ExpressionResultType.RECORD_LIST,
+            (MQEValues(Metadata(), (record("SELECT 2", "900", "t2"), record("SELECT 3", "400", "t3"))),),
+        )
+    )
+    assert reader.reads == ["samples top_n_service_database_statement of shop"]
+    fastest = execute("top_n(top_n_service_database_statement, 1, asc)", SHOP, FIVE_MINUTES, reader)
+    assert fastest.results[0].values == (record("SELECT 1", "250", "t1"),)
+    # A record list is a service's: of no service, it is empty.
+    assert execute("top_n(top_n_service_database_statement, 2, des)", Entity(), FIVE_MINUTES, reader) == (
         ExpressionResult(ExpressionResultType.RECORD_LIST, (MQEValues(Metadata(), ()),))
     )
-    assert reader.reads == []
     assert run("top_n_service_database_statement") == error(
         "Metric: [top_n_service_database_statement] is topN record, need top_n function for query."
     )

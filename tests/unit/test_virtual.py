@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from skyoap.model.metrics import CacheAccessMetrics, CallMetrics, DatabaseAccessMetrics, minute_bucket
+from skyoap.model.metrics import (
+    CacheAccessMetrics,
+    CallMetrics,
+    DatabaseAccessMetrics,
+    Metrics,
+    merge_into,
+    minute_bucket,
+)
 from skyoap.model.records import SampledRecord
 from skyoap.receiver.segments import EXIT, Segment, Span, SpanKind, analyse
 from skyoap.receiver.virtual import SlowThresholds, Thresholds
@@ -26,14 +33,23 @@ def segment(*spans: Span) -> Segment:
     return Segment("t1", "s1", "shop", "shop-1", spans, b"")
 
 
-def calls(metrics: list) -> dict[tuple[str, ...], tuple[int, int, int]]:
+def merged(metrics: list[Metrics]) -> list[CallMetrics]:
+    """The virtual services' metrics, those of one key merged (as L1 merges them)."""
+    totals: dict[str, CallMetrics] = {}
+    assert (
+        merge_into(totals, [m for m in metrics if isinstance(m, DatabaseAccessMetrics | CacheAccessMetrics)])
+        == []
+    )
+    return list(totals.values())
+
+
+def calls(metrics: list[Metrics]) -> dict[tuple[str, ...], tuple[int, int, int]]:
     """Each virtual service's calls, errors and latency sum, by its names."""
     return {
         (type(m).__name__, *(getattr(m, f) for f in ("service", "operation") if hasattr(m, f))): (
             m.calls, m.errors, m.latency_sum_ms,
         )
-        for m in metrics
-        if isinstance(m, DatabaseAccessMetrics | CacheAccessMetrics)
+        for m in merged(metrics)
     }  # fmt: skip
 
 
@@ -50,8 +66,12 @@ def test_a_database_span_counts_a_call_for_the_database_its_peer_names() -> None
     ]
     measured = analyse([segment(*spans)])
     assert calls(measured.metrics) == {("DatabaseAccessMetrics", "pg:5432"): (3, 1, 285)}
-    (db,) = [m for m in measured.metrics if isinstance(m, DatabaseAccessMetrics)]
-    assert isinstance(db, CallMetrics) and db.time_bucket == minute_bucket(NOW)
+    (db,) = merged(measured.metrics)
+    # The local span names no db.type: the database's is the one named.
+    assert isinstance(db, DatabaseAccessMetrics) and (db.type, db.time_bucket) == (
+        "PostgreSQL",
+        minute_bucket(NOW),
+    )
     # Past PostgreSQL's threshold (200 ms by default): sampled for the database and for its caller.
     assert [
         (s.metric, s.service, s.normal, s.statement, s.latency, s.trace_id) for s in measured.samples
