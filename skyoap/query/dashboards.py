@@ -5,7 +5,8 @@ children widgets on a 24-column grid (``x, y, w, h``) whose ``expressions``
 are MQE, and tabs holding widgets in turn. The UI keys a dashboard by
 ``layer_entity_name`` and opens the one of an entity's scope.
 
-skyoap's dashboards are of the GENERAL layer, drawing the metrics skyoap
+skyoap's dashboards are of the GENERAL layer and of the databases and caches
+services call (VIRTUAL_DATABASE, VIRTUAL_CACHE), drawing the metrics skyoap
 measures (``mqe/catalogue.py``) and the meters SkyWalking's Python agent
 reports under their own names, laid out as SkyWalking lays out its own. They
 are the defaults users change (``ui_templates.py``)."""
@@ -149,8 +150,10 @@ def _calls(prefix: str, sla: str = "sla") -> list[Widget]:
     ]
 
 
-def _dashboard(name: str, entity: str, children: list[Widget], root: bool = False) -> dict[str, Any]:
-    configuration = {"layer": GENERAL, "entity": entity, "name": name, "id": name, "isRoot": root,
+def _dashboard(
+    name: str, entity: str, children: list[Widget], root: bool = False, layer: str = GENERAL
+) -> dict[str, Any]:
+    configuration = {"layer": layer, "entity": entity, "name": name, "id": name, "isRoot": root,
                      "children": children}  # fmt: skip
     return {"id": name, "configuration": configuration}
 
@@ -158,7 +161,7 @@ def _dashboard(name: str, entity: str, children: list[Widget], root: bool = Fals
 @cache
 def dashboards() -> tuple[dict[str, Any], ...]:
     """Every dashboard, its ``configuration`` as a JSON value (not yet text)."""
-    return (_root(), _service(), *_instance_and_endpoint(), *_relations())
+    return (_root(), _service(), *_instance_and_endpoint(), *_relations(), *_databases(), *_caches())
 
 
 def _root() -> dict[str, Any]:
@@ -193,6 +196,7 @@ def _service() -> dict[str, Any]:
         _line("Apdex", "service_apdex/10000"),
         _top("Busiest Instances (calls / min)", "top_n(service_instance_cpm,10,des)"),
         _top("Slowest Endpoints (ms)", "top_n(endpoint_resp_time,10,des)"),
+        _top("Slow Statements (ms)", "top_n(top_n_service_database_statement,10,des)"),
     ]
     return _dashboard(
         "General-Service",
@@ -268,19 +272,87 @@ def _relations() -> tuple[dict[str, Any], ...]:
     )
 
 
+def _virtual_root(layer: str, name: str, prefix: str, widgets: list[Widget]) -> tuple[dict[str, Any], ...]:
+    """The pages of a virtual layer: its services listed (``{name}-Root``,
+    by ``{prefix}_*``), and one of them (``{name}-Service``)."""
+    return (
+        _dashboard(
+            f"{name}-Root",
+            "All",
+            _tabs(("Services", [_listing("ServiceList", f"{name}-Service", prefix)])),
+            root=True,
+            layer=layer,
+        ),
+        _dashboard(f"{name}-Service", "Service", _tabs(("Overview", widgets)), layer=layer),
+    )
+
+
+def _databases() -> tuple[dict[str, Any], ...]:
+    """The databases services call, and their slow statements."""
+    return _virtual_root(
+        "VIRTUAL_DATABASE",
+        "Virtual-Database",
+        "database_access",
+        [*_calls("database_access"), _top("Slow Statements (ms)", "top_n(top_n_database_statement,10,des)")],
+    )
+
+
+def _caches() -> tuple[dict[str, Any], ...]:
+    """The caches services call: their reads, writes and every call, and the slow commands."""
+    return _virtual_root(
+        "VIRTUAL_CACHE",
+        "Virtual-Cache",
+        "cache_access",
+        [
+            _line("Read Load", "cache_read_cpm", unit="calls / min"),
+            _line("Read Success Rate", "cache_read_sla/100", unit="%"),
+            _line("Avg Read Response Time", "cache_read_resp_time", unit="ms"),
+            _line(
+                "Read Response Time Percentile", PERCENTILES.format(metric="cache_read_percentile"), unit="ms"
+            ),
+            _line("Write Load", "cache_write_cpm", unit="calls / min"),
+            _line("Write Success Rate", "cache_write_sla/100", unit="%"),
+            _line("Avg Write Response Time", "cache_write_resp_time", unit="ms"),
+            _line(
+                "Write Response Time Percentile",
+                PERCENTILES.format(metric="cache_write_percentile"),
+                unit="ms",
+            ),
+            _top("Slow Reads (ms)", "top_n(top_n_cache_read_command,10,des)"),
+            _top("Slow Writes (ms)", "top_n(top_n_cache_write_command,10,des)"),
+        ],
+    )
+
+
+_MENU = (
+    ("Services", GENERAL, "services", "Services that report through SkyWalking's or OpenTelemetry's agents."),
+    (
+        "Virtual Database",
+        "VIRTUAL_DATABASE",
+        "virtual_database",
+        "Databases services call, known from their spans.",
+    ),
+    ("Virtual Cache", "VIRTUAL_CACHE", "virtual_cache", "Caches services call, known from their spans."),
+)
+"""SkyWalking's menu entries of the layers skyoap has: title, layer, i18n key and description."""
+
+
 def menu_items(context: QueryContext) -> list[dict[str, Any]]:
     """SkyWalking's menu of the layers skyoap has: a leaf is active when its
     layer has services, a group when one of its leaves is."""
-    active = bool(list_services(context, GENERAL))
-    services: dict[str, Any] = {
-        "title": "Services",
-        "icon": None,
-        "layer": GENERAL,
-        "activate": active,
-        "subItems": [],
-        "description": "Services that report through SkyWalking's or OpenTelemetry's agents.",
-        "documentLink": None,
-        "i18nKey": "general_service_services",
-    }
-    group = {**services, "title": "General Service", "icon": "general_service", "layer": ""}
-    return [{**group, "subItems": [services], "i18nKey": "general_service"}]
+    leaves: list[dict[str, Any]] = [
+        {
+            "title": title,
+            "icon": None,
+            "layer": layer,
+            "activate": bool(list_services(context, layer)),
+            "subItems": [],
+            "description": description,
+            "documentLink": None,
+            "i18nKey": f"general_service_{key}",
+        }
+        for title, layer, key, description in _MENU
+    ]
+    group = {**leaves[0], "title": "General Service", "icon": "general_service", "layer": ""}
+    active = any(leaf["activate"] for leaf in leaves)
+    return [{**group, "activate": active, "subItems": leaves, "i18nKey": "general_service"}]

@@ -2,9 +2,12 @@
 SkyWalking's metadata queries (v2, and the v1 ones its CLI still sends)
 answer them.
 
-Every service that runs an agent is in the GENERAL layer: skyoap keeps no
-other layer. A peer nobody reports from (a database at ``mysql:3306``) is
-no service here; it is a node of the topology (``topology.py``)."""
+Every service that runs an agent is in the GENERAL layer. The databases and
+caches they call (``receiver/virtual.py``) are services of the
+VIRTUAL_DATABASE and VIRTUAL_CACHE layers, known from their metrics: those
+called within ``--inactive-instance-ttl-days``. Any other peer nobody
+reports from is no service here; it is a node of the topology
+(``topology.py``)."""
 
 from __future__ import annotations
 
@@ -12,10 +15,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
+from skyoap.model.metrics import CacheAccessMetrics, DatabaseAccessMetrics, Downsampling, Metrics
 from skyoap.mqe import ids
 from skyoap.mqe.duration import Duration
 from skyoap.mqe.entity import GENERAL
 from skyoap.query.context import QueryContext
+from skyoap.runtime import clock
+
+DAY_MS = 86_400_000
 
 GROUP_SEPARATOR = "::"
 """``group::short`` names a service of a group, as in SkyWalking."""
@@ -58,14 +65,56 @@ def _stored_service(context: QueryContext, name: str) -> ServiceInventory | None
     return found.item if found else None
 
 
+VIRTUAL_LAYERS: Mapping[str, type[Metrics]] = {
+    "VIRTUAL_DATABASE": DatabaseAccessMetrics,
+    "VIRTUAL_CACHE": CacheAccessMetrics,
+}
+"""The layers of the services known from their callers, and the metrics they are known by."""
+
+
+def _virtual(name: str, layer: str) -> dict[str, Any]:
+    return {"id": ids.service_id(name, False), "name": name, "group": "", "shortName": name,
+            "layers": [layer], "normal": False}  # fmt: skip
+
+
+def _virtual_names(context: QueryContext, layer: str, first_day: int | None = None) -> list[str]:
+    """The services of a virtual layer called since ``first_day`` (a day
+    bucket; by default, within ``--inactive-instance-ttl-days``)."""
+    if first_day is None:
+        first_day = Downsampling.DAY.bucket_of(clock.now_ms() - context.ttl.inactive_instance_days * DAY_MS)
+    found = context.metrics.distinct(VIRTUAL_LAYERS[layer], Downsampling.DAY, first_day, ("service",))
+    return sorted(name for (name,) in found)
+
+
 def list_layers(context: QueryContext) -> list[str]:
-    return [GENERAL] if _services(context) else []
+    layers = [GENERAL] if _services(context) else []
+    return layers + [layer for layer in VIRTUAL_LAYERS if _virtual_names(context, layer)]
 
 
 def list_services(context: QueryContext, layer: str | None = None) -> list[dict[str, Any]]:
+    """The services of ``layer``: those that report (GENERAL), or those known
+    from their callers (a virtual layer); of every layer when none is given."""
+    if layer is not None and layer in VIRTUAL_LAYERS:
+        return [_virtual(name, layer) for name in _virtual_names(context, layer)]
     if layer not in (None, GENERAL):
         return []
-    return [_service(s) for s in _services(context)]
+    found = [_service(s) for s in _services(context)]
+    if layer is None:
+        found += [
+            _virtual(n, virtual) for virtual in VIRTUAL_LAYERS for n in _virtual_names(context, virtual)
+        ]
+    return found
+
+
+def all_databases(context: QueryContext, duration: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The databases called since the Duration's first day, each with the
+    ``db.type`` its callers name (SkyWalking's ``getAllDatabases``)."""
+    first_day = Downsampling.DAY.bucket_of(int(Duration.of(duration).start_time.timestamp() * 1000))
+    found = context.metrics.distinct(DatabaseAccessMetrics, Downsampling.DAY, first_day, ("service", "type"))
+    types: dict[str, str] = {}
+    for name, kind in found:
+        types[name] = max(types.get(name, ""), kind)
+    return [{"id": ids.service_id(n, False), "name": n, "type": types[n]} for n in sorted(types)]
 
 
 def all_services(
@@ -91,8 +140,13 @@ def search_service(context: QueryContext, serviceCode: str) -> dict[str, Any] | 
 
 
 def get_service(context: QueryContext, serviceId: str) -> dict[str, Any] | None:
-    name = ids.service_name(serviceId)
-    return find_service(context, serviceName=name)
+    """The service ``serviceId`` names: one that reports (``.1``), or one of
+    a virtual layer called lately (``.0``)."""
+    name, normal = ids.read_service_id(serviceId, "serviceId")
+    if normal:
+        return find_service(context, serviceName=name)
+    layers = [layer for layer in VIRTUAL_LAYERS if name in _virtual_names(context, layer)]
+    return {**_virtual(name, layers[0]), "layers": layers} if layers else None
 
 
 def _instance(service: str, instance: ServiceInstanceInventory) -> dict[str, Any]:

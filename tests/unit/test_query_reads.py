@@ -316,6 +316,10 @@ def test_every_expression_of_every_dashboard_evaluates(storage: OpenStorage) -> 
         ("GENERAL", "ServiceRelation", "General-Service-Relation", False),
         ("GENERAL", "ServiceInstanceRelation", "General-Instance-Relation", False),
         ("GENERAL", "EndpointRelation", "General-Endpoint-Relation", False),
+        ("VIRTUAL_DATABASE", "All", "Virtual-Database-Root", True),
+        ("VIRTUAL_DATABASE", "Service", "Virtual-Database-Service", False),
+        ("VIRTUAL_CACHE", "All", "Virtual-Cache-Root", True),
+        ("VIRTUAL_CACHE", "Service", "Virtual-Cache-Service", False),
     }
     entity = {
         "serviceName": "shop", "normal": True, "serviceInstanceName": "shop-1", "endpointName": "/orders",
@@ -336,12 +340,15 @@ def test_the_menu_shows_the_general_layer_once_it_has_services(storage: OpenStor
     assert data == {
         "getMenuItems": [
             {"title": "General Service", "layer": "", "activate": True,
-             "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True}]},
+             "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True},
+                          {"title": "Virtual Database", "layer": "VIRTUAL_DATABASE", "activate": False},
+                          {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": False}]},
         ]
     }  # fmt: skip
     empty = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "e.db")))
     try:
         empty.inventory.install(INVENTORY_TYPES)
+        empty.metrics.install(METRICS_TYPES)
         data, _ = ask(empty, query)
     finally:
         empty.close()
