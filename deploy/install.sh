@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a command needs on a fresh Debian machine, skipping what is there.
 #   deploy/install.sh node   Python alone: a virtualenv with skyoap (`make demo`).
-#   deploy/install.sh all    also the tools, Spark, Redis (Debian's redis-server), stress-ng,
+#   deploy/install.sh all    also the tools, Spark, Redis (Debian's redis-server), PostgreSQL, stress-ng,
 #                            Chromium (Debian's, for the web UI's tests), Elasticsearch (Elastic's zip from Maven Central, run with the
 #                            machine's Java) and the agents the tests run (`make test`).
 set -euo pipefail
@@ -36,6 +36,7 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}" >&2
   as_root apt-get update -qq
@@ -46,13 +47,14 @@ needs mvn "Maven, which fetches Elasticsearch"
 
 # SkyWalking's own Python agent, in a virtualenv of its own, for the tests that
 # check that agents built for SkyWalking report to skyoap unchanged; with the
-# Redis client its Redis plugin instruments (the query tests' services call Redis).
+# Redis and PostgreSQL clients its plugins instrument (the query tests' services
+# call Redis and PostgreSQL).
 if [ ! -x .venv-agent/bin/python ]; then
   python3 -m venv .venv-agent
 fi
-if [ ! -f .venv-agent/.installed-2 ]; then
-  .venv-agent/bin/pip install -q apache-skywalking==1.2.0 redis==4.5.1
-  touch .venv-agent/.installed-2
+if [ ! -f .venv-agent/.installed-3 ]; then
+  .venv-agent/bin/pip install -q apache-skywalking==1.2.0 redis==4.5.1 "psycopg[binary]==3.1.20"
+  touch .venv-agent/.installed-3
 fi
 
 # OpenTelemetry's Python SDK and OTLP exporter, for the tests that check that

@@ -323,3 +323,54 @@ class RedisServer(_Process):
     def stop(self, timeout_s: float = 10.0) -> None:
         super().stop(timeout_s)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class PostgresServer(_Process):
+    """A PostgreSQL (Debian's) on a database of its own, listening on
+    127.0.0.1 with trust authentication, no data kept past ``stop``: what
+    the tests of services that query a database call."""
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__("postgres", Path(tempfile.mkdtemp(prefix="skyoap-postgres-")))
+        self.port = port or free_port()
+
+    @property
+    def dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+
+    def start(self, timeout_s: float = 60.0) -> PostgresServer:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+        if not found:
+            raise ServerError("PostgreSQL is not installed: run deploy/install.sh (apt-get install postgresql)")
+        bin_dir, data = found[-1].parent, self.workdir / "data"
+        if not data.exists():
+            if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+                os.chown(self.workdir, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+            initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
+            self._spawn(initdb, as_nobody=True)
+            assert self.proc is not None
+            if self.proc.wait(timeout_s) != 0:
+                raise ServerError(f"initdb failed:\n{self.output_tail()}")
+        argv = [
+            str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.workdir),
+            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+        ]  # fmt: skip
+        self._spawn(argv, as_nobody=True)
+        self._wait_until(self._answers, timeout_s)
+        return self
+
+    def _answers(self) -> bool:
+        return (self.workdir / f".s.PGSQL.{self.port}").exists() and _listening(self.port)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        super().stop(timeout_s)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+

@@ -98,11 +98,12 @@ def _failed(error: str) -> dict[str, Any]:
 
 def _values(series: Series) -> dict[str, Any]:
     owners = series.owners or (None,) * len(series.ids)
+    traces = series.trace_ids or (None,) * len(series.ids)
     return {
         "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in series.labels]},
         "values": [
-            {"id": i, "value": None if v is None else format_value(v), "traceID": None, "owner": _owner(o)}
-            for i, v, o in zip(series.ids, series.values, owners, strict=True)
+            {"id": i, "value": None if v is None else format_value(v), "traceID": t, "owner": _owner(o)}
+            for i, v, t, o in zip(series.ids, series.values, traces, owners, strict=True)
         ],
     }
 

@@ -5,7 +5,11 @@ skyoap. The agent is configured by its environment (``SW_AGENT_NAME``, …).
 ``shop`` serves ``GET /buy``, which reserves at ``stock`` (``$STOCK_URL``),
 and ``GET /buy-fail``, which logs a warning and fails with 500 at once.
 ``stock`` serves ``GET /reserve``, which counts the reservation in Redis
-(``$REDIS_HOST:$REDIS_PORT``), a peer nobody reports from.
+(``$REDIS_HOST:$REDIS_PORT``), a peer nobody reports from; and ``GET
+/report``, which queries PostgreSQL (``$DATABASE_DSN``) once quickly and
+once slowly (250 ms), and calls Redis four times: a small write and read,
+then a write of 20 MB and a read of 100,000 keys, whose commands take
+milliseconds to send (SkyWalking's agent times a Redis command's sending).
 
 Prints the port it serves on. Each line on stdin lets one ``/buy`` answer,
 once ``stock`` has answered it: so the caller decides when shop's segment
@@ -46,6 +50,8 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/reserve":
             store = redis.Redis(host=os.environ["REDIS_HOST"], port=int(os.environ["REDIS_PORT"]))
             store.incr("reserved")
+        elif self.path == "/report":
+            report()
         else:
             status = 404
         self.send_response(status)
@@ -54,6 +60,19 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+
+def report() -> None:
+    import psycopg
+
+    with psycopg.connect(os.environ["DATABASE_DSN"]) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.execute("SELECT pg_sleep(0.25)")
+    store = redis.Redis(host=os.environ["REDIS_HOST"], port=int(os.environ["REDIS_PORT"]))
+    store.set("report", "ready")
+    store.get("report")
+    store.set("big", "x" * 20_000_000)
+    store.mget([f"key-{i:06d}" for i in range(100_000)])
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -198,7 +198,10 @@ def test_the_ui_and_cli_read_what_the_python_agent_reported(workload: Workload) 
     ui_start(w)
 
 
-def passes(check: Callable[[Workload], None], w: Workload) -> bool:
+W = TypeVar("W", bound=Workload)
+
+
+def passes(check: Callable[[W], None], w: W) -> bool:
     check(w)
     return True
 
