@@ -341,12 +341,23 @@ class PostgresServer(_Process):
     def start(self, timeout_s: float = 60.0) -> PostgresServer:
         found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
         if not found:
-            raise ServerError("PostgreSQL is not installed: run deploy/install.sh (apt-get install postgresql)")
+            raise ServerError(
+                "PostgreSQL is not installed: run deploy/install.sh (apt-get install postgresql)"
+            )
         bin_dir, data = found[-1].parent, self.workdir / "data"
         if not data.exists():
             if os.geteuid() == 0:  # PostgreSQL refuses to run as root
                 os.chown(self.workdir, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-            initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
+            initdb = [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ]
             self._spawn(initdb, as_nobody=True)
             assert self.proc is not None
             if self.proc.wait(timeout_s) != 0:
@@ -373,4 +384,3 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
-

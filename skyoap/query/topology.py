@@ -11,8 +11,9 @@ and an address nobody named stays a node of its own: a virtual service.
 
 Calls carry the names of the components each side measured them through,
 and service nodes the type SkyWalking gives them (``_Types``); instance and
-endpoint nodes have none, as in SkyWalking. A service's only layer is
-``GENERAL``.
+endpoint nodes have none, as in SkyWalking. A service that reports is of the
+``GENERAL`` layer; a database or a cache, of its virtual layer
+(``metadata.VIRTUAL_LAYERS``); any other address, of none (``UNDEFINED``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from skyoap.query import conditions
 from skyoap.query.components import component_name, priority, server_name
 from skyoap.query.conditions import UNDEFINED
 from skyoap.query.context import QueryContext
+from skyoap.query.metadata import VIRTUAL_LAYERS
 
 MAX_ROWS = 10_000
 """A topology is built from fewer relation rows (one per relation and time
@@ -178,14 +180,24 @@ class _Calls:
 # Services ------------------------------------------------------------------
 
 
-def _service_node(service: Service) -> dict[str, Any]:
-    return {
-        "id": service.id,
-        "name": service.name,
-        "type": None,
-        "isReal": service.normal,
-        "layers": [GENERAL] if service.normal else [UNDEFINED],
-    }
+def _service_node(service: Service, virtual: Mapping[str, list[str]]) -> dict[str, Any]:
+    layers = [GENERAL] if service.normal else virtual.get(service.name, [UNDEFINED])
+    return {"id": service.id, "name": service.name, "type": None, "isReal": service.normal, "layers": layers}
+
+
+def virtual_layers(context: QueryContext, window: Duration, names: Iterable[str]) -> dict[str, list[str]]:
+    """The virtual layers (``VIRTUAL_DATABASE``, ...) of each of ``names``
+    that is a database or a cache called since the window's start."""
+    wanted = set(names)
+    found: dict[str, list[str]] = {}
+    if not wanted:
+        return found
+    level = window.step.downsampling()
+    for layer, model in VIRTUAL_LAYERS.items():
+        for (name,) in context.metrics.distinct(model, level, window.start_bucket, ("service",)):
+            if name in wanted:
+                found.setdefault(name, []).append(layer)
+    return found
 
 
 @dataclass
@@ -221,12 +233,16 @@ Keep = Callable[[Service, Service], bool]
 
 
 def services_answer(
-    rows: Sequence[ServiceRelationMetrics], normal: frozenset[str], keep: Keep | None = None
+    rows: Sequence[ServiceRelationMetrics],
+    normal: frozenset[str],
+    keep: Keep | None = None,
+    virtual: Mapping[str, list[str]] = {},
 ) -> dict[str, Any]:
     """The topology of ``rows`` (only the calls ``keep(source, dest)`` keeps, if
     given): of each relation and side, whatever its buckets. The client
     side's rows are read first, as SkyWalking reads them: a type a server
-    side gives takes the place of one a client side conjectured."""
+    side gives takes the place of one a client side conjectured. A node
+    that does not report is of its ``virtual`` layers, if it has any."""
     relations: dict[tuple[str, str, str], set[int]] = {}
     for r in sorted(rows, key=lambda r: r.detect_point != DetectPoint.CLIENT.value):
         relations.setdefault((r.source, r.dest, r.detect_point), set()).update(r.components)
@@ -247,7 +263,7 @@ def services_answer(
         calls.add(source.id, dest.id, side, components)
         for end in (source, dest):
             if end.id not in nodes:
-                nodes[end.id] = _service_node(end)
+                nodes[end.id] = _service_node(end, virtual)
         if side == DetectPoint.SERVER.value:
             types.served(source, dest, components)
         else:
@@ -272,7 +288,14 @@ def global_topology(
     rows = Rows(context, window, "global topology").of(ServiceRelationMetrics)
     normal = normal_services(context, (n for r in rows for n in (r.source, r.dest)))
     keep: Keep | None = (lambda s, d: s.normal or d.normal) if layer else None
-    return services_answer(rows, normal, keep)
+    return services_answer(rows, normal, keep, _virtual(context, window, rows, normal))
+
+
+def _virtual(
+    context: QueryContext, window: Duration, rows: Sequence[ServiceRelationMetrics], normal: frozenset[str]
+) -> dict[str, list[str]]:
+    """The virtual layers of the services ``rows`` name that do not report (but ``User``)."""
+    return virtual_layers(context, window, {r.dest for r in rows} - normal - {USER})
 
 
 def services_topology(
@@ -294,7 +317,8 @@ def services_topology(
         found = rows.of(ServiceRelationMetrics)
     normal = normal_services(context, (n for r in found for n in (r.source, r.dest)))
     wanted = {s.id for s in services}
-    return services_answer(found, normal, lambda s, d: s.id in wanted or d.id in wanted)
+    keep = lambda s, d: s.id in wanted or d.id in wanted  # noqa: E731
+    return services_answer(found, normal, keep, _virtual(context, window, found, normal))
 
 
 def service_topology(

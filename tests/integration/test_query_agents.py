@@ -212,7 +212,7 @@ def metadata(w: Workload) -> None:
         id value: name label: name group layers normal shortName
     } }""")
     assert services == {
-        "layers": ["GENERAL"],
+        "layers": ["GENERAL", "VIRTUAL_CACHE"],  # stock calls Redis
         "services": [
             {"id": SHOP, "value": "shop", "label": "shop", "group": "", "layers": ["GENERAL"],
              "normal": True, "shortName": "shop"},
@@ -311,7 +311,7 @@ def topology(w: Workload) -> None:
         {"id": user, "name": "User", "type": "USER", "isReal": False, "layers": ["UNDEFINED"]},
         {"id": SHOP, "name": "shop", "type": "Python", "isReal": True, "layers": ["GENERAL"]},
         {"id": STOCK, "name": "stock", "type": "Python", "isReal": True, "layers": ["GENERAL"]},
-        {"id": redis, "name": w.redis, "type": "Redis", "isReal": False, "layers": ["UNDEFINED"]},
+        {"id": redis, "name": w.redis, "type": "Redis", "isReal": False, "layers": ["VIRTUAL_CACHE"]},
     ]
 
     def call(source: str, target: str, sides: list[str], client: list[str], server: list[str]) -> Any:
@@ -391,7 +391,9 @@ def ui_start(w: Workload) -> None:
     }""")
     assert start["menu"] == [
         {"title": "General Service", "layer": "", "activate": True,
-         "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True}]},
+         "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True},
+                      {"title": "Virtual Database", "layer": "VIRTUAL_DATABASE", "activate": False},
+                      {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": True}]},
     ]  # fmt: skip
     assert start["ttl"] == {"minute": 1, "hour": 7, "day": 90, "coldMinute": -1}
     assert start["support"] is False

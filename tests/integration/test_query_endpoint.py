@@ -130,8 +130,19 @@ def test_what_skywalkings_ui_and_cli_ask_at_start_up_is_answered_exactly(node: N
         "description": "Services that report through SkyWalking's or OpenTelemetry's agents.",
         "documentLink": None, "i18nKey": "general_service_services",
     }  # fmt: skip
+    databases_item = {
+        **services_item, "title": "Virtual Database", "layer": "VIRTUAL_DATABASE",
+        "description": "Databases services call, known from their spans.",
+        "i18nKey": "general_service_virtual_database",
+    }  # fmt: skip
+    caches_item = {
+        **services_item, "title": "Virtual Cache", "layer": "VIRTUAL_CACHE",
+        "description": "Caches services call, known from their spans.",
+        "i18nKey": "general_service_virtual_cache",
+    }  # fmt: skip
     general = {**services_item, "title": "General Service", "icon": "general_service", "layer": ""}
-    menu = [{**general, "i18nKey": "general_service", "subItems": [services_item]}]
+    items = [services_item, databases_item, caches_item]
+    menu = [{**general, "i18nKey": "general_service", "subItems": items}]
     assert ask(url, UI_MENU).body == {"data": {"getMenuItems": menu}}
     before = clock.now_ms()
     time = ask(url, "query queryOAPTimeInfo { getTimeInfo { timezone currentTimestamp } }").body
@@ -148,6 +159,7 @@ def test_what_skywalkings_ui_and_cli_ask_at_start_up_is_answered_exactly(node: N
     assert [t["id"] for t in templates["data"]["getAllTemplates"]] == [
         "General-Root", "General-Service", "General-Instance", "General-Endpoint",
         "General-Service-Relation", "General-Instance-Relation", "General-Endpoint-Relation",
+        "Virtual-Database-Root", "Virtual-Database-Service", "Virtual-Cache-Root", "Virtual-Cache-Service",
     ]  # fmt: skip
     assert ask(url, "query listLayer { layers: listLayers }").body == {"data": {"layers": []}}
     # SkyWalking's CLI, before every command, and to pick the queries it sends.

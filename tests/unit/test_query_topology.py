@@ -5,6 +5,7 @@ are not ids, and the bound on what one topology reads."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -13,8 +14,10 @@ from skyoap.model.inventory import ServiceInventory
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
     CallMetrics,
+    DatabaseAccessMetrics,
     Downsampling,
     EndpointRelationMetrics,
+    Metrics,
     ServiceInstanceRelationMetrics,
     ServiceRelationMetrics,
 )
@@ -62,6 +65,12 @@ class QueriedMetricsDAO(MemoryMetricsDAO):
             and all(getattr(row, column) == value for column, value in wanted.items())
         ]
         return sorted(rows, key=lambda r: (-r.time_bucket, r.key()))[:limit]
+
+    def distinct(
+        self, model: type[Metrics], level: Downsampling, first_bucket: int, columns: Sequence[str]
+    ) -> set[tuple[str, ...]]:
+        rows = self.values(model, level).values()
+        return {tuple(getattr(r, c) for c in columns) for r in rows if r.time_bucket >= first_bucket}
 
     def hold(self, *rows: CallMetrics) -> None:
         for row in rows:
@@ -135,6 +144,8 @@ def metrics() -> QueriedMetricsDAO:
         service_relation("D", "mysql:3306", "client", components=(MYSQL_DRIVER,)),
         service_relation("User", "A", "server", 1900, (FLASK,)),
         service_relation("C", "B", "server", 1908),
+        # mysql:3306 is a database: its callers' spans measured it as one.
+        DatabaseAccessMetrics(time_bucket=202611211905, service="mysql:3306", **calls(2)),
         service_relation("A", "E", "client", 1859),
         instance_relation(("A", "a-1"), ("B", "b-1"), "server"),
         instance_relation(("A", "a-1"), ("B", "b-1"), "client", 1907),
@@ -190,7 +201,8 @@ def call(
 
 EMPTY: dict[str, list[Any]] = {"nodes": [], "calls": []}
 NODE_A, NODE_B, NODE_D = node(A, "A", True, "Flask"), node(B, "B", True, "SpringMVC"), node(D, "D", True)
-NODE_MYSQL, NODE_USER = node(MYSQL, "mysql:3306", False, "Mysql"), node(USER, "User", False, "USER")
+NODE_MYSQL = {**node(MYSQL, "mysql:3306", False, "Mysql"), "layers": ["VIRTUAL_DATABASE"]}
+NODE_USER = node(USER, "User", False, "USER")
 CALL_A_B = call(A, B, "CLIENT", "SERVER", client=("Requests",), server=("SpringMVC", "Flask"))
 CALL_USER_A = call(USER, A, "SERVER", server=("Flask",))
 EVERY_CALL = {
