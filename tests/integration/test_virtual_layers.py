@@ -10,16 +10,20 @@ takes a cache call as slow past 1 ms here: the large ones are the slowest."""
 from __future__ import annotations
 
 import functools
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Browser
 
 from skyoap.deploy.servers import PostgresServer, RedisServer
 from skyoap.runtime import clock
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
+from tests.integration.browser import VIEWPORT, browser, open_page, shots
 from tests.integration.helpers import eventually
 from tests.integration.test_query_agents import (
     AGENT_PYTHON,
@@ -31,6 +35,9 @@ from tests.integration.test_query_agents import (
     passes,
     start_app,
 )
+from tests.integration.test_ui_browser import cells, window
+
+__all__ = ["browser", "shots"]  # fixtures of this module's tests
 
 REPORTS = 3
 SLOW_STATEMENT = "SELECT pg_sleep(0.25)"
@@ -168,3 +175,34 @@ def sampled(w: Called) -> None:
         (values,) = [r["values"] for r in result["result"]["results"]]
         assert [v["name"] for v in values] == [command] * REPORTS, metric
         assert {v["refId"] for v in values} == traces
+
+
+@pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
+def test_the_web_ui_shows_the_databases_caches_and_slow_statements(
+    called: Called, browser: Browser, shots: Path
+) -> None:
+    w = called
+    eventually(functools.partial(passes, sampled, w), timeout_s=60)
+    assert w.node.ui_url is not None
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        open_page(page, f"{w.node.ui_url}#/called?{window(w)}", "called")
+        rows = page.locator("table.called.database_access tbody tr")
+        assert [rows.nth(0).locator("td").nth(i).text_content() for i in (0, 3)] == [w.database, "100"]
+        assert cells(page, "table.called.cache_access tbody tr", "data-name") == [w.redis]
+        statements = page.locator("table.slow.database_access tbody tr")
+        assert statements.count() == REPORTS
+        assert set(statements.locator("code").all_text_contents()) == {SLOW_STATEMENT}
+        commands = page.locator("table.slow.cache_access tbody tr code").all_text_contents()
+        assert {"MGET key-000000", "SET big"} <= set(commands)
+        page.screenshot(path=shots / "called.png", full_page=True)
+        # The calling service's own page lists the same statements, each linking to its trace.
+        stock = urllib.parse.quote(b64("stock") + ".1", safe="")
+        open_page(page, f"{w.node.ui_url}#/service?id={stock}&{window(w)}", "service")
+        links = page.locator("table.slow tbody tr a")
+        assert links.count() == REPORTS
+        assert all(
+            (links.nth(i).get_attribute("href") or "").startswith("#/traces?trace=") for i in range(REPORTS)
+        )
+    finally:
+        page.close()

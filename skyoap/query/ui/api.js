@@ -63,7 +63,7 @@ async function batch(asked, duration) {
   const declared = asked.map((_, i) => `$x${i}: String! $n${i}: Entity!`).join(" ");
   const fields = asked
     .map((_, i) => `e${i}: execExpression(expression: $x${i}, entity: $n${i}, duration: $d) {
-      type error results { metric { labels { key value } } values { id value } } }`)
+      type error results { metric { labels { key value } } values { id value traceID } } }`)
     .join("\n");
   const variables = { d: duration };
   asked.forEach(([expression, entity], i) => {

@@ -1,6 +1,6 @@
 // A service's dashboard: its load, latency with percentiles, success rate
-// and apdex over the window, its events marked on them and listed; its
-// instances and endpoints, busiest first
+// and apdex over the window, its events marked on them and listed, its
+// slowest database statements; its instances and endpoints, busiest first
 // (or slowest, by a click on a heading); the services it calls and that
 // call it.
 
@@ -18,6 +18,7 @@ const CHARTS = [
   ["Apdex", "service_apdex/10000"],
 ];
 const PERCENTILES = "service_percentile{p='50,75,90,95,99'}";
+const SLOW_STATEMENTS = "top_n(top_n_service_database_statement,10,des)";
 const FIGURES = [["Load", "cpm"], ["Latency (ms)", "resp_time"], ["Success (%)", "sla/100"]];
 
 export async function service(page, state) {
@@ -52,7 +53,7 @@ export async function service(page, state) {
     return sortable(table);
   };
   const [charts, instancesTable, endpointsTable, figures, events] = await Promise.all([
-    expressions([...CHARTS.map(([, e]) => [e, entity]), [PERCENTILES, entity]], d),
+    expressions([...CHARTS.map(([, e]) => [e, entity]), [PERCENTILES, entity], [SLOW_STATEMENTS, entity]], d),
     list("instances", instances.map((i) => i.name), "service_instance", "serviceInstanceName"),
     list("endpoints", endpoints.map((e) => e.name), "endpoint", "endpointName"),
     callFigures(t, d),
@@ -84,9 +85,19 @@ export async function service(page, state) {
     }
     return table;
   };
+  const slow = el("table", { className: "slow" });
+  slow.createTHead().insertRow().append(...["Latency (ms)", "Statement", "Trace"].map((x) => el("th", { textContent: x })));
+  const slowRows = slow.createTBody();
+  for (const v of charts[CHARTS.length + 1].results[0]?.values ?? []) {
+    const row = slowRows.insertRow();
+    row.dataset.trace = v.traceID;
+    row.append(el("td", { className: "number", textContent: v.value }), el("td", {}, el("code", { textContent: v.id })),
+      el("td", {}, el("a", { href: `#/traces?trace=${encodeURIComponent(v.traceID)}`, textContent: v.traceID })));
+  }
   page.replaceChildren(
     el("h1", { textContent: s.name }), grid,
     el("h2", { textContent: "Events" }), events.length ? eventsTable(events) : el("p", { className: "empty", textContent: "No event in the window." }),
+    ...(slowRows.rows.length ? [el("h2", { textContent: "Slowest database statements" }), slow] : []),
     el("h2", { textContent: "Instances" }), instancesTable,
     el("h2", { textContent: "Endpoints" }), endpointsTable,
     el("h2", { textContent: "Calls it makes" }), relations((c) => c.source === id),
