@@ -28,6 +28,7 @@ from tests.integration.helpers import eventually
 from tests.integration.test_events import event, send
 from tests.integration.test_query_agents import (
     SHOP,
+    STOCK,
     Workload,
     metrics,
     passes,
@@ -183,6 +184,18 @@ def dashboard(page: Page, w: Workload, t0: int, shots: Path) -> None:
     assert cells(page, "svg.chart line.mark", "data-label") == ["Upgrade", "Deploy"] * 5
     assert page.locator("svg.chart line.mark.error").count() == 5
     page.screenshot(path=shots / "service.png", full_page=True)
+    # An endpoint's page: who called it (users: no traced service) and whom it called.
+    redrawn(page, "endpoint", lambda: page.locator("table.endpoints a", has_text="/buy-fail").click())
+    assert page.locator("main h1").text_content() == "/buy-fail of shop"
+    assert cells(page, "table.dependencies tbody tr", "data-endpoint") == ["User User"]
+    assert page.locator("main p.empty").text_content() == "None in the window."  # it called nobody
+    # stock's /reserve was called by shop, in what SkyWalking's Python agent
+    # names the endpoint it called from: the exit span's operation.
+    assert w.node.ui_url is not None
+    stock = urllib.parse.quote(STOCK, safe="")
+    open_page(page, f"{w.node.ui_url}#/endpoint?service={stock}&name=%2Freserve&{window(w)}", "endpoint")
+    assert cells(page, "table.dependencies tbody tr", "data-endpoint") == ["shop /reserve"]
+    page.screenshot(path=shots / "endpoint.png", full_page=True)
 
 
 def traces(page: Page, base: str, when: str, w: Workload, shots: Path) -> None:

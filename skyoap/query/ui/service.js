@@ -1,12 +1,14 @@
 // A service's dashboard: its load, latency with percentiles, success rate
 // and apdex over the window, its events marked on them and listed, its
-// slowest database statements; its instances and endpoints, busiest first
+// slowest database statements; its instances and endpoints (each opening
+// its page), busiest first
 // (or slowest, by a click on a heading); the services it calls and that
 // call it.
 
 import { expressions, gql, pointAt, series, single } from "/ui/api.js";
 import { lineChart, sparkline } from "/ui/chart.js";
 import { el, figure, sortable } from "/ui/dom.js";
+import { endpointLink } from "/ui/endpoint.js";
 import { eventsTable, serviceEvents } from "/ui/events.js";
 import { callFigures, judged } from "/ui/relations.js";
 
@@ -47,7 +49,8 @@ export async function service(page, state) {
     for (const r of rows) {
       const tr = body.insertRow();
       tr.dataset.name = r.n;
-      tr.append(el("td", { textContent: r.n }), ...r.figures.map((f) => el("td", { className: "number", textContent: figure(f) })), el("td", {}, sparkline(r.trend)));
+      const named = kind === "endpoints" ? endpointLink(id, r.n) : r.n;
+      tr.append(el("td", {}, named), ...r.figures.map((f) => el("td", { className: "number", textContent: figure(f) })), el("td", {}, sparkline(r.trend)));
       r.figures.forEach((f, j) => (tr.cells[j + 1].dataset.value = f ?? ""));
     }
     return sortable(table);
