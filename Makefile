@@ -48,4 +48,5 @@ profile: install
 
 # The README's pictures of the web UI, taken by its tests in Chromium.
 screenshots: install
-	SKYOAP_SCREENSHOTS=docs/images .venv/bin/pytest tests/integration/test_ui_browser.py
+	SKYOAP_SCREENSHOTS=docs/images .venv/bin/pytest tests/integration/test_ui_browser.py \
+		tests/integration/test_virtual_layers.py -k "ui"
