@@ -49,8 +49,25 @@ from skyoap.storage.elasticsearch.client import mapping_of
 SERVICES, INSTANCES, ENDPOINTS = 20, 2, 10
 
 
+MYSQL_CLIENT, REDIS_CLIENT = 33, 30  # SkyWalking's mysql-connector-java and Jedis
+DATABASE_TAGS = [
+    common_pb2.KeyStringValuePair(key="db.type", value="Mysql"),
+    common_pb2.KeyStringValuePair(key="db.instance", value="orders"),
+    common_pb2.KeyStringValuePair(key="db.statement", value="SELECT * FROM orders WHERE id = ?"),
+]
+CACHE_TAGS = [
+    common_pb2.KeyStringValuePair(key="cache.type", value="Redis"),
+    common_pb2.KeyStringValuePair(key="cache.op", value="read"),
+    common_pb2.KeyStringValuePair(key="cache.cmd", value="GET"),
+    common_pb2.KeyStringValuePair(key="cache.key", value="order:42"),
+]
+"""The tags SkyWalking's agents give a query and a cache read."""
+
+
 def five_span_segment(i: int, start_ms: int, rng: random.Random, service: str | None = None) -> bytes:
-    """An entry span called by another service, two exit spans and two local ones."""
+    """An entry span called by another service, two exit spans (a database
+    query, within its 200 ms, and a cache read, within its 10 ms, with the
+    layers and tags agents give them) and two local ones."""
     s = rng.randrange(SERVICES)
     name = service or f"bench-svc-{s}"
     endpoint = f"GET:/api/{rng.randrange(ENDPOINTS)}"
@@ -82,8 +99,28 @@ def five_span_segment(i: int, start_ms: int, rng: random.Random, service: str | 
                 refs=[ref],
                 isError=rng.random() < 0.05,
             ),
-            sp(1, tracing_pb2.Exit, 1, latency // 3, operationName="SELECT", peer="mysql:3306"),
-            sp(2, tracing_pb2.Exit, 2, latency // 5, operationName="GET", peer="redis:6379"),
+            sp(
+                1,
+                tracing_pb2.Exit,
+                1,
+                latency // 3,
+                operationName="SELECT",
+                peer="mysql:3306",
+                spanLayer=tracing_pb2.Database,
+                componentId=MYSQL_CLIENT,
+                tags=DATABASE_TAGS,
+            ),
+            sp(
+                2,
+                tracing_pb2.Exit,
+                2,
+                rng.randrange(4),
+                operationName="GET",
+                peer="redis:6379",
+                spanLayer=tracing_pb2.Cache,
+                componentId=REDIS_CLIENT,
+                tags=CACHE_TAGS,
+            ),
             sp(3, tracing_pb2.Local, 3, 1, operationName="validate"),
             sp(4, tracing_pb2.Local, 4, 1, operationName="render"),
         ],
