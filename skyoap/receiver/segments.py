@@ -510,10 +510,12 @@ def analyse(
     for (service, instance, peer, minute, component), sums in exits.items():
         bucket = minute_bucket(minute * 60_000)
         calls.called(service, instance, peer, known.get(peer), bucket, sums, component)
-    for _, span in called:
-        for model, names in virtual.accesses(span):
-            calls.count(model, names, minute_bucket(span.start_time), Call.of(span).sums())
-    return Analysed([*calls.metrics(), *seen], virtual.samples(called, slow) if called else [])
+    samples: list[SampledRecord] = []
+    if called:
+        accessed, samples = virtual.measure(called, slow)
+        for (model, names, minute), sums in accessed.items():
+            calls.count(model, names, minute_bucket(minute * 60_000), sums)
+    return Analysed([*calls.metrics(), *seen], samples)
 
 
 _Entry = tuple[str, str, str, tuple[Caller, ...], int, int]

@@ -14,11 +14,17 @@ service's; a cache read or write slower than the threshold of its
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from skyoap.model.metrics import CacheAccessMetrics, CallMetrics, DatabaseAccessMetrics, minute_bucket
+from skyoap.model.metrics import (
+    CacheAccessMetrics,
+    CallMetrics,
+    DatabaseAccessMetrics,
+    latency_bucket,
+    minute_bucket,
+)
 from skyoap.model.records import SampledRecord
 from skyoap.model.stream import Text
 
@@ -80,75 +86,70 @@ class SlowThresholds:
 DEFAULT_SLOW = SlowThresholds()
 
 
-def accesses(span: Span) -> Iterator[tuple[type[CallMetrics], tuple[str, ...]]]:
-    """The virtual services' metrics ``span`` counts a call for, each a model
-    and its entity's names."""
-    if span.layer == DATABASE:
-        if span.peer:
-            yield DatabaseAccessMetrics, (span.peer, dict(span.details).get("db.type", ""))
-        return
-    found = _cache(span)
-    if found is not None:
-        name, operation, _ = found
-        yield CacheAccessMetrics, (name, "all")
-        if operation:
-            yield CacheAccessMetrics, (name, operation)
+Key = tuple[type[CallMetrics], tuple[str, ...], int]
+"""A metric's model, its entity's names and the minute (ms // 60,000)."""
 
 
-def _cache(span: Span) -> tuple[str, str, str] | None:
-    """The cache a span of the Cache layer called, its operation (read,
-    write, or "" for any other) and its type; None when it names no type."""
-    details = dict(span.details)
-    kind = details.get("cache.type", "")
-    if span.layer != CACHE or not kind.strip():
-        return None
-    operation = details.get("cache.op", "")
-    return span.peer or f"{kind}-local", operation if operation in ("read", "write") else "", kind
-
-
-def samples(called: Iterable[tuple[Segment, Span]], slow: SlowThresholds) -> list[SampledRecord]:
-    """The slow calls of ``called`` (spans of the layers measured here, with
-    their segments), each sampled for the lists it belongs to."""
-    found: list[SampledRecord] = []
+def measure(
+    called: Iterable[tuple[Segment, Span]], slow: SlowThresholds
+) -> tuple[dict[Key, list[Any]], list[SampledRecord]]:
+    """What the spans of ``called`` (of the layers measured here, with their
+    segments) count for, summed by metric (as ``segments.Sums``), and their
+    slow calls sampled."""
+    sums: dict[Key, list[Any]] = {}
+    samples: list[SampledRecord] = []
     for segment, span in called:
+        details = dict(span.details)
         latency = span.end_time - span.start_time
-        for metric, service, normal, statement in _sampled(segment, span, latency, slow):
-            index = segment.spans.index(span)
-            found.append(
-                SampledRecord(
-                    time_bucket=minute_bucket(span.start_time),
-                    record_id=f"{metric}/{segment.segment_id}/{index}",
-                    metric=metric,
-                    service=service,
-                    normal=normal,
-                    statement=Text(statement[:MAX_STATEMENT_CHARS]),
-                    latency=latency,
-                    trace_id=segment.trace_id,
-                    timestamp=span.start_time,
-                )
-            )
-    return found
+        if span.layer == DATABASE:
+            if not span.peer:
+                continue
+            kind = details.get("db.type", "")
+            names: tuple[tuple[str, ...], ...] = ((span.peer, kind),)
+            model: type[CallMetrics] = DatabaseAccessMetrics
+            if kind and latency > slow.database.of(kind) and details.get("db.statement", "").strip():
+                statement = details["db.statement"]
+                samples.append(_sample(DATABASE_STATEMENTS, span.peer, False, statement, segment, span))
+                samples.append(_sample(SERVICE_STATEMENTS, segment.service, True, statement, segment, span))
+        else:
+            kind = details.get("cache.type", "")
+            if not kind.strip():
+                continue
+            name, operation = span.peer or f"{kind}-local", details.get("cache.op", "")
+            model = CacheAccessMetrics
+            if operation not in ("read", "write"):
+                names = ((name, "all"),)
+            else:
+                names = ((name, "all"), (name, operation))
+                threshold = slow.cache_read if operation == "read" else slow.cache_write
+                if latency > threshold.of(kind):
+                    metric = CACHE_READS if operation == "read" else CACHE_WRITES
+                    command = f"{details.get('cache.cmd', '')} {details.get('cache.key', '')}".strip()
+                    samples.append(_sample(metric, name, False, command, segment, span))
+        minute, slot = span.start_time // 60_000, latency_bucket(latency)
+        for entity in names:
+            held = sums.get((model, entity, minute))
+            if held is None:
+                sums[(model, entity, minute)] = [1, int(span.is_error), latency, {slot: 1}, 0, 0]
+            else:
+                held[0] += 1
+                held[1] += span.is_error
+                held[2] += latency
+                held[3][slot] = held[3].get(slot, 0) + 1
+    return sums, samples
 
 
-def _sampled(
-    segment: Segment, span: Span, latency: int, slow: SlowThresholds
-) -> Sequence[tuple[str, str, bool, str]]:
-    """The lists a call is sampled for (metric, service, normal, statement)."""
-    details = dict(span.details)
-    if span.layer == DATABASE:
-        kind, statement = details.get("db.type"), details.get("db.statement", "")
-        if not span.peer or kind is None or latency <= slow.database.of(kind) or not statement.strip():
-            return ()
-        return (
-            (DATABASE_STATEMENTS, span.peer, False, statement),
-            (SERVICE_STATEMENTS, segment.service, True, statement),
-        )
-    found = _cache(span)
-    if found is None:
-        return ()
-    name, operation, kind = found
-    threshold = {"read": slow.cache_read, "write": slow.cache_write}.get(operation)
-    if threshold is None or latency <= threshold.of(kind):
-        return ()
-    command = f"{details.get('cache.cmd', '')} {details.get('cache.key', '')}".strip()
-    return ((CACHE_READS if operation == "read" else CACHE_WRITES, name, False, command),)
+def _sample(
+    metric: str, service: str, normal: bool, statement: str, segment: Segment, span: Span
+) -> SampledRecord:
+    return SampledRecord(
+        time_bucket=minute_bucket(span.start_time),
+        record_id=f"{metric}/{segment.segment_id}/{segment.spans.index(span)}",
+        metric=metric,
+        service=service,
+        normal=normal,
+        statement=Text(statement[:MAX_STATEMENT_CHARS]),
+        latency=span.end_time - span.start_time,
+        trace_id=segment.trace_id,
+        timestamp=span.start_time,
+    )
