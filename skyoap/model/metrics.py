@@ -552,10 +552,61 @@ class CacheAccessMetrics(CallMetrics):
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         CallMetrics.check(self, limits, now_ms)
-        consistent(
-            self.operation in CACHE_OPERATIONS,
-            lambda: f"{self.describe()}: the operation is not one of {list(CACHE_OPERATIONS)}",
-        )
+        _check_operation(self, self.operation, CACHE_OPERATIONS)
+
+
+MQ_OPERATIONS = ("consume", "produce")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MQAccessMetrics(CallMetrics):
+    """Messages a queue's producers sent or its consumers took, as their spans
+    measured them (SkyWalking's ``MQAccess``): ``service`` is the broker's
+    address, a service of the ``VIRTUAL_MQ`` layer. Its latency is a
+    message's time in transit (the consumer's ``transmission.latency``
+    tag), not a span's."""
+
+    STREAM_ID = 35
+    MODEL = "mq_access_metrics"
+
+    service: str
+    operation: str
+    """One of ``MQ_OPERATIONS``."""
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.operation}"
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        CallMetrics.check(self, limits, now_ms)
+        _check_operation(self, self.operation, MQ_OPERATIONS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MQEndpointAccessMetrics(CallMetrics):
+    """``MQAccessMetrics`` of one topic or queue of the broker (SkyWalking's
+    ``MQEndpointAccess``): ``endpoint`` is ``{mq.topic}/{mq.queue}``, of
+    those the spans name."""
+
+    STREAM_ID = 36
+    MODEL = "mq_endpoint_access_metrics"
+
+    service: str
+    endpoint: str
+    operation: str
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.endpoint}{SEP}{self.operation}"
+
+    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
+        CallMetrics.check(self, limits, now_ms)
+        _check_operation(self, self.operation, MQ_OPERATIONS)
+
+
+def _check_operation(metric: Metrics, operation: str, operations: tuple[str, ...]) -> None:
+    consistent(
+        operation in operations,
+        lambda: f"{metric.describe()}: the operation is not one of {list(operations)}",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -693,5 +744,7 @@ CALL_METRICS: tuple[type[CallMetrics], ...] = (
     EndpointRelationMetrics,
     DatabaseAccessMetrics,
     CacheAccessMetrics,
+    MQAccessMetrics,
+    MQEndpointAccessMetrics,
 )
 METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics, NetworkAddressAlias)

@@ -25,6 +25,8 @@ from skyoap.model.metrics import (
     EndpointMetrics,
     EndpointRelationMetrics,
     Metrics,
+    MQAccessMetrics,
+    MQEndpointAccessMetrics,
     NetworkAddressAlias,
     ServiceInstanceMetrics,
     ServiceInstanceRelationMetrics,
@@ -260,6 +262,9 @@ class Caller(NamedTuple):
     service: str
     instance: str
     endpoint: str
+    endpoint_service: str = ""
+    """The service of ``endpoint`` when it is not ``service``: a message's
+    producer, whose broker is the consumer's caller."""
 
 
 class Call(NamedTuple):
@@ -336,7 +341,7 @@ class Calls:
             instances = (caller.service, caller.instance, service, instance, SERVER)
             self.count(ServiceInstanceRelationMetrics, instances, minute, sums)
         if caller.endpoint and endpoint:
-            endpoints = (caller.service, caller.endpoint, service, endpoint)
+            endpoints = (caller.endpoint_service or caller.service, caller.endpoint, service, endpoint)
             self.count(EndpointRelationMetrics, endpoints, minute, sums)
 
     def called(
@@ -550,11 +555,13 @@ def _summed(segments: list[Segment], apdex: ApdexThresholds) -> _Summed:
             latency = span.end_time - span.start_time
             if span.kind == ENTRY:
                 minute = span.start_time // 60_000
-                entry = (service, instance, span.operation, _callers(span.refs), minute, span.component)
+                queue = span.layer == _MQ
+                callers = _callers(span.refs) if not queue else _queue_callers(span)
+                entry = (service, instance, span.operation, callers, minute, span.component)
                 sums = entries.get(entry)
                 if sums is None:
                     sums = entries[entry] = [0, 0, 0, {}, 0, 0]
-                if span.refs:
+                if span.refs and not queue:
                     _sight(seen, span, service, instance)
                 if not span.is_error:
                     threshold = thresholds.get(service)
@@ -604,6 +611,26 @@ def _callers(refs: tuple[SpanRef, ...]) -> tuple[Caller, ...]:
     )
 
 
+def _queue_callers(span: Span) -> tuple[Caller, ...]:
+    """The callers of an entry span of the MQ layer, as SkyWalking names
+    them: the broker (the address its reference names, else its peer), not
+    the producer, whose endpoint stays the caller of the consumer's."""
+    refs = [r for r in span.refs if r.ref_type == CROSS_PROCESS]
+    if not refs:
+        return (Caller(span.peer, span.peer, ""),) if span.peer.strip() else _USER_CALLER
+    return tuple(
+        dict.fromkeys(
+            Caller(r.address, r.address, r.parent_endpoint, r.parent_service)
+            if r.address.strip()
+            else Caller(r.parent_service, r.parent_instance, r.parent_endpoint)
+            for r in refs
+            if r.parent_service
+        )
+    )
+
+
+_MQ = virtual.MQ
+
 ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
     ServiceMetrics: ("service",),
     ServiceInstanceMetrics: ("service", "instance"),
@@ -619,4 +646,6 @@ ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
     EndpointRelationMetrics: ("source_service", "source_endpoint", "dest_service", "dest_endpoint"),
     DatabaseAccessMetrics: ("service", "type"),
     CacheAccessMetrics: ("service", "operation"),
+    MQAccessMetrics: ("service", "operation"),
+    MQEndpointAccessMetrics: ("service", "endpoint", "operation"),
 }

@@ -1,7 +1,8 @@
-"""Virtual services: the databases and caches spans called, which nobody
-reports from, measured from their callers' spans as SkyWalking measures
-them (its ``VirtualDatabaseProcessor`` and ``VirtualCacheProcessor``), and
-their slow statements and commands sampled as records.
+"""Virtual services: the databases, caches and message queues spans called,
+which nobody reports from, measured from their callers' spans as SkyWalking
+measures them (its ``VirtualDatabaseProcessor``, ``VirtualCacheProcessor``
+and ``VirtualMQProcessor``), and their slow statements and commands
+sampled as records.
 
 A span of the Database layer counts one call for the database its peer
 names; one of the Cache layer with a ``cache.type`` tag, for the cache its
@@ -9,7 +10,9 @@ peer names (``{cache.type}-local`` without one), by its ``cache.op``. A
 database call slower than the threshold of its ``db.type`` samples its
 ``db.statement`` twice: for the database's list and for the calling
 service's; a cache read or write slower than the threshold of its
-``cache.type`` samples ``{cache.cmd} {cache.key}`` for the cache's."""
+``cache.type`` samples ``{cache.cmd} {cache.key}`` for the cache's. A span
+of the MQ layer counts a message produced (an exit) or consumed (an
+entry) for the broker and its topic or queue (``_queue``)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from skyoap.model.metrics import (
     CacheAccessMetrics,
     CallMetrics,
     DatabaseAccessMetrics,
+    MQAccessMetrics,
+    MQEndpointAccessMetrics,
     latency_bucket,
     minute_bucket,
 )
@@ -31,9 +36,10 @@ from skyoap.model.stream import Text
 if TYPE_CHECKING:
     from skyoap.receiver.segments import Segment, Span
 
-DATABASE, CACHE = 1, 5
+DATABASE, MQ, CACHE = 1, 4, 5
 """The span layers (SkyWalking's ``SpanLayer``) of the calls measured here."""
-LAYERS = frozenset((DATABASE, CACHE))
+LAYERS = frozenset((DATABASE, MQ, CACHE))
+ENTRY, EXIT = 0, 1
 
 MAX_STATEMENT_CHARS = 2000
 """The longest statement sampled; a longer one is cut (SkyWalking's ``maxSlowSQLLength``)."""
@@ -101,6 +107,9 @@ def measure(
     for segment, span in called:
         details = dict(span.details)
         latency = span.end_time - span.start_time
+        if span.layer == MQ:
+            _queue(sums, span, details)
+            continue
         if span.layer == DATABASE:
             if not span.peer:
                 continue
@@ -126,17 +135,44 @@ def measure(
                     metric = CACHE_READS if operation == "read" else CACHE_WRITES
                     command = f"{details.get('cache.cmd', '')} {details.get('cache.key', '')}".strip()
                     samples.append(_sample(metric, name, False, command, segment, span))
-        minute, slot = span.start_time // 60_000, latency_bucket(latency)
         for entity in names:
-            held = sums.get((model, entity, minute))
-            if held is None:
-                sums[(model, entity, minute)] = [1, int(span.is_error), latency, {slot: 1}, 0, 0]
-            else:
-                held[0] += 1
-                held[1] += span.is_error
-                held[2] += latency
-                held[3][slot] = held[3].get(slot, 0) + 1
+            _count(sums, (model, entity, span.start_time // 60_000), span.is_error, latency)
     return sums, samples
+
+
+def _count(sums: dict[Key, list[Any]], key: Key, error: bool, latency: int) -> None:
+    slot = latency_bucket(latency)
+    held = sums.get(key)
+    if held is None:
+        sums[key] = [1, int(error), latency, {slot: 1}, 0, 0]
+    else:
+        held[0] += 1
+        held[1] += error
+        held[2] += latency
+        held[3][slot] = held[3].get(slot, 0) + 1
+
+
+def _queue(sums: dict[Key, list[Any]], span: Span, details: Mapping[str, str]) -> None:
+    """Counts a message a span of the MQ layer sent (an exit: to its peer) or
+    took (an entry: from the address its reference names, else its peer),
+    by its time in transit, for the broker and its topic or queue."""
+    if span.kind == ENTRY:
+        operation = "consume"
+        used = span.refs[0].address if span.refs else ""
+        broker = used if used.strip() else span.peer
+    elif span.kind == EXIT:
+        operation, broker = "produce", span.peer
+    else:
+        return
+    if not broker.strip():
+        return
+    given = details.get("transmission.latency", "")
+    transit = int(given) if given.isascii() and given.isdigit() else 0
+    minute = span.start_time // 60_000
+    _count(sums, (MQAccessMetrics, (broker, operation), minute), span.is_error, transit)
+    endpoint = "/".join(n for n in (details.get("mq.topic", ""), details.get("mq.queue", "")) if n.strip())
+    if endpoint:
+        _count(sums, (MQEndpointAccessMetrics, (broker, endpoint, operation), minute), span.is_error, transit)
 
 
 def _sample(

@@ -16,6 +16,7 @@ from skyoap.model.metrics import (
     CallMetrics,
     EndpointMetrics,
     EndpointRelationMetrics,
+    MQAccessMetrics,
     ServiceInstanceMetrics,
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
@@ -37,6 +38,7 @@ from skyoap.receiver.segments import (
 )
 
 MINUTE_MS = 1_790_000_040_000 // 60_000 * 60_000
+MQ = 4
 APDEX = ApdexThresholds(default_ms=50, services={"svc-1": 5})
 
 
@@ -62,7 +64,8 @@ def random_segments(rng: random.Random, count: int) -> list[Segment]:
             rng.choice(["", "db:3306", "svc-0:80"]),
         )
         error, skipped, component = rng.random() < 0.2, rng.random() < 0.1, rng.choice([0, 7, 7001, 7002])
-        return Span(kind, 0, start, start + latency, operation, peer, error, skipped, refs, 0, component)
+        layer = rng.choice([0, 0, 0, MQ])  # a message queue's spans name their callers otherwise
+        return Span(kind, layer, start, start + latency, operation, peer, error, skipped, refs, 0, component)
 
     segments = []
     for i in range(count):
@@ -80,8 +83,14 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
         lambda: [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS), 0, 0, set()]
     )
 
-    def count(model: type[CallMetrics], names: tuple[str, ...], span: Span, apdex: bool = False) -> None:
-        latency = span.end_time - span.start_time
+    def count(
+        model: type[CallMetrics],
+        names: tuple[str, ...],
+        span: Span,
+        apdex: bool = False,
+        latency: int | None = None,
+    ) -> None:
+        latency = span.end_time - span.start_time if latency is None else latency
         held = sums[(model, names, minute_bucket(span.start_time))]
         held[0] += 1
         held[1] += span.is_error
@@ -105,12 +114,28 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
                 if span.operation:
                     count(EndpointMetrics, (service, span.operation), span)
                 crossing = [r for r in span.refs if r.ref_type == CROSS_PROCESS]
-                callers = {
-                    (r.parent_service, r.parent_instance, r.parent_endpoint)
-                    for r in crossing
-                    if r.parent_service
-                }
-                for c_service, c_instance, c_endpoint in callers if crossing else {(USER, USER, USER)}:
+                if span.layer == MQ:
+                    # The broker calls: the address the reference names, else the span's peer.
+                    used = span.refs[0].address if span.refs else ""
+                    broker = used if used.strip() else span.peer
+                    if broker:
+                        count(MQAccessMetrics, (broker, "consume"), span, latency=0)
+                    callers = {
+                        (r.address, r.address, r.parent_endpoint, r.parent_service) if r.address.strip()
+                        else (r.parent_service, r.parent_instance, r.parent_endpoint, r.parent_service)
+                        for r in crossing if r.parent_service
+                    }  # fmt: skip
+                    if not crossing:
+                        callers = (
+                            {(span.peer, span.peer, "", "")} if span.peer else {(USER, USER, USER, USER)}
+                        )
+                else:
+                    callers = {
+                        (r.parent_service, r.parent_instance, r.parent_endpoint, r.parent_service)
+                        for r in crossing
+                        if r.parent_service
+                    } if crossing else {(USER, USER, USER, USER)}  # fmt: skip
+                for c_service, c_instance, c_endpoint, owner in callers:
                     count(ServiceRelationMetrics, (c_service, service, "server"), span)
                     if c_instance:
                         count(
@@ -119,8 +144,10 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
                             span,
                         )
                     if c_endpoint and span.operation:
-                        count(EndpointRelationMetrics, (c_service, c_endpoint, service, span.operation), span)
+                        count(EndpointRelationMetrics, (owner, c_endpoint, service, span.operation), span)
             elif span.kind == SpanKind.EXIT and span.peer:
+                if span.layer == MQ:
+                    count(MQAccessMetrics, (span.peer, "produce"), span, latency=0)
                 alias = known.get(span.peer)
                 dest, dest_instance = (alias.service, alias.instance) if alias else (span.peer, span.peer)
                 count(ServiceRelationMetrics, (service, dest, "client"), span)

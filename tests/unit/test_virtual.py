@@ -10,17 +10,23 @@ from skyoap.model.metrics import (
     CacheAccessMetrics,
     CallMetrics,
     DatabaseAccessMetrics,
+    EndpointRelationMetrics,
     Metrics,
+    MQAccessMetrics,
+    MQEndpointAccessMetrics,
+    NetworkAddressAlias,
+    ServiceRelationMetrics,
     merge_into,
     minute_bucket,
 )
 from skyoap.model.records import SampledRecord
-from skyoap.receiver.segments import EXIT, Segment, Span, SpanKind, analyse
+from skyoap.model.stream import ColumnType
+from skyoap.receiver.segments import CROSS_PROCESS, ENTRY, EXIT, Segment, Span, SpanKind, SpanRef, analyse
 from skyoap.receiver.virtual import SlowThresholds, Thresholds
 
 NOW = 1_795_514_400_000
 """2026-11-24 10:00 UTC."""
-DATABASE, CACHE = 1, 5
+DATABASE, MQ, CACHE = 1, 4, 5
 
 
 def span(
@@ -36,10 +42,8 @@ def segment(*spans: Span) -> Segment:
 def merged(metrics: list[Metrics]) -> list[CallMetrics]:
     """The virtual services' metrics, those of one key merged (as L1 merges them)."""
     totals: dict[str, CallMetrics] = {}
-    assert (
-        merge_into(totals, [m for m in metrics if isinstance(m, DatabaseAccessMetrics | CacheAccessMetrics)])
-        == []
-    )
+    virtual = (DatabaseAccessMetrics, CacheAccessMetrics, MQAccessMetrics, MQEndpointAccessMetrics)
+    assert merge_into(totals, [m for m in metrics if isinstance(m, virtual)]) == []
     return list(totals.values())
 
 
@@ -155,3 +159,50 @@ def test_samples_are_records_of_their_minute() -> None:
         minute_bucket(NOW),
         NOW,
     )
+
+
+def message(kind: int, peer: str, *refs: SpanRef, transit: str = "", latency: int = 3) -> Span:
+    details = [("mq.topic", "orders"), ("mq.queue", "q1")]
+    if transit:
+        details.append(("transmission.latency", transit))
+    return Span(
+        kind, MQ, NOW, NOW + latency, "Kafka/orders/Consumer", peer, False, False, refs, 3, 41, tuple(details)
+    )
+
+
+def test_a_queue_span_counts_a_message_for_its_broker_by_its_time_in_transit() -> None:
+    ref = SpanRef(CROSS_PROCESS, "shop", "shop-1", "POST:/order", "kafka:9092")
+    consumed = Segment("t1", "s2", "billing", "billing-1", (message(ENTRY, "", ref, transit="40"),), b"")
+    produced = segment(message(EXIT, "kafka:9092"), message(EXIT, "kafka:9092", transit="x"))
+    # A consumer's span without a reference to its producer: the broker is its peer.
+    alone = Segment("t2", "s3", "billing", "billing-1", (message(ENTRY, "kafka:9093", transit="7"),), b"")
+    measured = analyse([consumed, produced, alone])
+    queues = {
+        (type(m).__name__, *(getattr(m, f) for f in ("service", "endpoint", "operation") if hasattr(m, f))): (
+            m.calls, m.latency_sum_ms,
+        )
+        for m in merged(measured.metrics)
+        if isinstance(m, MQAccessMetrics | MQEndpointAccessMetrics)
+    }  # fmt: skip
+    assert queues == {
+        ("MQAccessMetrics", "kafka:9092", "consume"): (1, 40),
+        ("MQEndpointAccessMetrics", "kafka:9092", "orders/q1", "consume"): (1, 40),
+        ("MQAccessMetrics", "kafka:9092", "produce"): (2, 0),  # no number in transit: 0
+        ("MQEndpointAccessMetrics", "kafka:9092", "orders/q1", "produce"): (2, 0),
+        ("MQAccessMetrics", "kafka:9093", "consume"): (1, 7),
+        ("MQEndpointAccessMetrics", "kafka:9093", "orders/q1", "consume"): (1, 7),
+    }
+    # The consumer is called by the broker, not the producer, whose endpoint
+    # stays the caller of the consumer's; the broker is nobody's alias.
+    relations = {
+        (type(m).__name__, *(str(getattr(m, c.name)) for c in m.columns() if c.type is ColumnType.STRING))
+        for m in measured.metrics
+        if isinstance(m, ServiceRelationMetrics | EndpointRelationMetrics)
+    }
+    assert relations == {
+        ("ServiceRelationMetrics", "kafka:9092", "billing", "server"),
+        ("ServiceRelationMetrics", "kafka:9093", "billing", "server"),
+        ("EndpointRelationMetrics", "shop", "POST:/order", "billing", "Kafka/orders/Consumer"),
+        ("ServiceRelationMetrics", "shop", "kafka:9092", "client"),
+    }
+    assert not [m for m in measured.metrics if isinstance(m, NetworkAddressAlias)]
