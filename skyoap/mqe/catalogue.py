@@ -15,6 +15,7 @@ draw): their names are whatever agents report, and the reader finds them
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from skyoap.model.metrics import (
     EndpointRelationMetrics,
     MeterMetrics,
     Metrics,
+    MQAccessMetrics,
+    MQEndpointAccessMetrics,
     ServiceInstanceMetrics,
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
@@ -73,6 +76,8 @@ ENTITY_COLUMNS: Mapping[type[Metrics], tuple[tuple[str, str], ...]] = {
     MeterMetrics: (("service", "service_name"), ("instance", "service_instance_name")),
     DatabaseAccessMetrics: (("service", "service_name"),),
     CacheAccessMetrics: (("service", "service_name"),),
+    MQAccessMetrics: (("service", "service_name"),),
+    MQEndpointAccessMetrics: (("service", "service_name"), ("endpoint", "endpoint_name")),
 }  # fmt: skip
 """Each model's entity columns, with the ``Entity`` field that names each."""
 
@@ -163,6 +168,16 @@ def _unmeasured(name: str, scope: Scope, kind: MetricsType = MetricsType.REGULAR
     return MetricDef(name=name, type=kind, scope=scope, model=None)
 
 
+def _queue(prefix: str, model: type[Metrics], scope: Scope) -> list[MetricDef]:
+    """A broker's (or its topic's) messages, as SkyWalking names them: those
+    consumed by load, success rate, time in transit and its percentiles;
+    those produced by load and success rate."""
+    consumed = _calls(f"{prefix}_consume", model, scope, where={"operation": "consume"}, normal=False)
+    produced = _calls(f"{prefix}_produce", model, scope, where={"operation": "produce"}, normal=False)
+    latency = dataclasses.replace(consumed[1], name=f"{prefix}_consume_latency")
+    return [consumed[0], consumed[2], latency, consumed[3], produced[0], produced[2]]
+
+
 def _sampled(name: str, normal: bool) -> MetricDef:
     """A list of sampled records (slow calls) of each service, virtual or not."""
     return MetricDef(
@@ -204,6 +219,8 @@ _DEFS = [
             prefix, CacheAccessMetrics, Scope.SERVICE, where={"operation": operation}, normal=False
         )
     ),
+    *_queue("mq_service", MQAccessMetrics, Scope.SERVICE),
+    *_queue("mq_endpoint", MQEndpointAccessMetrics, Scope.ENDPOINT),
     _sampled("top_n_database_statement", normal=False),
     _sampled("top_n_service_database_statement", normal=True),
     _sampled("top_n_cache_read_command", normal=False),

@@ -5,8 +5,9 @@ children widgets on a 24-column grid (``x, y, w, h``) whose ``expressions``
 are MQE, and tabs holding widgets in turn. The UI keys a dashboard by
 ``layer_entity_name`` and opens the one of an entity's scope.
 
-skyoap's dashboards are of the GENERAL layer and of the databases and caches
-services call (VIRTUAL_DATABASE, VIRTUAL_CACHE), drawing the metrics skyoap
+skyoap's dashboards are of the GENERAL layer and of the databases, caches
+and message brokers services call (VIRTUAL_DATABASE, VIRTUAL_CACHE,
+VIRTUAL_MQ), drawing the metrics skyoap
 measures (``mqe/catalogue.py``) and the meters SkyWalking's Python agent
 reports under their own names, laid out as SkyWalking lays out its own. They
 are the defaults users change (``ui_templates.py``)."""
@@ -53,19 +54,20 @@ def _top(title: str, expression: str) -> Widget:
     return _widget("TopList", title, [expression], color="purple")
 
 
-def _listing(kind: str, dashboard: str, prefix: str) -> Widget:
+def _listing(kind: str, dashboard: str, prefix: str, latency: str = "resp_time") -> Widget:
     """A ServiceList, InstanceList or EndpointList with each row's load,
-    success rate and response time (``prefix``: ``service``, …)."""
+    success rate and response time (``prefix``: ``service``, …; ``latency``
+    names the last)."""
     widget = _widget(
         kind,
         "",
-        [f"avg({prefix}_cpm)", f"avg({prefix}_sla)/100", f"avg({prefix}_resp_time)"],
+        [f"avg({prefix}_cpm)", f"avg({prefix}_sla)/100", f"avg({prefix}_{latency})"],
         dashboardName=dashboard,
         fontSize=12,
         showXAxis=False,
         showYAxis=False,
     )
-    widget["subExpressions"] = [f"{prefix}_cpm", f"{prefix}_sla/100", f"{prefix}_resp_time"]
+    widget["subExpressions"] = [f"{prefix}_cpm", f"{prefix}_sla/100", f"{prefix}_{latency}"]
     labels = (("Load", "calls / min"), ("Success Rate", "%"), ("Latency", "ms"))
     widget["metricConfig"] = [{"label": label, "unit": unit} for label, unit in labels]
     return widget
@@ -161,7 +163,15 @@ def _dashboard(
 @cache
 def dashboards() -> tuple[dict[str, Any], ...]:
     """Every dashboard, its ``configuration`` as a JSON value (not yet text)."""
-    return (_root(), _service(), *_instance_and_endpoint(), *_relations(), *_databases(), *_caches())
+    return (
+        _root(),
+        _service(),
+        *_instance_and_endpoint(),
+        *_relations(),
+        *_databases(),
+        *_caches(),
+        *_queues(),
+    )
 
 
 def _root() -> dict[str, Any]:
@@ -272,18 +282,14 @@ def _relations() -> tuple[dict[str, Any], ...]:
     )
 
 
-def _virtual_root(layer: str, name: str, prefix: str, widgets: list[Widget]) -> tuple[dict[str, Any], ...]:
-    """The pages of a virtual layer: its services listed (``{name}-Root``,
-    by ``{prefix}_*``), and one of them (``{name}-Service``)."""
+def _virtual_root(
+    layer: str, name: str, listing: Widget, *tabs: tuple[str, Sequence[Widget]]
+) -> tuple[dict[str, Any], ...]:
+    """The pages of a virtual layer: its services listed (``{name}-Root``),
+    and one of them (``{name}-Service``, of ``tabs``)."""
     return (
-        _dashboard(
-            f"{name}-Root",
-            "All",
-            _tabs(("Services", [_listing("ServiceList", f"{name}-Service", prefix)])),
-            root=True,
-            layer=layer,
-        ),
-        _dashboard(f"{name}-Service", "Service", _tabs(("Overview", widgets)), layer=layer),
+        _dashboard(f"{name}-Root", "All", _tabs(("Services", [listing])), root=True, layer=layer),
+        _dashboard(f"{name}-Service", "Service", _tabs(*tabs), layer=layer),
     )
 
 
@@ -292,8 +298,14 @@ def _databases() -> tuple[dict[str, Any], ...]:
     return _virtual_root(
         "VIRTUAL_DATABASE",
         "Virtual-Database",
-        "database_access",
-        [*_calls("database_access"), _top("Slow Statements (ms)", "top_n(top_n_database_statement,10,des)")],
+        _listing("ServiceList", "Virtual-Database-Service", "database_access"),
+        (
+            "Overview",
+            [
+                *_calls("database_access"),
+                _top("Slow Statements (ms)", "top_n(top_n_database_statement,10,des)"),
+            ],
+        ),
     )
 
 
@@ -302,25 +314,63 @@ def _caches() -> tuple[dict[str, Any], ...]:
     return _virtual_root(
         "VIRTUAL_CACHE",
         "Virtual-Cache",
-        "cache_access",
-        [
-            _line("Read Load", "cache_read_cpm", unit="calls / min"),
-            _line("Read Success Rate", "cache_read_sla/100", unit="%"),
-            _line("Avg Read Response Time", "cache_read_resp_time", unit="ms"),
-            _line(
-                "Read Response Time Percentile", PERCENTILES.format(metric="cache_read_percentile"), unit="ms"
-            ),
-            _line("Write Load", "cache_write_cpm", unit="calls / min"),
-            _line("Write Success Rate", "cache_write_sla/100", unit="%"),
-            _line("Avg Write Response Time", "cache_write_resp_time", unit="ms"),
-            _line(
-                "Write Response Time Percentile",
-                PERCENTILES.format(metric="cache_write_percentile"),
-                unit="ms",
-            ),
-            _top("Slow Reads (ms)", "top_n(top_n_cache_read_command,10,des)"),
-            _top("Slow Writes (ms)", "top_n(top_n_cache_write_command,10,des)"),
-        ],
+        _listing("ServiceList", "Virtual-Cache-Service", "cache_access"),
+        (
+            "Overview",
+            [
+                _line("Read Load", "cache_read_cpm", unit="calls / min"),
+                _line("Read Success Rate", "cache_read_sla/100", unit="%"),
+                _line("Avg Read Response Time", "cache_read_resp_time", unit="ms"),
+                _line(
+                    "Read Response Time Percentile",
+                    PERCENTILES.format(metric="cache_read_percentile"),
+                    unit="ms",
+                ),
+                _line("Write Load", "cache_write_cpm", unit="calls / min"),
+                _line("Write Success Rate", "cache_write_sla/100", unit="%"),
+                _line("Avg Write Response Time", "cache_write_resp_time", unit="ms"),
+                _line(
+                    "Write Response Time Percentile",
+                    PERCENTILES.format(metric="cache_write_percentile"),
+                    unit="ms",
+                ),
+                _top("Slow Reads (ms)", "top_n(top_n_cache_read_command,10,des)"),
+                _top("Slow Writes (ms)", "top_n(top_n_cache_write_command,10,des)"),
+            ],
+        ),
+    )
+
+
+def _queue_page(prefix: str) -> list[Widget]:
+    """A broker's or a topic's messages: consumed, and produced."""
+    return [
+        _line("Consume Load", f"{prefix}_consume_cpm", unit="msgs / min"),
+        _line("Consume Success Rate", f"{prefix}_consume_sla/100", unit="%"),
+        _line("Avg Transmission Latency", f"{prefix}_consume_latency", unit="ms"),
+        _line(
+            "Transmission Latency Percentile",
+            PERCENTILES.format(metric=f"{prefix}_consume_percentile"),
+            unit="ms",
+        ),
+        _line("Produce Load", f"{prefix}_produce_cpm", unit="msgs / min"),
+        _line("Produce Success Rate", f"{prefix}_produce_sla/100", unit="%"),
+    ]
+
+
+def _queues() -> tuple[dict[str, Any], ...]:
+    """The message brokers services use, and their topics and queues."""
+    endpoint = _dashboard(
+        "Virtual-MQ-Endpoint", "Endpoint", _tabs(("Overview", _queue_page("mq_endpoint"))), layer="VIRTUAL_MQ"
+    )
+    return (
+        *_virtual_root(
+            "VIRTUAL_MQ",
+            "Virtual-MQ",
+            _listing("ServiceList", "Virtual-MQ-Service", "mq_service_consume", "latency"),
+            ("Overview", _queue_page("mq_service")),
+            ("Topics", [_listing("EndpointList", "Virtual-MQ-Endpoint", "mq_endpoint_consume", "latency")]),
+        ),
+        endpoint,
     )
 
 
@@ -333,6 +383,7 @@ _MENU = (
         "Databases services call, known from their spans.",
     ),
     ("Virtual Cache", "VIRTUAL_CACHE", "virtual_cache", "Caches services call, known from their spans."),
+    ("Virtual MQ", "VIRTUAL_MQ", "virtual_mq", "Message brokers services use, known from their spans."),
 )
 """SkyWalking's menu entries of the layers skyoap has: title, layer, i18n key and description."""
 

@@ -2,10 +2,11 @@
 SkyWalking's metadata queries (v2, and the v1 ones its CLI still sends)
 answer them.
 
-Every service that runs an agent is in the GENERAL layer. The databases and
-caches they call (``receiver/virtual.py``) are services of the
-VIRTUAL_DATABASE and VIRTUAL_CACHE layers, known from their metrics: those
-called within ``--inactive-instance-ttl-days``. Any other peer nobody
+Every service that runs an agent is in the GENERAL layer. The databases,
+caches and message brokers they call (``receiver/virtual.py``) are services
+of the VIRTUAL_DATABASE, VIRTUAL_CACHE and VIRTUAL_MQ layers, known from
+their metrics: those called within ``--inactive-instance-ttl-days``; a
+broker's topics and queues are its endpoints. Any other peer nobody
 reports from is no service here; it is a node of the topology
 (``topology.py``)."""
 
@@ -15,7 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
-from skyoap.model.metrics import CacheAccessMetrics, DatabaseAccessMetrics, Downsampling, Metrics
+from skyoap.model.metrics import (
+    CacheAccessMetrics,
+    DatabaseAccessMetrics,
+    Downsampling,
+    Metrics,
+    MQAccessMetrics,
+    MQEndpointAccessMetrics,
+)
 from skyoap.mqe import ids
 from skyoap.mqe.duration import Duration
 from skyoap.mqe.entity import GENERAL
@@ -68,6 +76,7 @@ def _stored_service(context: QueryContext, name: str) -> ServiceInventory | None
 VIRTUAL_LAYERS: Mapping[str, type[Metrics]] = {
     "VIRTUAL_DATABASE": DatabaseAccessMetrics,
     "VIRTUAL_CACHE": CacheAccessMetrics,
+    "VIRTUAL_MQ": MQAccessMetrics,
 }
 """The layers of the services known from their callers, and the metrics they are known by."""
 
@@ -208,13 +217,26 @@ def find_endpoint(
         Duration.of(duration)
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
-    name = ids.service_name(serviceId)
-    service = _stored_service(context, name)
-    if service is None:
-        return []
-    names = context.inventory.names_of_service(EndpointInventory, service.sequence, 10 * MAX_ENDPOINTS)
+    name, normal = ids.read_service_id(serviceId, "serviceId")
+    if normal:
+        service = _stored_service(context, name)
+        if service is None:
+            return []
+        names = context.inventory.names_of_service(EndpointInventory, service.sequence, 10 * MAX_ENDPOINTS)
+    else:
+        names = _topics(context, name)
     matching = sorted({n for n in names if not keyword or keyword in n})[: min(limit, MAX_ENDPOINTS)]
-    return [{"id": ids.endpoint_id(name, True, n), "name": n} for n in matching]
+    return [{"id": ids.endpoint_id(name, normal, n), "name": n} for n in matching]
+
+
+def _topics(context: QueryContext, broker: str) -> list[str]:
+    """The topics and queues of a broker (a VIRTUAL_MQ service's endpoints)
+    its producers and consumers used within ``--inactive-instance-ttl-days``."""
+    first_day = Downsampling.DAY.bucket_of(clock.now_ms() - context.ttl.inactive_instance_days * DAY_MS)
+    found = context.metrics.distinct(
+        MQEndpointAccessMetrics, Downsampling.DAY, first_day, ("service", "endpoint")
+    )
+    return [endpoint for service, endpoint in found if service == broker]
 
 
 def find_endpoint_by_name(

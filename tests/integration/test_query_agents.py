@@ -393,7 +393,8 @@ def ui_start(w: Workload) -> None:
         {"title": "General Service", "layer": "", "activate": True,
          "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True},
                       {"title": "Virtual Database", "layer": "VIRTUAL_DATABASE", "activate": False},
-                      {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": True}]},
+                      {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": True},
+                      {"title": "Virtual MQ", "layer": "VIRTUAL_MQ", "activate": False}]},
     ]  # fmt: skip
     assert start["ttl"] == {"minute": 1, "hour": 7, "day": 90, "coldMinute": -1}
     assert start["support"] is False

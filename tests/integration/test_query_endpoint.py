@@ -140,8 +140,13 @@ def test_what_skywalkings_ui_and_cli_ask_at_start_up_is_answered_exactly(node: N
         "description": "Caches services call, known from their spans.",
         "i18nKey": "general_service_virtual_cache",
     }  # fmt: skip
+    queues_item = {
+        **services_item, "title": "Virtual MQ", "layer": "VIRTUAL_MQ",
+        "description": "Message brokers services use, known from their spans.",
+        "i18nKey": "general_service_virtual_mq",
+    }  # fmt: skip
     general = {**services_item, "title": "General Service", "icon": "general_service", "layer": ""}
-    items = [services_item, databases_item, caches_item]
+    items = [services_item, databases_item, caches_item, queues_item]
     menu = [{**general, "i18nKey": "general_service", "subItems": items}]
     assert ask(url, UI_MENU).body == {"data": {"getMenuItems": menu}}
     before = clock.now_ms()
@@ -160,6 +165,7 @@ def test_what_skywalkings_ui_and_cli_ask_at_start_up_is_answered_exactly(node: N
         "General-Root", "General-Service", "General-Instance", "General-Endpoint",
         "General-Service-Relation", "General-Instance-Relation", "General-Endpoint-Relation",
         "Virtual-Database-Root", "Virtual-Database-Service", "Virtual-Cache-Root", "Virtual-Cache-Service",
+        "Virtual-MQ-Root", "Virtual-MQ-Service", "Virtual-MQ-Endpoint",
     ]  # fmt: skip
     assert ask(url, "query listLayer { layers: listLayers }").body == {"data": {"layers": []}}
     # SkyWalking's CLI, before every command, and to pick the queries it sends.

@@ -320,6 +320,9 @@ def test_every_expression_of_every_dashboard_evaluates(storage: OpenStorage) -> 
         ("VIRTUAL_DATABASE", "Service", "Virtual-Database-Service", False),
         ("VIRTUAL_CACHE", "All", "Virtual-Cache-Root", True),
         ("VIRTUAL_CACHE", "Service", "Virtual-Cache-Service", False),
+        ("VIRTUAL_MQ", "All", "Virtual-MQ-Root", True),
+        ("VIRTUAL_MQ", "Service", "Virtual-MQ-Service", False),
+        ("VIRTUAL_MQ", "Endpoint", "Virtual-MQ-Endpoint", False),
     }
     entity = {
         "serviceName": "shop", "normal": True, "serviceInstanceName": "shop-1", "endpointName": "/orders",
@@ -342,7 +345,8 @@ def test_the_menu_shows_the_general_layer_once_it_has_services(storage: OpenStor
             {"title": "General Service", "layer": "", "activate": True,
              "subItems": [{"title": "Services", "layer": "GENERAL", "activate": True},
                           {"title": "Virtual Database", "layer": "VIRTUAL_DATABASE", "activate": False},
-                          {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": False}]},
+                          {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": False},
+                          {"title": "Virtual MQ", "layer": "VIRTUAL_MQ", "activate": False}]},
         ]
     }  # fmt: skip
     empty = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "e.db")))

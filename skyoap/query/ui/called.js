@@ -1,17 +1,21 @@
-// Databases and caches: those the services called in the window, each with
-// its load, latency and success rate, and its slowest statements or
-// commands, each linking to its trace.
+// Backends: the databases, caches and message brokers the services called in
+// the window, each with its load, latency and success rate, and the slowest
+// statements or commands of databases and caches, each linking to its trace.
 
 import { expressions, gql, single } from "/ui/api.js";
 import { el, figure } from "/ui/dom.js";
 
 const SLOWEST = 10; // statements or commands of each database or cache
+const CALLS = [["Load (calls / min)", "cpm"], ["Latency (ms)", "resp_time"], ["Success (%)", "sla/100"]];
 const KINDS = [
-  { layer: "VIRTUAL_DATABASE", title: "Databases", prefix: "database_access", slow: [["top_n_database_statement", "statement"]] },
-  { layer: "VIRTUAL_CACHE", title: "Caches", prefix: "cache_access",
+  { layer: "VIRTUAL_DATABASE", title: "Databases", prefix: "database_access", figures: CALLS,
+    slow: [["top_n_database_statement", "statement"]] },
+  { layer: "VIRTUAL_CACHE", title: "Caches", prefix: "cache_access", figures: CALLS,
     slow: [["top_n_cache_read_command", "read"], ["top_n_cache_write_command", "write"]] },
+  { layer: "VIRTUAL_MQ", title: "Message brokers", prefix: "mq_service", slow: [],
+    figures: [["Consumed (msgs / min)", "consume_cpm"], ["In transit (ms)", "consume_latency"],
+      ["Consumed ok (%)", "consume_sla/100"], ["Produced (msgs / min)", "produce_cpm"]] },
 ];
-const FIGURES = [["Load (calls / min)", "cpm"], ["Latency (ms)", "resp_time"], ["Success (%)", "sla/100"]];
 
 export async function called(page, state) {
   const sections = await Promise.all(KINDS.map((kind) => section(kind, state.duration)));
@@ -22,12 +26,12 @@ async function section(kind, duration) {
   const { services } = await gql("query ($layer: String!) { services: listServices(layer: $layer) { name normal } }", { layer: kind.layer });
   const asked = services.flatMap((s) => {
     const entity = { serviceName: s.name, normal: false };
-    return [...FIGURES.map(([, f]) => [`avg(${kind.prefix}_${f})`, entity]), ...kind.slow.map(([m]) => [`top_n(${m},${SLOWEST},des)`, entity])];
+    return [...kind.figures.map(([, f]) => [`avg(${kind.prefix}_${f})`, entity]), ...kind.slow.map(([m]) => [`top_n(${m},${SLOWEST},des)`, entity])];
   });
   const results = await expressions(asked, duration);
-  const per = FIGURES.length + kind.slow.length;
+  const per = kind.figures.length + kind.slow.length;
   const table = el("table", { className: `called ${kind.prefix}` });
-  table.createTHead().insertRow().append(...[kind.title.slice(0, -1), ...FIGURES.map(([f]) => f)].map((t) => el("th", { textContent: t })));
+  table.createTHead().insertRow().append(...[kind.title.slice(0, -1), ...kind.figures.map(([f]) => f)].map((t) => el("th", { textContent: t })));
   const slow = el("table", { className: `slow ${kind.prefix}` });
   slow.createTHead().insertRow().append(...["Latency (ms)", kind.title.slice(0, -1), "", "Statement", "Trace"].map((t) => el("th", { textContent: t })));
   const samples = [];
@@ -36,9 +40,9 @@ async function section(kind, duration) {
     const row = listed.insertRow();
     row.dataset.name = s.name;
     row.append(el("td", { textContent: s.name }),
-      ...FIGURES.map((_, j) => el("td", { className: "number", textContent: figure(single(results[i * per + j])) })));
+      ...kind.figures.map((_, j) => el("td", { className: "number", textContent: figure(single(results[i * per + j])) })));
     kind.slow.forEach(([, what], j) => {
-      for (const v of results[i * per + FIGURES.length + j].results[0]?.values ?? []) samples.push({ service: s.name, what, ...v });
+      for (const v of results[i * per + kind.figures.length + j].results[0]?.values ?? []) samples.push({ service: s.name, what, ...v });
     });
   });
   samples.sort((a, b) => Number(b.value) - Number(a.value));
