@@ -96,51 +96,62 @@ Key = tuple[type[CallMetrics], tuple[str, ...], int]
 """A metric's model, its entity's names and the minute (ms // 60,000)."""
 
 
-def measure(
-    called: Iterable[tuple[Segment, Span]], slow: SlowThresholds
-) -> tuple[dict[Key, list[Any]], list[SampledRecord]]:
+Sums = dict[Key, list[Any]]
+"""Calls summed by metric, as ``segments.Sums``."""
+
+
+def measure(called: Iterable[tuple[Segment, Span]], slow: SlowThresholds) -> tuple[Sums, list[SampledRecord]]:
     """What the spans of ``called`` (of the layers measured here, with their
-    segments) count for, summed by metric (as ``segments.Sums``), and their
-    slow calls sampled."""
-    sums: dict[Key, list[Any]] = {}
+    segments) count for, summed by metric, and their slow calls sampled."""
+    sums: Sums = {}
     samples: list[SampledRecord] = []
     for segment, span in called:
-        details = dict(span.details)
-        latency = span.end_time - span.start_time
-        if span.layer == MQ:
-            _queue(sums, span, details)
-            continue
-        if span.layer == DATABASE:
-            if not span.peer:
-                continue
-            kind = details.get("db.type", "")
-            names: tuple[tuple[str, ...], ...] = ((span.peer, kind),)
-            model: type[CallMetrics] = DatabaseAccessMetrics
-            if kind and latency > slow.database.of(kind) and details.get("db.statement", "").strip():
-                statement = details["db.statement"]
-                samples.append(_sample(DATABASE_STATEMENTS, span.peer, False, statement, segment, span))
-                samples.append(_sample(SERVICE_STATEMENTS, segment.service, True, statement, segment, span))
-        else:
-            kind = details.get("cache.type", "")
-            if not kind.strip():
-                continue
-            name, operation = span.peer or f"{kind}-local", details.get("cache.op", "")
-            model = CacheAccessMetrics
-            if operation not in ("read", "write"):
-                names = ((name, "all"),)
-            else:
-                names = ((name, "all"), (name, operation))
-                threshold = slow.cache_read if operation == "read" else slow.cache_write
-                if latency > threshold.of(kind):
-                    metric = CACHE_READS if operation == "read" else CACHE_WRITES
-                    command = f"{details.get('cache.cmd', '')} {details.get('cache.key', '')}".strip()
-                    samples.append(_sample(metric, name, False, command, segment, span))
-        for entity in names:
-            _count(sums, (model, entity, span.start_time // 60_000), span.is_error, latency)
+        _BY_LAYER[span.layer](sums, samples, segment, span, dict(span.details), slow)
     return sums, samples
 
 
-def _count(sums: dict[Key, list[Any]], key: Key, error: bool, latency: int) -> None:
+def _database(
+    sums: Sums, samples: list[SampledRecord], segment: Segment, span: Span, details: Mapping[str, str],
+    slow: SlowThresholds,
+) -> None:  # fmt: skip
+    """A call to the database the span's peer names, sampled for the
+    database and its caller when slower than its ``db.type``'s threshold."""
+    if not span.peer:
+        return
+    kind, latency = details.get("db.type", ""), span.end_time - span.start_time
+    _count(
+        sums, (DatabaseAccessMetrics, (span.peer, kind), span.start_time // 60_000), span.is_error, latency
+    )
+    if kind and latency > slow.database.of(kind) and details.get("db.statement", "").strip():
+        statement = details["db.statement"]
+        samples.append(_sample(DATABASE_STATEMENTS, span.peer, False, statement, segment, span))
+        samples.append(_sample(SERVICE_STATEMENTS, segment.service, True, statement, segment, span))
+
+
+def _cache(
+    sums: Sums, samples: list[SampledRecord], segment: Segment, span: Span, details: Mapping[str, str],
+    slow: SlowThresholds,
+) -> None:  # fmt: skip
+    """A call to the cache the span's peer names (``{cache.type}-local``
+    without one), for all its calls and its operation's; a read or a write
+    slower than its type's threshold sampled."""
+    kind = details.get("cache.type", "")
+    if not kind.strip():
+        return
+    name, operation = span.peer or f"{kind}-local", details.get("cache.op", "")
+    latency, minute = span.end_time - span.start_time, span.start_time // 60_000
+    _count(sums, (CacheAccessMetrics, (name, "all"), minute), span.is_error, latency)
+    if operation not in ("read", "write"):
+        return
+    _count(sums, (CacheAccessMetrics, (name, operation), minute), span.is_error, latency)
+    if latency > (slow.cache_read if operation == "read" else slow.cache_write).of(kind):
+        command = f"{details.get('cache.cmd', '')} {details.get('cache.key', '')}".strip()
+        samples.append(
+            _sample(CACHE_READS if operation == "read" else CACHE_WRITES, name, False, command, segment, span)
+        )
+
+
+def _count(sums: Sums, key: Key, error: bool, latency: int) -> None:
     slot = latency_bucket(latency)
     held = sums.get(key)
     if held is None:
@@ -152,7 +163,10 @@ def _count(sums: dict[Key, list[Any]], key: Key, error: bool, latency: int) -> N
         held[3][slot] = held[3].get(slot, 0) + 1
 
 
-def _queue(sums: dict[Key, list[Any]], span: Span, details: Mapping[str, str]) -> None:
+def _queue(
+    sums: Sums, samples: list[SampledRecord], segment: Segment, span: Span, details: Mapping[str, str],
+    slow: SlowThresholds,
+) -> None:  # fmt: skip
     """Counts a message a span of the MQ layer sent (an exit: to its peer) or
     took (an entry: from the address its reference names, else its peer),
     by its time in transit, for the broker and its topic or queue."""
@@ -189,3 +203,6 @@ def _sample(
         trace_id=segment.trace_id,
         timestamp=span.start_time,
     )
+
+
+_BY_LAYER = {DATABASE: _database, CACHE: _cache, MQ: _queue}
