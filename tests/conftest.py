@@ -20,6 +20,11 @@ from skyoap.storage.config import StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
+from tests.integration.browser import browser, shots
+
+__all__ = ["browser", "shots"]
+"""Fixtures of the web UI's tests, defined once: a second Playwright in one
+process cannot start beside the first."""
 
 STORAGES = ["embedded", "elasticsearch"]
 

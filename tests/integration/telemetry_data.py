@@ -223,6 +223,8 @@ def traces(count: int, seed: int = 7) -> tuple[list[tracing_pb2.SegmentObject], 
             expected.call("ServiceRelationMetrics", (source, dest, "client"), *side)
             names = (source, instance, dest, dest_instance, "client")
             expected.call("ServiceInstanceRelationMetrics", names, *side)
+        # A span of the Database layer counts a call for the database, too.
+        expected.call("DatabaseAccessMetrics", ("mysql:3306",), start, db_latency, False)
     return segments, expected
 
 

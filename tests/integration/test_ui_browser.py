@@ -23,7 +23,7 @@ from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests import alarm_records
 from tests.certs import TestCa
-from tests.integration.browser import VIEWPORT, browser, open_page, redrawn, shots
+from tests.integration.browser import VIEWPORT, open_page, redrawn
 from tests.integration.helpers import eventually
 from tests.integration.test_events import event, send
 from tests.integration.test_query_agents import (
@@ -38,7 +38,7 @@ from tests.integration.test_query_agents import (
 )
 from tests.integration.test_query_traces import QUERY_TRACES
 
-__all__ = ["browser", "shots", "workload"]  # fixtures of this module's tests
+__all__ = ["workload"]  # a fixture of this module's tests
 
 
 def figure(value: str | None) -> str:

@@ -23,7 +23,7 @@ from skyoap.deploy.servers import PostgresServer, RedisServer
 from skyoap.runtime import clock
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
-from tests.integration.browser import VIEWPORT, browser, open_page, shots
+from tests.integration.browser import VIEWPORT, open_page
 from tests.integration.helpers import eventually
 from tests.integration.test_query_agents import (
     AGENT_PYTHON,
@@ -36,8 +36,6 @@ from tests.integration.test_query_agents import (
     start_app,
 )
 from tests.integration.test_ui_browser import cells, window
-
-__all__ = ["browser", "shots"]  # fixtures of this module's tests
 
 REPORTS = 3
 SLOW_STATEMENT = "SELECT pg_sleep(0.25)"
