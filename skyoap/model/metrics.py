@@ -236,6 +236,9 @@ class CallMetrics(Metrics):
     UNITED: ClassVar[tuple[str, ...]] = ()
     """The sets (ascending tuples) several values of one entity and bucket unite."""
 
+    OPERATIONS: ClassVar[tuple[str, ...]] = ()
+    """What a model of calls by operation takes in its ``operation`` column."""
+
     @classmethod
     def combine_all(cls, items: list[Self]) -> Self:
         if len(items) == 1:
@@ -315,6 +318,12 @@ class CallMetrics(Metrics):
                 "buckets that add up to the calls"
             ),
         )
+        if self.OPERATIONS:
+            operation = getattr(self, "operation")  # noqa: B009 (the column of the models with OPERATIONS)
+            consistent(
+                operation in self.OPERATIONS,
+                lambda: f"{self.describe()}: the operation is not one of {list(self.OPERATIONS)}",
+            )
 
     def derived(self) -> dict[str, Any]:
         values: dict[str, Any] = {"cpm": self.cpm, "resp_time": self.resp_time, "sla": self.sla}
@@ -543,16 +552,13 @@ class CacheAccessMetrics(CallMetrics):
 
     STREAM_ID = 29
     MODEL = "cache_access_metrics"
+    OPERATIONS = CACHE_OPERATIONS
 
     service: str
     operation: str
 
     def entity(self) -> str:
         return f"{self.service}{SEP}{self.operation}"
-
-    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
-        CallMetrics.check(self, limits, now_ms)
-        _check_operation(self, self.operation, CACHE_OPERATIONS)
 
 
 MQ_OPERATIONS = ("consume", "produce")
@@ -568,17 +574,13 @@ class MQAccessMetrics(CallMetrics):
 
     STREAM_ID = 35
     MODEL = "mq_access_metrics"
+    OPERATIONS = MQ_OPERATIONS
 
     service: str
     operation: str
-    """One of ``MQ_OPERATIONS``."""
 
     def entity(self) -> str:
         return f"{self.service}{SEP}{self.operation}"
-
-    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
-        CallMetrics.check(self, limits, now_ms)
-        _check_operation(self, self.operation, MQ_OPERATIONS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -589,6 +591,7 @@ class MQEndpointAccessMetrics(CallMetrics):
 
     STREAM_ID = 36
     MODEL = "mq_endpoint_access_metrics"
+    OPERATIONS = MQ_OPERATIONS
 
     service: str
     endpoint: str
@@ -596,17 +599,6 @@ class MQEndpointAccessMetrics(CallMetrics):
 
     def entity(self) -> str:
         return f"{self.service}{SEP}{self.endpoint}{SEP}{self.operation}"
-
-    def check(self, limits: TelemetryLimits, now_ms: int) -> None:
-        CallMetrics.check(self, limits, now_ms)
-        _check_operation(self, self.operation, MQ_OPERATIONS)
-
-
-def _check_operation(metric: Metrics, operation: str, operations: tuple[str, ...]) -> None:
-    consistent(
-        operation in operations,
-        lambda: f"{metric.describe()}: the operation is not one of {list(operations)}",
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
