@@ -165,19 +165,26 @@ def test_the_web_ui_lists_the_broker(
     now = int(time.time() * 1000)
     now -= now % 60_000 + 30_000  # the middle of the minute before: every message in one minute
     collect(node.address, messages(now))
+    url = node.query_url
+    assert url is not None
+    window = {"start": minute(now - 60_000), "end": minute(now + 60_000), "step": "MINUTE"}
+    produced = """query ($d: Duration!) { r: execExpression(expression: "sum(mq_service_produce_cpm)",
+        entity: {serviceName: "kafka:9092", normal: false}, duration: $d) {
+            results { values { value } } } }"""
+
+    def ready() -> bool:
+        listed = ask(url, UI_SERVICES, {"layer": "VIRTUAL_MQ"})["data"]["services"]
+        values = ask(url, produced, {"d": window})["data"]["r"]["results"]
+        return bool(listed) and bool(values) and values[0]["values"][0]["value"] == str(MESSAGES)
+
+    eventually(ready)
     page = browser.new_page(viewport=VIEWPORT)
     try:
-
-        def listed() -> list[str]:
-            open_page(page, f"{node.ui_url}#/called?last=15", "called")
-            row = page.locator("table.called.mq_service tbody tr")
-            return (
-                [row.nth(0).locator("td").nth(i).text_content() or "" for i in range(5)]
-                if row.count()
-                else []
-            )
-
+        open_page(page, f"{node.ui_url}#/called?last=15", "called")
+        row = page.locator("table.called.mq_service tbody tr")
         # Its messages: consumed and produced per minute, 40 ms in transit, all consumed.
-        eventually(lambda: listed() == [BROKER, str(MESSAGES), "40", "100", str(MESSAGES)])
+        assert [row.nth(0).locator("td").nth(i).text_content() for i in range(5)] == [
+            BROKER, str(MESSAGES), "40", "100", str(MESSAGES),
+        ]  # fmt: skip
     finally:
         page.close()
