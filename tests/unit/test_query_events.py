@@ -10,17 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import graphql
 import pytest
 
 from skyoap.model.metrics import minute_bucket
 from skyoap.model.records import RECORD_TYPES, EventRecord
 from skyoap.model.stream import Text
-from skyoap.query.context import QueryContext, TimesToLive
-from skyoap.query.resolvers import resolvers
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
 from tests import alarm_records
+from tests.unit.test_query_alarms import ask
 
 T0 = 1_795_514_400_000
 """2026-11-24 10:00 UTC."""
@@ -71,15 +69,6 @@ def storage(tmp_path: Path) -> Iterator[OpenStorage]:
     assert opened.records.insert(EventRecord, REPORTS) == {}
     yield opened
     opened.close()
-
-
-def ask(storage: OpenStorage, query: str, **variables: Any) -> tuple[Any, list[str]]:
-    context = QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7))
-    binder = resolvers()
-    result = graphql.graphql_sync(
-        binder.schema, query, variable_values=variables, context_value=context, field_resolver=binder.resolve
-    )
-    return result.data, [e.message for e in result.errors or []]
 
 
 def events(storage: OpenStorage, **condition: Any) -> list[tuple[str, int, int | None]]:
