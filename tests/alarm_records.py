@@ -9,6 +9,7 @@ fires at 10:10, after a window of minutes 0 to 4."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -55,7 +56,15 @@ def alarm(
         start_time=start,
         expression=Text(more.get("expression", f"{rule} > 1")),
         tags=tags,
+        snapshot=Text(more.get("snapshot", "")),
     )
+
+
+def shop_read(t0: int) -> list[dict[str, Any]]:
+    """What the rule of shop's alarm read when it fired: the minutes before."""
+    values = [{"id": str(t0 + m * 60_000), "value": v, "traceID": None, "owner": None}
+              for m, v in ((-1, "1200"), (0, "1500"))]  # fmt: skip
+    return [{"name": "service_resp_time", "results": [{"metric": {"labels": []}, "values": values}]}]
 
 
 def firings(t0: int) -> list[AlarmRecord]:
@@ -63,7 +72,8 @@ def firings(t0: int) -> list[AlarmRecord]:
     return [
         alarm(t0, 10, "shop-resp", 1, "shop", SHOP, "service_resp_time_rule",
               "Response time of service shop is more than 1000ms in 2 minutes of last 10 minutes",
-              "level=WARNING", "team=shop", expression="avg(service_resp_time) > 1000"),
+              "level=WARNING", "team=shop", expression="avg(service_resp_time) > 1000",
+              snapshot=json.dumps(shop_read(t0))),
         alarm(t0, 70, "shop-inst-sla", 2, "inst of shop", SHOP_INST, "instance_sla_rule",
               "Success rate of instance inst of shop is lower than 80%", "level=CRITICAL",
               expression="avg(service_instance_sla) < 8000"),
@@ -119,7 +129,8 @@ def ui_answer(t0: int) -> list[dict[str, Any]]:
                       "Success rate of instance inst of shop is lower than 80%",
                       "avg(service_instance_sla) < 8000", ("level", "CRITICAL")),
          "recoveryTime": t0 + 190_000},
-        ui_message(t0, 10, "Service", SHOP, "shop",
-                   "Response time of service shop is more than 1000ms in 2 minutes of last 10 minutes",
-                   "avg(service_resp_time) > 1000", ("level", "WARNING"), ("team", "shop")),
+        {**ui_message(t0, 10, "Service", SHOP, "shop",
+                      "Response time of service shop is more than 1000ms in 2 minutes of last 10 minutes",
+                      "avg(service_resp_time) > 1000", ("level", "WARNING"), ("team", "shop")),
+         "snapshot": {"expression": "avg(service_resp_time) > 1000", "metrics": shop_read(t0)}},
     ]  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from skyoap.mqe.arithmetic import ExpressionError, Flags
 from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
 from skyoap.mqe.duration import Duration, Step
 from skyoap.mqe.entity import Entity, Scope
-from skyoap.mqe.evaluator import Evaluator
+from skyoap.mqe.evaluator import Evaluator, reads
 from skyoap.mqe.parser import parse
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.vectorized import Frames, Population
@@ -104,10 +105,12 @@ def entity_names(metrics: MetricsDAO, w: Watched, duration: Duration) -> list[tu
 
 
 def entity_of_names(w: Watched, names: tuple[str, ...]) -> Entity:
-    """The entity named ``names`` (the values of its model's ``ENTITY_COLUMNS``)."""
+    """The entity named ``names`` (the values of its model's ``ENTITY_COLUMNS``):
+    a database, cache or broker is a service that does not report (``normal``
+    false), as its ids say."""
     assert w.metric.model is not None
     given: dict[str, Any] = dict(zip((a for _, a in ENTITY_COLUMNS[w.metric.model]), names, strict=True))
-    return Entity(**given)
+    return Entity(**given) if w.metric.normal else Entity(**given, normal=False)
 
 
 def entity_key(w: Watched, entity: Entity) -> str:
@@ -152,6 +155,21 @@ def held(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) 
     except ExpressionError:
         return False
     return any(p.value == 1 for series in result.series for p in series.points)
+
+
+def snapshot(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) -> str:
+    """What the rule's expression read of ``entity`` over ``duration``, as
+    SkyWalking keeps it with a firing: each metric's values, as the query
+    endpoint answers them (JSON, a list of ``{name, results}``)."""
+    evaluator = Evaluator(reader, entity, duration)
+    read = []
+    for metric in dict.fromkeys(m for m, _ in reads(w.tree, duration)):
+        try:
+            series = evaluator.evaluate(metric).series
+        except ExpressionError:
+            continue
+        read.append({"name": metric.name, "results": [one.answered() for one in series]})
+    return json.dumps(read, separators=(",", ":"))
 
 
 def held_all(

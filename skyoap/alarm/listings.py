@@ -70,9 +70,10 @@ class Listings:
     ) -> None:
         self._frames, self._metrics, self._bucket_of, self._owned = frames, metrics, bucket_of, owned
         self._listed: dict[tuple[Any, int], Listing] = {}
-        self._entities: dict[tuple[Any, str], tuple[Entity, int, str]] = {}
-        """Each entity, its bucket and its name, by scope and key (an instance
-        and an endpoint may have the same key)."""
+        self._entities: dict[tuple[Any, bool, str], tuple[Entity, int, str]] = {}
+        """Each entity, its bucket and its name, by scope, normal flag and key
+        (an instance and an endpoint may have the same key, and a database
+        the name of a service)."""
 
     def of(self, w: Watched, duration: Duration) -> Listing:
         found = self._listed.get((w.metric.model, duration.start_bucket))
@@ -85,7 +86,7 @@ class Listings:
         names = entity_names(self._metrics, w, duration)
         keys = [SEP.join(n) for n in names]
         known = [
-            self._entities.get((w.scope, k)) or self._entity(w, k, n)
+            self._entities.get((w.scope, w.metric.normal, k)) or self._entity(w, k, n)
             for k, n in zip(keys, names, strict=True)
         ]
         population = self._frames.population([e for e, _, _ in known], w.metric.model, names)
@@ -96,5 +97,9 @@ class Listings:
 
     def _entity(self, w: Watched, key: str, names: tuple[str, ...]) -> tuple[Entity, int, str]:
         e = entity_of_names(w, names)
-        found = self._entities[(w.scope, key)] = (e, self._bucket_of(key), entity_name(w.scope, e))
+        found = self._entities[(w.scope, w.metric.normal, key)] = (
+            e,
+            self._bucket_of(key),
+            entity_name(w.scope, e),
+        )
         return found

@@ -38,6 +38,8 @@ class Entry:
     by: str
     """The node that handles it."""
     recorded: bool = False
+    snapshot: str = ""
+    """What the expression read when it fired (``evaluation.snapshot``); "" in a recovery."""
 
     @property
     def key(self) -> str:
@@ -60,6 +62,7 @@ class Entry:
             message=Words(m.message),
             start_time=m.start_ms,
             expression=Text(self.expression),
+            snapshot=Text(self.snapshot),
             recovery_time=m.recovery_ms or 0,
             tags=tag_terms(m.tags),
         )

@@ -40,6 +40,7 @@ from skyoap.alarm.evaluation import (
     entity_of_key,
     held_all,
     period_ending,
+    snapshot,
     watched,
 )
 from skyoap.alarm.hooks import requests
@@ -230,14 +231,23 @@ class Alarms:
                     stepped[alarmed] = True
             for i in np.flatnonzero(stepped & wanted).tolist():
                 e = found.population.entities[i]
-                self._step(by_number[found.buckets[i]], w, found.keys[i], e, bool(is_held[i]), minute)
+                self._step(by_number[found.buckets[i]], w, found.keys[i], e, bool(is_held[i]), minute, reader)
             # An alarm whose entity has no rows left in the window: the expression no longer holds.
             for b, key in alarms.get(w.rule.name, ()):
                 listed_at = found.place.get(key)
                 if listed_at is None or not covered[listed_at]:
-                    self._step(b, w, key, None, False, minute)
+                    self._step(b, w, key, None, False, minute, reader)
 
-    def _step(self, b: _Bucket, w: Watched, key: str, e: Entity | None, is_held: bool, minute: int) -> None:
+    def _step(
+        self,
+        b: _Bucket,
+        w: Watched,
+        key: str,
+        e: Entity | None,
+        is_held: bool,
+        minute: int,
+        reader: StoredMetrics,
+    ) -> None:
         kept_at = course_key(w.rule.name, key)
         course, notice = step(b.courses.get(kept_at, Course()), is_held, minute, w.rule)
         if course.state is State.NORMAL:
@@ -248,7 +258,15 @@ class Alarms:
             entity = e or entity_of_key(w, key)
             hooks = tuple(h.id for h in self._settings().hooks_of(w.rule))
             message = self._message(w, entity, notice)
-            b.raised.append(Entry(message, str(entity.service_name), w.rule.expression, hooks, self._me))
+            read = (
+                ""
+                if message.is_recovery
+                else snapshot(w, entity, period_ending(minute, w.rule.period), reader)
+            )
+            entry = Entry(
+                message, str(entity.service_name), w.rule.expression, hooks, self._me, snapshot=read
+            )
+            b.raised.append(entry)
 
     def _message(self, w: Watched, entity: Entity, notice: Notice) -> AlarmMessage:
         scope = AlarmScope.of(w.scope)

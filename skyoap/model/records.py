@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from skyoap.model.metrics import Downsampling
-from skyoap.model.stream import StreamData, Text, Words
+from skyoap.model.stream import NO_TEXT, StreamData, Text, Words
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +121,9 @@ class AlarmRecord(Record):
     """Milliseconds since the epoch; 0 in a firing."""
     tags: tuple[str, ...] = ()
     """The rule's tags, each ``key=value``, sorted."""
+    snapshot: Text = NO_TEXT
+    """What the expression read when it fired, each metric's values (JSON);
+    "" in a recovery and in firings stored before snapshots were kept."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

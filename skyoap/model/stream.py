@@ -54,6 +54,9 @@ _TYPES = {
 Text = typing.NewType("Text", str)
 """A string column stored for reading back, never searched by."""
 
+NO_TEXT = Text("")
+"""An empty ``Text``, a column's default."""
+
 Words = typing.NewType("Words", str)
 """A string column searched by the words it holds (``RecordSearch.contains``)."""
 

@@ -12,7 +12,7 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from skyoap.mqe.entity import Scope
 
@@ -156,6 +156,19 @@ class Series(NamedTuple):
     def point(self, index: int) -> Point:
         return Point(self.ids[index], self.values[index], self.owners[index] if self.owners else None)
 
+    def answered(self) -> dict[str, Any]:
+        """The protocol's ``MQEValues`` of the series, as the query endpoint
+        answers it (``formatted``'s, as JSON)."""
+        owners = self.owners or (None,) * len(self.ids)
+        traces = self.trace_ids or (None,) * len(self.ids)
+        return {
+            "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in self.labels]},
+            "values": [
+                {"id": i, "value": None if v is None else format_value(v), "traceID": t, "owner": _owner(o)}
+                for i, v, t, o in zip(self.ids, self.values, traces, owners, strict=True)
+            ],
+        }
+
     def with_values(self, values: Sequence[float | None]) -> Series:
         """The same points with new values."""
         if len(values) != len(self.ids):
@@ -192,3 +205,18 @@ def _formatted(series: Series) -> MQEValues:
         for i, v, t, o in zip(series.ids, series.values, traces, owners, strict=True)
     )
     return MQEValues(Metadata(series.labels), tuple(values))
+
+
+def _owner(o: Owner | None) -> dict[str, Any] | None:
+    if o is None:
+        return None
+    return {
+        "scope": o.scope.value,
+        "serviceID": o.service_id,
+        "serviceName": o.service_name,
+        "normal": o.normal,
+        "serviceInstanceID": o.service_instance_id,
+        "serviceInstanceName": o.service_instance_name,
+        "endpointID": o.endpoint_id,
+        "endpointName": o.endpoint_name,
+    }

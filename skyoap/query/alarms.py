@@ -11,6 +11,7 @@ firing's ``recoveryTime``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -201,8 +202,8 @@ def alarm_answer(
     record: AlarmRecord, recovery_time: int = 0, events: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
     """An ``AlarmMessage`` of the protocol, of a firing, the time it
-    recovered (0: it has not) and the ``events`` of its entities. skyoap
-    keeps no metrics of the firing: that list is empty."""
+    recovered (0: it has not) and the ``events`` of its entities, with the
+    values its expression read when it fired."""
     pairs = sorted((key, value) for key, _, value in (tag.partition("=") for tag in record.tags))
     return {
         "startTime": record.start_time,
@@ -213,7 +214,7 @@ def alarm_answer(
         "message": record.message,
         "events": list(events),
         "tags": [{"key": k, "value": v} for k, v in pairs],
-        "snapshot": {"expression": record.expression, "metrics": []},
+        "snapshot": {"expression": record.expression, "metrics": json.loads(record.snapshot or "[]")},
     }
 
 

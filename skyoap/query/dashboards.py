@@ -104,7 +104,7 @@ def _whole(kind: str) -> Widget:
 TAB_HEIGHT = 52
 """A page's tabs, as high as SkyWalking's own templates make them."""
 
-_SIZES = {"Card": (8, 5), "Line": (6, 11), "TopList": (8, 11)}
+_SIZES = {"Card": (8, 5), "Line": (6, 11), "TopList": (8, 14)}
 """Each kind of widget's width (of 24 columns) and height (in grid rows),
 as in SkyWalking's templates; what fills a page takes it whole."""
 
@@ -140,6 +140,26 @@ def _tabs(*tabs: tuple[str, Sequence[Widget]]) -> list[Widget]:
         "children": [{"name": name, "children": _laid_out(ws)} for name, ws in tabs],
     }
     return [{"x": 0, "y": 0, "w": 24, "h": TAB_HEIGHT, "i": "0", **tab}]
+
+
+EVENTS_HEIGHT = 12
+
+
+def _events_above(children: list[Widget]) -> list[Widget]:
+    """``children`` below the entity's events, as SkyWalking's service page
+    shows them, unfolded; its charts mark when each event happened
+    (``eventAssociate``)."""
+    events = {
+        "x": 0,
+        "y": 0,
+        "w": 24,
+        "h": EVENTS_HEIGHT,
+        "i": "events",
+        "type": "Event",
+        "eventAssociate": True,
+        "eventDefaultCollapse": False,
+    }
+    return [events, *({**child, "y": child["y"] + EVENTS_HEIGHT} for child in children)]
 
 
 def _calls(prefix: str, sla: str = "sla") -> list[Widget]:
@@ -211,13 +231,15 @@ def _service() -> dict[str, Any]:
     return _dashboard(
         "General-Service",
         "Service",
-        _tabs(
-            ("Overview", overview),
-            ("Instances", [_listing("InstanceList", "General-Instance", "service_instance")]),
-            ("Endpoints", [_listing("EndpointList", "General-Endpoint", "endpoint")]),
-            ("Topology", [_service_topology()]),
-            ("Traces", [_whole("Trace")]),
-            ("Logs", [_whole("Log")]),
+        _events_above(
+            _tabs(
+                ("Overview", overview),
+                ("Instances", [_listing("InstanceList", "General-Instance", "service_instance")]),
+                ("Endpoints", [_listing("EndpointList", "General-Endpoint", "endpoint")]),
+                ("Topology", [_service_topology()]),
+                ("Traces", [_whole("Trace")]),
+                ("Logs", [_whole("Log")]),
+            )
         ),
     )
 
@@ -226,7 +248,7 @@ def _instance_and_endpoint() -> tuple[dict[str, Any], ...]:
     """An instance's page and an endpoint's."""
     python = [
         _line("Process CPU (%)", "instance_pvm_process_cpu_utilization"),
-        _line("Process Memory (%)", "instance_pvm_process_mem_utilization"),
+        _line("Process Memory (%)", "instance_pvm_process_mem_utilization*100"),  # reported as a share of 1
         _line("Active Threads", "instance_pvm_thread_active_count"),
     ]
     endpoint_dependencies = _topology(
@@ -235,15 +257,19 @@ def _instance_and_endpoint() -> tuple[dict[str, Any], ...]:
     )
     return (
         _dashboard(
-            "General-Instance", "ServiceInstance", _tabs(("Overview", [*_calls("service_instance"), *python]))
+            "General-Instance",
+            "ServiceInstance",
+            _events_above(_tabs(("Overview", [*_calls("service_instance"), *python]))),
         ),
         _dashboard(
             "General-Endpoint",
             "Endpoint",
-            _tabs(
-                ("Overview", _calls("endpoint")),
-                ("Dependencies", [endpoint_dependencies]),
-                ("Traces", [_whole("Trace")]),
+            _events_above(
+                _tabs(
+                    ("Overview", _calls("endpoint")),
+                    ("Dependencies", [endpoint_dependencies]),
+                    ("Traces", [_whole("Trace")]),
+                )
             ),
         ),
     )

@@ -140,8 +140,10 @@ def search_services(context: QueryContext, duration: Mapping[str, Any], keyword:
 
 
 def find_service(context: QueryContext, serviceName: str) -> dict[str, Any] | None:
+    """The service of that name: one that reports, else a database, cache or
+    broker called lately (SkyWalking's CLI finds every service by its name)."""
     service = _stored_service(context, serviceName)
-    return _service(service) if service else None
+    return _service(service) if service else _virtual_service(context, serviceName)
 
 
 def search_service(context: QueryContext, serviceCode: str) -> dict[str, Any] | None:
@@ -153,7 +155,12 @@ def get_service(context: QueryContext, serviceId: str) -> dict[str, Any] | None:
     a virtual layer called lately (``.0``)."""
     name, normal = ids.read_service_id(serviceId, "serviceId")
     if normal:
-        return find_service(context, serviceName=name)
+        service = _stored_service(context, name)
+        return _service(service) if service else None
+    return _virtual_service(context, name)
+
+
+def _virtual_service(context: QueryContext, name: str) -> dict[str, Any] | None:
     layers = [layer for layer in VIRTUAL_LAYERS if name in _virtual_names(context, layer)]
     return {**_virtual(name, layers[0]), "layers": layers} if layers else None
 
@@ -255,15 +262,18 @@ def search_endpoint(context: QueryContext, keyword: str, serviceId: str, limit: 
 
 
 def endpoint_info(context: QueryContext, endpointId: str) -> dict[str, Any] | None:
-    """The endpoint an id names, if its service registered it."""
-    service_name, name = ids.endpoint_names(endpointId)
-    service = _stored_service(context, service_name)
-    if service is None:
+    """The endpoint an id names, if its service registered it, or a topic
+    of a broker used lately."""
+    service_id, _, _ = endpointId.partition("_")
+    service_name, normal = ids.read_service_id(service_id, "endpointId")
+    _, name = ids.endpoint_names(endpointId)
+    if normal:
+        service = _stored_service(context, service_name)
+        keys = [f"{service.sequence}_{point}_{name}" for point in (1, 0, 2)] if service else []
+        if not keys or not context.inventory.get_many(EndpointInventory, keys):
+            return None
+    elif name not in _topics(context, service_name):
         return None
-    keys = [f"{service.sequence}_{point}_{name}" for point in (1, 0, 2)]
-    if not context.inventory.get_many(EndpointInventory, keys):
-        return None
-    service_id = ids.service_id(service_name, True)
     return {"id": endpointId, "name": name, "serviceId": service_id, "serviceName": service_name}
 
 

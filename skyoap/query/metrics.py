@@ -19,7 +19,7 @@ from skyoap.mqe.duration import Duration
 from skyoap.mqe.entity import Entity, entity_of
 from skyoap.mqe.evaluator import Evaluator, reads
 from skyoap.mqe.parser import parse
-from skyoap.mqe.results import Evaluated, ExpressionResultType, Owner, Series, format_value
+from skyoap.mqe.results import Evaluated, ExpressionResultType
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.syntax import Expression
 from skyoap.query.context import QueryContext
@@ -89,35 +89,8 @@ def _prepared(
 def _answer(result: Evaluated) -> dict[str, Any]:
     """The protocol's ``ExpressionResult`` of ``result``: what
     ``Evaluated.formatted`` gives, as the endpoint answers it."""
-    return {"type": result.type.value, "error": None, "results": [_values(s) for s in result.series]}
+    return {"type": result.type.value, "error": None, "results": [s.answered() for s in result.series]}
 
 
 def _failed(error: str) -> dict[str, Any]:
     return {"type": ExpressionResultType.UNKNOWN.value, "error": error, "results": []}
-
-
-def _values(series: Series) -> dict[str, Any]:
-    owners = series.owners or (None,) * len(series.ids)
-    traces = series.trace_ids or (None,) * len(series.ids)
-    return {
-        "metric": {"labels": [{"key": kv.key, "value": kv.value} for kv in series.labels]},
-        "values": [
-            {"id": i, "value": None if v is None else format_value(v), "traceID": t, "owner": _owner(o)}
-            for i, v, t, o in zip(series.ids, series.values, traces, owners, strict=True)
-        ],
-    }
-
-
-def _owner(o: Owner | None) -> dict[str, Any] | None:
-    if o is None:
-        return None
-    return {
-        "scope": o.scope.value,
-        "serviceID": o.service_id,
-        "serviceName": o.service_name,
-        "normal": o.normal,
-        "serviceInstanceID": o.service_instance_id,
-        "serviceInstanceName": o.service_instance_name,
-        "endpointID": o.endpoint_id,
-        "endpointName": o.endpoint_name,
-    }

@@ -55,10 +55,11 @@ class Window:
 
     @classmethod
     def of(cls, given: Mapping[str, Any]) -> Window:
-        """DurationError for a Duration metrics would refuse too: past
-        ``duration.MAX_STEPS`` steps."""
+        """Of any length, as SkyWalking searches records: its UI asks the
+        last half hour by the SECOND, past the steps metrics read
+        (``duration.MAX_STEPS``), and what is past the records' time to live
+        is gone anyway."""
         duration = Duration.of(given)
-        duration.steps()
         start_ms = int(duration.start_time.timestamp() * 1000)
         end_ms = duration.end_ms
         return cls(minute_bucket(start_ms), minute_bucket(end_ms - 1), start_ms, end_ms)

@@ -439,17 +439,16 @@ def test_what_a_client_can_cause_is_answered_with_what_was_wrong(tmp_path: Path)
 
 
 def asked_wrongly(url: str) -> None:
-    ten_years = {"start": "2016-11-27 0000", "end": "2026-11-27 0000", "step": "MINUTE"}
-    too_long = (
-        "Duration data error, the range between the start time and the end time can't exceed 500 minutes"
-    )
     for name, query in SEARCHES.items():
-        assert field_error(ask(url, query, {"d": ten_years})) == too_long, name
-        for last in (
+        for window in (
+            # Searches span any window: SkyWalking's UI asks the last half
+            # hour by the SECOND, past the 500 steps a metric reads.
+            {"start": "2016-11-27 0000", "end": "2026-11-27 0000", "step": "MINUTE"},
+            {"start": "2026-11-27 000000", "end": "2026-11-27 003000", "step": "SECOND"},
             {"start": "9999-12-31 2350", "end": "9999-12-31 2359", "step": "MINUTE"},
             {"start": "9999-12-31", "end": "9999-12-31", "step": "DAY"},
         ):
-            reply = ask(url, query, {"d": last})
+            reply = ask(url, query, {"d": window})
             assert (reply.status, "errors" in reply.body) == (200, False), (name, reply.body)
     tags = ", ".join(f'{{key: "k{i}", value: "v"}}' for i in range(21))
     traced = ask(

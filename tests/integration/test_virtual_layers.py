@@ -53,6 +53,8 @@ CLI_RECORDS = """query ($condition: RecordCondition!, $duration: Duration!) {
     result: readRecords(condition: $condition, duration: $duration) { name id value refId } }"""
 CLI_SAMPLED = """query ($condition:TopNCondition!, $duration: Duration!) {
     result: readSampledRecords(condition: $condition, duration: $duration) { name id value refId } }"""
+CLI_FIND_SERVICE = """query ($serviceName: String!) {
+    result: findService(serviceName: $serviceName) { id name group shortName layers normal } }"""
 CLI_DATABASES = (
     """query ($duration: Duration!) { result: getAllDatabases(duration: $duration) { id name type } }"""
 )
@@ -109,6 +111,10 @@ def test_databases_and_caches_are_services_of_their_layers(called: Called) -> No
         "normal": False,
     }  # fmt: skip
     assert w.ask(UI_SERVICE, serviceId=cache)["service"]["layers"] == ["VIRTUAL_CACHE"]
+    # The CLI finds every service by its name before it asks for its records.
+    found = w.ask(CLI_FIND_SERVICE, serviceName=w.database)["result"]
+    assert found == {"id": database, "name": w.database, "group": "", "shortName": w.database,
+                     "layers": ["VIRTUAL_DATABASE"], "normal": False}  # fmt: skip
     assert w.ask(CLI_DATABASES, duration=w.minutes)["result"] == [
         {"id": database, "name": w.database, "type": "PostgreSQL"}
     ]

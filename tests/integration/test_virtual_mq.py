@@ -32,6 +32,8 @@ UI_ENDPOINTS = """query queryEndpoints(
     $serviceId: ID!, $keyword: String!, $duration: Duration, $limit: Int!) {
   pods: findEndpoint(serviceId: $serviceId, keyword: $keyword, limit: $limit, duration: $duration) {
     id value: name label: name } }"""
+UI_ENDPOINT = """query queryEndpoint($endpointId: ID!) {
+  endpoint: getEndpointInfo(endpointId: $endpointId) { id value: name label: name serviceId serviceName } }"""
 UI_TOPOLOGY = """query queryData($duration: Duration!) {
     topology: getGlobalTopology(duration: $duration) {
         nodes { id name type isReal layers } calls { id source detectPoints target } } }"""
@@ -120,6 +122,9 @@ def test_a_broker_is_a_service_its_topics_endpoints(
     topics = [{"id": f"{broker}_{b64('orders')}", "value": "orders", "label": "orders"}]
     asked = {"serviceId": broker, "keyword": "", "limit": 20, "duration": window}
     eventually(lambda: data(UI_ENDPOINTS, **asked)["pods"] == topics)
+    # The topic's page asks for it by its id.
+    info = data(UI_ENDPOINT, endpointId=topics[0]["id"])["endpoint"]
+    assert info == {**topics[0], "serviceId": broker, "serviceName": BROKER}
     assert expression("avg(mq_service_consume_latency)", **queue) == "40"
     assert expression("sum(mq_service_produce_cpm)", **queue) == str(MESSAGES)
     assert expression("avg(mq_service_consume_sla)/100", **queue) == "100"

@@ -11,7 +11,13 @@ import pytest
 
 from skyoap.alarm.evaluation import RuleError, entities, entity_name, held, period_ending, watched
 from skyoap.alarm.settings import Rule, parse_settings
-from skyoap.model.metrics import METRICS_TYPES, Downsampling, EndpointMetrics, ServiceMetrics
+from skyoap.model.metrics import (
+    METRICS_TYPES,
+    DatabaseAccessMetrics,
+    Downsampling,
+    EndpointMetrics,
+    ServiceMetrics,
+)
 from skyoap.model.records import RECORD_TYPES
 from skyoap.mqe.alarm_identity import entity_ids
 from skyoap.mqe.entity import Entity, Scope
@@ -85,6 +91,20 @@ def test_the_entities_are_those_with_rows_in_the_window(storage: OpenStorage) ->
         "/buy in shop",
         ("c2hvcA==.1_L2J1eQ==", ""),
     )
+
+
+def test_a_database_is_a_service_that_does_not_report(storage: OpenStorage) -> None:
+    """Its alarms name it by the id its pages have (``.0``)."""
+    called = DatabaseAccessMetrics(time_bucket=bucket(FIRST), service="db:5432", **calls(3))
+    storage.metrics.put(DatabaseAccessMetrics, Downsampling.MINUTE, [MetricsWrite(None, called, {})])
+    w = watched(rule("avg(database_access_resp_time) > 5"))
+    (database,) = entities(storage.metrics, w, period_ending(FIRST, 1))
+    assert database == Entity(service_name="db:5432", normal=False)
+    assert (entity_name(Scope.SERVICE, database), entity_ids(Scope.SERVICE, database)) == (
+        "db:5432",
+        ("ZGI6NTQzMg==.0", ""),
+    )
+    assert held(w, database, period_ending(FIRST, 1), StoredMetrics(storage.metrics, {})) is True
 
 
 def test_names_and_ids_of_a_relation_are_both_ends() -> None:

@@ -131,8 +131,14 @@ def test_a_firing_and_its_recovery_are_sent_once(storage: OpenStorage, hook: Hoo
         name="shop", id0=first["id0"], id1="", service="shop", rule_name="shop_sla_rule",
         message=Words("Service shop fails"), start_time=(FIRST + 4) * 60_000,
         expression=Text("sum(service_sla < 9000) >= 2"), tags=("level=WARNING",),
+        snapshot=Text(json.dumps([{"name": "service_sla", "results": [{"metric": {"labels": []}, "values": [
+            {"id": str((FIRST + m) * 60_000), "value": sla, "traceID": None, "owner": None}
+            for m, sla in ((1, "10000"), (2, "5000"), (3, "5000"))
+        ]}]}], separators=(",", ":"))),  # what it read in the period up to when it fired
     )  # fmt: skip
-    recovery = replace(firing, alarm_id=f"{first['uuid']}/recovery", recovery_time=(FIRST + 8) * 60_000)
+    recovery = replace(
+        firing, alarm_id=f"{first['uuid']}/recovery", recovery_time=(FIRST + 8) * 60_000, snapshot=Text("")
+    )
     assert sorted(stored_alarms(storage), key=lambda r: r.recovery_time) == [firing, recovery]
     a.run_once()  # recorded and sent: the outboxes are empty again
     assert outboxes(storage) == []

@@ -14,7 +14,7 @@ import pytest
 
 from skyoap.query import ui_templates
 from skyoap.query.context import QueryContext, TimesToLive
-from skyoap.query.dashboards import TAB_HEIGHT, dashboards
+from skyoap.query.dashboards import EVENTS_HEIGHT, TAB_HEIGHT, dashboards
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.embedded.db import Database
 from skyoap.storage.embedded.topics import EmbeddedStateStore
@@ -49,10 +49,31 @@ TEMPLATES = """query templates {
 WHOLE = {"ServiceList", "InstanceList", "EndpointList", "Topology", "Trace", "Log"}
 
 
+EVENTS = {
+    "x": 0,
+    "y": 0,
+    "w": 24,
+    "h": EVENTS_HEIGHT,
+    "i": "events",
+    "type": "Event",
+    "eventAssociate": True,
+    "eventDefaultCollapse": False,
+}
+
+
 def widgets_of_tabs() -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """Every tab's widgets; each page is its tabs, below the entity's events
+    on the pages of a service, an instance and an endpoint."""
     for d in dashboards():
-        (tab,) = d["configuration"]["children"]
-        assert (tab["type"], tab["w"], tab["h"]) == ("Tab", 24, TAB_HEIGHT)
+        *above, tab = d["configuration"]["children"]
+        with_events = d["id"] in {"General-Service", "General-Instance", "General-Endpoint"}
+        assert above == ([EVENTS] if with_events else []), d["id"]
+        assert (tab["type"], tab["y"], tab["w"], tab["h"]) == (
+            "Tab",
+            len(above) * EVENTS_HEIGHT,
+            24,
+            TAB_HEIGHT,
+        )
         for t in tab["children"]:
             yield d["id"], t["name"], t["children"]
 
@@ -64,7 +85,7 @@ def test_a_tab_is_laid_out_as_skywalkings_own(
     cells: set[tuple[int, int]] = set()
     for w in widgets:
         kind = w["graph"].get("type") if w["type"] == "Widget" else w["type"]
-        size = (24, 48) if kind in WHOLE else {"Card": (8, 5), "Line": (6, 11), "TopList": (8, 11)}[kind]
+        size = (24, 48) if kind in WHOLE else {"Card": (8, 5), "Line": (6, 11), "TopList": (8, 14)}[kind]
         assert (w["w"], w["h"]) == size, (kind, w["widget"])
         assert w["x"] >= 0 and w["x"] + w["w"] <= 24 and w["y"] + w["h"] <= TAB_HEIGHT
         mine = {(x, y) for x in range(w["x"], w["x"] + w["w"]) for y in range(w["y"], w["y"] + w["h"])}
