@@ -11,23 +11,11 @@ import os
 import typing
 from typing import Any, TypeVar
 
-from skyoap.runtime.config import option_name
+from skyoap.runtime.config import is_secret, option_name
 
 C = TypeVar("C")
 
 ENV_PREFIX = "SKYOAP_"
-
-_SECRET_WORDS = ("password", "token", "secret", "api_key")
-_SECRET_URLS = frozenset({"redis_url", "es_hosts"})
-"""URLs that may carry a user and password (``redis://USER:PASSWORD@HOST``)."""
-
-
-def is_secret(name: str) -> bool:
-    """Whether option ``name`` (``auth_token``, or ``--auth-token``) may hold a
-    credential: such values are passed to child processes in the environment
-    (readable by the same user only), never on their command line."""
-    name = name.lstrip("-").replace("-", "_").lower()
-    return name in _SECRET_URLS or any(word in name for word in _SECRET_WORDS)
 
 
 def env_name(name: str) -> str:

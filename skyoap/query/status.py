@@ -1,12 +1,13 @@
 """What SkyWalking's UI reads beside GraphQL, on the same port:
 ``GET /status/config/ttl`` (how long data is kept, as text, or as JSON when
-asked with ``Accept: application/json``) and ``GET /status/cluster/nodes``
-(the nodes that take L1 results, as SkyWalking lists its OAP nodes)."""
+asked with ``Accept: application/json``), ``GET /status/cluster/nodes``
+(the nodes that take L1 results, as SkyWalking lists its OAP nodes) and
+``GET /debugging/config/dump`` (the node's options, credentials masked)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from skyoap.query.context import TimesToLive
@@ -27,19 +28,31 @@ def json_page(value: object) -> Page:
 
 
 def ttl_page(ttl: TimesToLive) -> StatusPage:
-    """SkyWalking's effective TTL: metrics by downsampling, records (traces
-    and logs are its super dataset); no cold stage (-1)."""
+    """SkyWalking 10's effective TTL: metrics by downsampling, records by
+    kind (skyoap keeps every record as long); no cold stage (-1)."""
     metrics = {"minute": ttl.minute_metrics_days, "hour": ttl.hour_metrics_days, "day": ttl.day_metrics_days}
-    records = {"default": ttl.records_days, "superDataset": ttl.records_days}
+    records = ("normal", "trace", "zipkinTrace", "log", "browserErrorLog")
+    kept = {"metrics": metrics, "records": dict.fromkeys(records, ttl.records_days)}
 
     def page(as_json: bool) -> Page:
         if as_json:
-            cold_metrics = {"coldMinute": -1, "coldHour": -1, "coldDay": -1}
-            cold_records = {"coldValue": -1, "coldSuperDataset": -1}
-            return json_page({"metrics": {**metrics, **cold_metrics}, "records": {**records, **cold_records}})
-        lines = [f"metrics.{k}={v}" for k, v in metrics.items()]
-        lines += [f"records.{k}={v}" for k, v in records.items()]
+            cold = {kind: {f"cold{k[0].upper()}{k[1:]}": -1 for k in days} for kind, days in kept.items()}
+            return json_page({kind: {**days, **cold[kind]} for kind, days in kept.items()})
+        lines = [f"{kind}.{k}={v}" for kind, days in kept.items() for k, v in days.items()]
+        lines += [f"{kind}.{k}.cold=-1" for kind, days in kept.items() for k in days]
         return Page("text/plain", ("\n".join(lines) + "\n").encode())
+
+    return page
+
+
+def config_page(options: Mapping[str, str]) -> StatusPage:
+    """The node's options (``runtime.config.effective``), one ``name=value``
+    a line, or a JSON object, as SkyWalking dumps its configuration."""
+
+    def page(as_json: bool) -> Page:
+        if as_json:
+            return json_page(dict(options))
+        return Page("text/plain", "".join(f"{k}={v}\n" for k, v in options.items()).encode())
 
     return page
 

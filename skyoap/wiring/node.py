@@ -38,7 +38,7 @@ from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
-from skyoap.query.status import cluster_page, ttl_page
+from skyoap.query.status import cluster_page, config_page, ttl_page
 from skyoap.receiver.aliases import AliasCache
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
@@ -63,6 +63,7 @@ from skyoap.remote.service import add_remote_service
 from skyoap.runtime import admin, descriptors
 from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.budget import MemoryBudget
+from skyoap.runtime.config import effective
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.lifecycle import Component, Lifecycle, OnClose
 from skyoap.runtime.malloc import TRIM_INTERVAL_S, report_allocator, trim_allocator
@@ -332,6 +333,7 @@ class Node:
             "/status/cluster/overview": overview_page(
                 cluster.members, self.name, self.instruments, storage.topics, storage.state
             ),
+            "/debugging/config/dump": config_page(effective(self.config)),
         }
         self._query = QueryServer(
             q.host,

@@ -403,10 +403,16 @@ def ui_start(w: Workload) -> None:
     assert w.node.query_url is not None
     base = w.node.query_url.removesuffix("/graphql")
     with urllib.request.urlopen(f"{base}/status/config/ttl") as page:
-        assert page.read().decode().splitlines() == [
-            "metrics.minute=1", "metrics.hour=7", "metrics.day=90",
-            "records.default=3", "records.superDataset=3",
+        assert page.read().decode().splitlines()[:4] == [
+            "metrics.minute=1", "metrics.hour=7", "metrics.day=90", "records.normal=3",
         ]  # fmt: skip
+    # The settings page's configuration dump, as the UI asks for it.
+    asked = urllib.request.Request(f"{base}/debugging/config/dump", headers={"Accept": "application/json"})
+    with urllib.request.urlopen(asked) as page:
+        shown = json.loads(page.read())
+    assert (shown["storage.storage"], shown["server.max_message_bytes"]) == (
+        w.node.config.storage.kind.value, str(w.node.config.server.max_message_bytes),
+    )  # fmt: skip
     with urllib.request.urlopen(f"{base}/status/cluster/nodes") as page:
         host, _, port = w.node.address.rpartition(":")
         assert json.loads(page.read()) == {"nodes": [{"host": host, "port": int(port), "self": True}]}

@@ -33,9 +33,11 @@ from skyoap.query import status
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution, QueryRequest
 from skyoap.query.resolvers import resolvers
+from skyoap.runtime.config import effective
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.wiring.config import NodeConfig
 
 MINUTE = 202611241000
 """10:00 UTC; the rows below are of 10:00 to 10:04."""
@@ -361,14 +363,26 @@ def test_the_menu_shows_the_general_layer_once_it_has_services(storage: OpenStor
 
 def test_status_pages_give_the_times_to_live_and_the_nodes() -> None:
     ttl = status.ttl_page(TimesToLive(3, 1, 7, 90, 7))
-    assert ttl(False) == status.Page(
-        "text/plain",
-        b"metrics.minute=1\nmetrics.hour=7\nmetrics.day=90\nrecords.default=3\nrecords.superDataset=3\n",
-    )
+    records = ("normal", "trace", "zipkinTrace", "log", "browserErrorLog")
+    assert ttl(False).body.decode().splitlines() == [
+        "metrics.minute=1", "metrics.hour=7", "metrics.day=90", *(f"records.{r}=3" for r in records),
+        "metrics.minute.cold=-1", "metrics.hour.cold=-1", "metrics.day.cold=-1",
+        *(f"records.{r}.cold=-1" for r in records),
+    ]  # fmt: skip
+    # As SkyWalking's UI reads it (its settings page): the keys of SkyWalking 10's TTL definition.
     assert json.loads(ttl(True).body) == {
         "metrics": {"minute": 1, "hour": 7, "day": 90, "coldMinute": -1, "coldHour": -1, "coldDay": -1},
-        "records": {"default": 3, "superDataset": 3, "coldValue": -1, "coldSuperDataset": -1},
-    }
+        "records": {"normal": 3, "trace": 3, "zipkinTrace": 3, "log": 3, "browserErrorLog": 3,
+                    "coldNormal": -1, "coldTrace": -1, "coldZipkinTrace": -1, "coldLog": -1,
+                    "coldBrowserErrorLog": -1},
+    }  # fmt: skip
+    # Every option, by section, a credential masked.
+    given = {"auth_token": "t0ken", "query_port": 8080, "redis_url": "redis://me:pw@h:6379/0"}
+    dump = status.config_page(effective(NodeConfig().with_options(**given)))
+    shown = json.loads(dump(True).body)
+    names = ("server.auth_token", "storage.redis_url", "query.query_port", "query.query_max_tokens")
+    assert [shown[n] for n in names] == ["******", "redis://******@h:6379/0", "8080", "50000"]
+    assert "storage.es_password=\n" in dump(False).body.decode()  # none given: nothing to mask
     nodes = status.cluster_page(lambda: [("10.0.0.1:11800", True), ("10.0.0.2:11800", False)])
     assert json.loads(nodes(True).body) == {
         "nodes": [
