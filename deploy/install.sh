@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a command needs on a fresh Debian machine, skipping what is there.
 #   deploy/install.sh node   Python alone: a virtualenv with skyoap (`make demo`).
-#   deploy/install.sh all    also the tools, Spark, Redis (Debian's redis-server), PostgreSQL, stress-ng,
+#   deploy/install.sh all    also the tools, Spark, Redis (Debian's redis-server), PostgreSQL, stress-ng, promtool,
 #                            Chromium (Debian's, for the web UI's tests), Elasticsearch (Elastic's zip from Maven Central, run with the
 #                            machine's Java) and the agents the tests run (`make test`).
 set -euo pipefail
@@ -62,6 +62,18 @@ fi
 if [ ! -x .venv-otel/bin/python ]; then
   python3 -m venv .venv-otel
   .venv-otel/bin/pip install -q opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-grpc==1.45.2
+fi
+
+# Prometheus's promtool (Debian's), the PromQL service's tests' client: the
+# binary alone, unpacked from Debian's package (installing that would start a
+# Prometheus server).
+if [ ! -x .tools/promtool ]; then
+  unpacked=$(mktemp -d)
+  (cd "$unpacked" && { apt-get download prometheus >/dev/null 2>&1 || { as_root apt-get update -qq && apt-get download prometheus >/dev/null; }; })
+  dpkg-deb -x "$unpacked"/prometheus_*.deb "$unpacked/files"
+  mkdir -p .tools
+  cp "$unpacked/files/usr/bin/promtool" .tools/promtool
+  rm -rf "$unpacked"
 fi
 
 .venv/bin/python -c 'from skyoap.deploy.servers import elasticsearch_home; print("elasticsearch at", elasticsearch_home())' >&2

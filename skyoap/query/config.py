@@ -23,6 +23,12 @@ class QueryConfig:
         "Grafana ask (-1: off, 0: a free one)",
         name="query_port",
     )
+    promql_port: int = option(
+        -1,
+        "HTTP port of SkyWalking's PromQL service, Prometheus's query API (/api/v1/query, ...), where "
+        "Grafana's Prometheus data source and promtool ask, under the query endpoint's TLS, "
+        "credentials and bounds (-1: off, 0: a free one; SkyWalking's docs use 9090)",
+    )
     threads: int = option(
         8, "threads that run queries (each reads storage while it runs)", name="query_threads"
     )

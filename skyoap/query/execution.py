@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import orjson
 from graphql import (
@@ -63,6 +63,9 @@ from skyoap.runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 _failures = RateLimitedLog(log)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 PLANS_CACHED_CHARS = 64 * 1024
@@ -182,6 +185,29 @@ class Execution:
 
     def submit(self, request: QueryRequest) -> futures.Future[Answer]:
         """Runs ``request`` on a thread of the pool; raises ``Busy`` past the bound."""
+        return self._admit(self._run, request)
+
+    def submit_call(self, call: Callable[[], T]) -> futures.Future[T | None]:
+        """Runs ``call`` (another protocol's request) on a thread of the pool,
+        under the same bound and deadline: its storage reads stop at the
+        deadline, and past it the future holds None."""
+        return self._admit(self._run_call, call)
+
+    def _run_call(self, call: Callable[[], T], ends_at: float) -> T | None:
+        left = ends_at - time.monotonic()
+        if left <= 0:
+            return None
+        with deadline.call():
+            deadline.start(left)
+            try:
+                answer = call()
+            except Exception:
+                if deadline.remaining(1.0) > 0:
+                    raise
+                return None  # a read that gave up at the deadline
+            return answer if deadline.remaining(1.0) > 0 else None
+
+    def _admit(self, run: Callable[[Any, float], R], work: Any) -> futures.Future[R]:
         pool = self._pool
         if pool is None:
             raise RuntimeError("the query endpoint is not running")
@@ -195,7 +221,7 @@ class Execution:
                 )
             self._pending += 1
         try:
-            future = pool.submit(self._run, request, ends_at)
+            future = pool.submit(run, work, ends_at)
         except RuntimeError:  # closed meanwhile
             self._leave()
             raise

@@ -15,6 +15,10 @@ string (400), every thread busy and the waiting room full (503).
 
 ``GET /status/...`` answers the pages SkyWalking's UI reads beside GraphQL
 (``status.py``), under the same credentials.
+
+With a PromQL port, the same server answers Prometheus's query API there
+(``promql/api.py``): over the same TLS, credentials, connection bounds,
+threads and deadline.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from skyoap.edge.tls import HttpsTls
 from skyoap.query.auth import HttpAuth
 from skyoap.query.connections import ConnectionLimits, Dropped, Listener
 from skyoap.query.execution import Busy, Execution, QueryRequest
+from skyoap.query.promql.api import PREFIX as PROMQL_PREFIX
+from skyoap.query.promql.api import PromQLApi, failure
 from skyoap.query.status import Page, StatusPage
 from skyoap.query.ui_files import UI_HEADERS, ui_files
 from skyoap.runtime.instruments import Instruments
@@ -138,13 +144,15 @@ class QueryServer:
         status: Mapping[str, StatusPage] | None = None,
         limits: ConnectionLimits = DEFAULT_LIMITS,
         idle_timeout_s: float = 60.0,
+        promql: tuple[int, PromQLApi] | None = None,
     ) -> None:
-        try:
-            self._sock = socket.create_server((host, port), backlog=128)
-        except OSError as e:
-            raise OSError(f"cannot listen on {host}:{port} for queries: {e.strerror}") from None
+        """``promql``: the port of the PromQL service and its endpoints."""
+        self._sock = _listen(host, port, "queries")
         address = self._sock.getsockname()
         self.host, self.port = str(address[0]), int(address[1])
+        self._promql = promql[1] if promql else None
+        self._promql_sock = _listen(host, promql[0], "PromQL queries") if promql else None
+        self.promql_port = int(self._promql_sock.getsockname()[1]) if self._promql_sock else None
         self.scheme = "https" if tls is not None else "http"
         self._execution = execution
         self._series = _Series(instruments, execution)
@@ -195,30 +203,34 @@ class QueryServer:
         self._loop = asyncio.get_running_loop()
         self._stop, self._idle = asyncio.Event(), asyncio.Event()
         self._idle.set()
-        runner = web.AppRunner(
-            self._app(),
-            handle_signals=False,
-            access_log=None,
-            shutdown_timeout=CANCEL_WAIT_S,
-            keepalive_timeout=self._idle_timeout_s,
-        )
-        await runner.setup()
+        runner = await self._runner(self._app())
         assert runner.server is not None
+        runners = [runner]
         tls = self._tls.context if self._tls else None
         listener = Listener(self._sock, self._limits, runner.server, tls, self._dropped)
-        self._series.connections.set_function(lambda: listener.open)
+        listeners = [listener]
+        if self._promql_sock is not None:
+            runners.append(await self._runner(self._promql_app()))
+            assert runners[-1].server is not None
+            listeners.append(
+                Listener(self._promql_sock, self._limits, runners[-1].server, tls, self._dropped)
+            )
+        self._series.connections.set_function(lambda: sum(one.open for one in listeners))
         self._series.most_connections.set(self._limits.max_total)
-        accepting = asyncio.create_task(listener.serve(), name="query-accept")
+        accepting = [asyncio.create_task(one.serve(), name="query-accept") for one in listeners]
         try:
             self._ready.set()
             await self._stop.wait()
-            accepting.cancel()
-            await asyncio.wait([accepting])
-            self._sock.close()  # no new connection from here on: refused, not left waiting
+            for task in accepting:
+                task.cancel()
+            await asyncio.wait(accepting)
+            self._close_sockets()  # no new connection from here on: refused, not left waiting
             await self._drain()
         finally:
-            accepting.cancel()
-            await runner.cleanup()  # closes the connections; what is under way is cancelled
+            for task in accepting:
+                task.cancel()
+            for one in runners:
+                await one.cleanup()  # closes the connections; what is under way is cancelled
 
     async def _drain(self) -> None:
         """Waits up to the grace of ``close`` for the queries under way to answer."""
@@ -246,6 +258,71 @@ class QueryServer:
         self._guard(app.router.add_get("/", _ui_file(files["index.html"]), allow_head=False))
         app.router.add_route("*", "/{path:.*}", self._elsewhere)
         return app
+
+    async def _runner(self, app: web.Application) -> web.AppRunner:
+        runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=CANCEL_WAIT_S,
+            keepalive_timeout=self._idle_timeout_s,
+        )
+        await runner.setup()
+        return runner
+
+    def _promql_app(self) -> web.Application:
+        app = web.Application(client_max_size=self._max_body_bytes, middlewares=[self._welcome])
+        app.on_response_prepare.append(_harden)
+        self._guard(app.router.add_route("*", PROMQL_PREFIX + "{path:.*}", self._promql_answer))
+        app.router.add_route("*", "/{path:.*}", _not_promql)
+        return app
+
+    async def _promql_answer(self, request: web.Request) -> web.Response:
+        """One request of Prometheus's query API: its parameters from the
+        query string and a form-encoded body, answered on a query thread."""
+        assert self._promql is not None
+        if request.method not in (hdrs.METH_GET, hdrs.METH_POST):
+            return _prometheus_error(
+                405, "bad_data", f"{request.path} answers GET and POST, not {request.method}"
+            )
+        params: dict[str, list[str]] = {}
+        try:
+            async with asyncio.timeout(self._execution.deadline_s):
+                form = await request.post() if request.method == hdrs.METH_POST else {}
+        except TimeoutError:
+            return _prometheus_error(408, "bad_data", "the request's body did not come whole in time")
+        except web.HTTPRequestEntityTooLarge:
+            return _prometheus_error(413, "bad_data", f"the body is larger than {self._max_body_bytes} bytes")
+        for source in (request.query, form):
+            for key, value in source.items():
+                params.setdefault(key, []).append(str(value))
+        try:
+            future = self._execution.submit_call(functools.partial(self._promql.answer, request.path, params))
+        except Busy as e:
+            return _prometheus_error(503, "unavailable", str(e))
+        except RuntimeError:
+            return _prometheus_error(
+                503, "unavailable", "the node is stopping; ask another node or try again"
+            )
+        waiting = asyncio.wrap_future(future)
+        done, _ = await asyncio.wait([waiting], timeout=self._execution.deadline_s)
+        try:
+            reply = waiting.result() if done else None
+        except Exception as e:  # the node's failure, not the query's
+            log.exception("a PromQL query failed to run")
+            return _prometheus_error(500, "internal", f"the node failed to run the query: {e!r}")
+        if reply is None:
+            return _prometheus_error(
+                503,
+                "timeout",
+                f"the query did not finish within {self._execution.deadline_s:g} s (--query-deadline-s)",
+            )
+        return web.Response(status=reply.status, body=reply.body, content_type="application/json")
+
+    def _close_sockets(self) -> None:
+        self._sock.close()
+        if self._promql_sock is not None:
+            self._promql_sock.close()
 
     def _guard(self, route: web.AbstractRoute) -> None:
         """Serves ``route`` only while the node takes queries, and to the
@@ -370,7 +447,28 @@ class QueryServer:
             if thread.is_alive():
                 log.warning("the query endpoint's thread did not stop in time")
         self._execution.close(timeout_s)
-        self._sock.close()
+        self._close_sockets()
+
+
+def _listen(host: str, port: int, what: str) -> socket.socket:
+    try:
+        return socket.create_server((host, port), backlog=128)
+    except OSError as e:
+        raise OSError(f"cannot listen on {host}:{port} for {what}: {e.strerror}") from None
+
+
+def _prometheus_error(status: int, error_type: str, error: str) -> web.Response:
+    return web.Response(
+        status=status, body=failure(status, error_type, error).body, content_type="application/json"
+    )
+
+
+async def _not_promql(request: web.Request) -> web.Response:
+    return _prometheus_error(
+        404,
+        "not_found",
+        f"{request.path} is not served here: this port answers Prometheus's query API at {PROMQL_PREFIX}",
+    )
 
 
 BODY = '{"query": "...", "variables": {...}, "operationName": "..."}'

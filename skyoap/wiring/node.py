@@ -36,6 +36,7 @@ from skyoap.query.auth import HttpAuth
 from skyoap.query.connections import ConnectionLimits
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution
+from skyoap.query.promql.api import PromQLApi
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
 from skyoap.query.status import cluster_page, config_page, ttl_page
@@ -187,6 +188,13 @@ class Node:
         if self._query is None:
             return None
         return f"{self._query.scheme}://{self.config.server.advertised_host}:{self._query.port}/graphql"
+
+    @property
+    def promql_url(self) -> str | None:
+        """Where the PromQL service answers (``--promql-port``), as clients reach it."""
+        if self._query is None or self._query.promql_port is None:
+            return None
+        return f"{self._query.scheme}://{self.config.server.advertised_host}:{self._query.promql_port}"
 
     @property
     def ui_url(self) -> str | None:
@@ -346,6 +354,7 @@ class Node:
             status,
             ConnectionLimits(self._query_connections(), q.max_connections_per_peer, q.header_timeout_s),
             q.idle_timeout_s,
+            (q.promql_port, PromQLApi(context)) if q.promql_port >= 0 else None,
         )
         return self._query
 
