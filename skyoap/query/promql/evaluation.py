@@ -248,11 +248,8 @@ class PromQL:
         function = _OPERATORS.get(op)
         if function is None:
             raise BadData(f"the operator {op} is not supported")
-        as_bool = bool(modifier and modifier.return_bool)
-        comparison = op in _COMPARISONS
-        if comparison and isinstance(lhs, Scalar) and isinstance(rhs, Scalar) and not as_bool:
-            raise BadData("comparisons between scalars must use the bool modifier")
-        return _combine(lhs, rhs, function, modifier, comparison, as_bool)
+        as_bool = bool(modifier and modifier.return_bool)  # the parser refuses scalars compared without it
+        return _combine(lhs, rhs, function, modifier, op in _COMPARISONS, as_bool)
 
     def _aggregate(self, node: pp.AggregateExpr) -> Vector:
         op = str(node.op)
