@@ -140,7 +140,7 @@ def workload(
     )
     node = start_node(
         node_config.with_options(
-            metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2, alias_refresh_s=0.5
+            metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2, alias_refresh_s=0.5, promql_port=0
         )
     )
     host, _, port = redis_server.url.removeprefix("redis://").partition("/")[0].rpartition(":")

@@ -154,6 +154,9 @@ def test_services_instances_and_endpoints_are_listed_as_skywalking_lists_them(ap
         "pay::checkout",
         "shop",
     ]
+    # The instances alive since the start asked (shop-2 was last seen the day before).
+    instances = "instance_traffic{layer='GENERAL', service='shop'}"
+    assert data(api, "label/service_instance/values", match=instances, start=T - 60, end=T + 60) == ["shop-1"]
     endpoints = "endpoint_traffic{layer='GENERAL', service='shop', keyword='pa', limit='20'}"
     assert data(api, "label/endpoint/values", match=endpoints) == ["/pay"]
     assert data(api, "labels", match="service_percentile") == ["layer", "order", "p", "service", "top_n"]

@@ -26,6 +26,7 @@ import promql_parser as pp
 from skyoap.model.layers import LAYERS
 from skyoap.mqe import ids
 from skyoap.mqe.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricsType
+from skyoap.mqe.duration import SERVER_ZONE
 from skyoap.mqe.entity import Scope
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.query import metadata
@@ -223,8 +224,11 @@ class PromQLApi:
             raise BadData(f"label {{service}} should not be empty. ({name})")
         normal = layer not in metadata.VIRTUAL_LAYERS
         if name == "instance_traffic":
-            day = {"start": _day(clock.now_ms() - _DAY_MS), "end": _day(clock.now_ms()), "step": "DAY"}
-            found = metadata.list_instances(context, day, ids.service_id(service, normal))
+            # Those alive (a heartbeat) since the start asked, or within the day before its end.
+            end = _time(_one(params, "end"), "end") if _one(params, "end") else clock.now_ms()
+            since = _time(_one(params, "start"), "start") if _one(params, "start") else end - _DAY_MS
+            alive = {"start": _minute(since), "end": _minute(max(since, end)), "step": "MINUTE"}
+            found = metadata.list_instances(context, alive, ids.service_id(service, normal))
             return [i["name"] for i in found][:limit]
         keyword = given.get("keyword") or None
         return [
@@ -241,8 +245,8 @@ _TRAFFIC_SCOPES = {
 _DAY_MS = 86_400_000
 
 
-def _day(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d")
+def _minute(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, SERVER_ZONE).strftime("%Y-%m-%d %H%M")
 
 
 def _metric_labels(name: str) -> list[str]:
