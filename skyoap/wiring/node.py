@@ -354,7 +354,7 @@ class Node:
             status,
             ConnectionLimits(self._query_connections(), q.max_connections_per_peer, q.header_timeout_s),
             q.idle_timeout_s,
-            (q.promql_port, PromQLApi(context)) if q.promql_port >= 0 else None,
+            (q.promql_port, PromQLApi(context, q.max_answer_bytes)) if q.promql_port >= 0 else None,
         )
         return self._query
 

@@ -213,6 +213,18 @@ def test_what_cannot_be_answered_is_bad_data_with_why(
         assert body["error"] == error
 
 
+def test_an_answer_past_the_bound_is_refused(storage: OpenStorage) -> None:
+    small = PromQLApi(
+        QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7)), 200
+    )
+    status, body = ask(small, "query_range", query=f"service_cpm{{{SHOP}}}", start=T, end=T + 3000, step="1")
+    assert (status, body["errorType"]) == (422, "execution")
+    assert body["error"] == (
+        "the answer would be larger than the 200 bytes this node sends (--query-max-answer-bytes): ask for "
+        "fewer series, a shorter range or a longer step"
+    )
+
+
 def test_an_unknown_endpoint_is_not_found(api: PromQLApi) -> None:
     status, body = ask(api, "alerts")
     assert (status, body["errorType"]) == (404, "not_found")

@@ -92,8 +92,9 @@ class PromQLApi:
     """The endpoints, as ``answer(path, params)``: what a thread of the query
     endpoint runs for one request."""
 
-    def __init__(self, context: QueryContext) -> None:
+    def __init__(self, context: QueryContext, max_answer_bytes: int = 16 * 2**20) -> None:
         self._context = context
+        self._max_answer_bytes = max_answer_bytes
         self._routes: dict[str, Callable[[Params], object]] = {
             "query": self._query,
             "query_range": self._query_range,
@@ -111,9 +112,17 @@ class PromQLApi:
         if route is None:
             return failure(404, "not_found", f"{path} is not an endpoint of the Prometheus query API")
         try:
-            return success(route(params))
+            reply = success(route(params))
         except BadData as e:
             return failure(400, "bad_data", str(e))
+        if len(reply.body) > self._max_answer_bytes:
+            return failure(
+                422,
+                "execution",
+                f"the answer would be larger than the {self._max_answer_bytes} bytes this node sends "
+                "(--query-max-answer-bytes): ask for fewer series, a shorter range or a longer step",
+            )
+        return reply
 
     def _reader(self) -> StoredMetrics:
         context = self._context.for_request()
