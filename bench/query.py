@@ -12,7 +12,10 @@ Then, over the UI's default window (the last 30 minutes):
 - the global topology;
 - a trace by id (``queryTrace``, a trace of two segments of five spans), and
   a trace search (``queryBasicTraces``) by tag over the window, among
-  ``--traces`` traces of the day.
+  ``--traces`` traces of the day;
+- the PromQL forms of the service list (the four averages as top lists
+  over the window, one ``query_range`` each) and of a service dashboard
+  (the service row of ``docs/grafana/general-service.json``).
 
 Each query is asked ``--rounds`` times; its storage reads are recorded on
 its first ask and replayed against the same storage, alone, as many times.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import gc
 import http.client
 import json
@@ -57,6 +61,7 @@ from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.dashboards import dashboards
 from skyoap.query.execution import Execution
+from skyoap.query.promql.api import PromQLApi
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
 from skyoap.runtime.instruments import Instruments
@@ -244,7 +249,8 @@ def batch(pairs: list[tuple[str, dict[str, Any]]], duration: dict[str, str]) -> 
 
 def overview_expressions() -> list[str]:
     service = next(d for d in dashboards() if d["id"] == "General-Service")
-    tab = service["configuration"]["children"][0]["children"][0]
+    tabs = next(c for c in service["configuration"]["children"] if c["type"] == "Tab")  # below the events
+    tab = tabs["children"][0]
     return [e for w in tab["children"] for e in w.get("expressions", [])]
 
 
@@ -274,14 +280,43 @@ class FullCollections:
             self.counting = None
 
 
+def promql_ask(url: str, queries: list[str], start: int, end: int) -> Callable[[], None]:
+    """``query_range`` of each of ``queries`` over one kept-alive connection, every minute of the window."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=60)
+
+    def ask() -> None:
+        for query in queries:
+            form = urllib.parse.urlencode({"query": query, "start": start, "end": end, "step": 60})
+            connection.request("GET", f"/api/v1/query_range?{form}")
+            answer = connection.getresponse()
+            reply = json.loads(answer.read())
+            if answer.status != 200:
+                raise RuntimeError(f"{query} failed ({answer.status}): {reply.get('error')}")
+
+    return ask
+
+
+def promql_forms(services: int) -> dict[str, list[str]]:
+    """The service list's averages as top lists, and the PromQL dashboard's
+    charts of one service (those of ``{service='$service', layer='$layer'}``) for svc-0."""
+    top = f"layer='GENERAL', top_n='{services}', order='DES'"
+    board = json.loads((Path(__file__).parents[1] / "docs" / "grafana" / "general-service.json").read_text())
+    mine = "{service='$service', layer='$layer'"
+    charts = [t["expr"] for p in board["panels"] if p["type"] == "timeseries" for t in p["targets"]]
+    service = [e.replace("$service", "svc-0").replace("$layer", "GENERAL") for e in charts if mine in e]
+    averages = ("service_cpm", "service_sla", "service_resp_time", "service_apdex")
+    return {"PromQL service list": [f"{m}{{{top}}}" for m in averages], "PromQL service dashboard": service}
+
+
 def measure(
-    name: str, client: Client, recorders: list[Recorder], query: str, variables: dict[str, Any], rounds: int
+    name: str, ask: Callable[[], Any], recorders: list[Recorder], rounds: int
 ) -> tuple[list[float], list[float]]:
     """The query's times over HTTP and its storage reads' times alone, in ms."""
     for r in recorders:
         r.calls.clear()
         r.on = True
-    client.post(query, variables)
+    ask()
     for r in recorders:
         r.on = False
     reads = sum(len(r.calls) for r in recorders)
@@ -293,7 +328,7 @@ def measure(
         for _ in range(rounds):
             with full.into(collected[0]):
                 start = time.perf_counter()
-                client.post(query, variables)
+                ask()
                 asked.append((time.perf_counter() - start) * 1000)
             with full.into(collected[1]):
                 start = time.perf_counter()
@@ -322,7 +357,7 @@ def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figu
     )
     context = QueryContext(inventory, metrics, records, TimesToLive(3, 1, 7, 90, 7))
     execution = Execution(resolvers(), context, threads=8, max_waiting=32, deadline_s=60.0, max_depth=15)
-    server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20)
+    server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20, promql=(0, PromQLApi(context)))
     server.start()
     client = Client(server.url)
     recorders = [inventory, metrics, records]
@@ -361,15 +396,25 @@ def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figu
             client.post(listing, listing_vars)
 
         figures = []
-        for name, query, variables in (
-            ("service list", services_query, {}),
-            ("service list's averages", listing, listing_vars),
-            ("service dashboard", dashboard, dashboard_vars),
-            ("global topology", topology, {"d": duration}),
-            ("trace by id", trace, {"id": f"trace-{args.traces - 1}"}),  # of the window's last minute
-            ("trace search by tag", traces, {"c": search}),
-        ):
-            asked, alone = measure(name, client, recorders, query, variables, args.rounds)
+        asks: list[tuple[str, Callable[[], Any]]] = [
+            (name, functools.partial(client.post, query, variables))
+            for name, query, variables in (
+                ("service list", services_query, {}),
+                ("service list's averages", listing, listing_vars),
+                ("service dashboard", dashboard, dashboard_vars),
+                ("global topology", topology, {"d": duration}),
+                ("trace by id", trace, {"id": f"trace-{args.traces - 1}"}),  # of the window's last minute
+                ("trace search by tag", traces, {"c": search}),
+            )
+        ]
+        window = ((now_minute - WINDOW_MINUTES + 1) * 60, now_minute * 60)
+        promql = f"http://127.0.0.1:{server.promql_port}"
+        asks += [
+            (name, promql_ask(promql, queries, *window))
+            for name, queries in promql_forms(args.services).items()
+        ]
+        for name, ask in asks:
+            asked, alone = measure(name, ask, recorders, args.rounds)
             figures.append(
                 Figure(f"{label}: {name} p50", pct(asked, 50), "ms", pct(alone, 50),
                        "its storage reads alone", at_most(2.0, of_ceiling=True, or_within=3.0))
