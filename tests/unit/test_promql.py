@@ -115,6 +115,13 @@ def test_expressions_combine_and_aggregate_series(api: PromQLApi) -> None:
     ratio = f"service_cpm{{{SHOP}}} / service_sla{{{SHOP}}}"
     assert instant(api, ratio, T) == [(SHOP_LABELS, str(10 / 9000))]
     assert instant(api, f"abs(-service_cpm{{{SHOP}}})", T) == [(SHOP_LABELS, "10")]
+    seventh = f"service_sla{{{SHOP}}} / 7"  # 1285.71…
+    rounded = [f"ceil({seventh})", f"floor({seventh})", f"round({seventh})", f"round({seventh}, 10)"]
+    assert [instant(api, r, T)[0][1] for r in rounded] == ["1286", "1285", "1286", "1290"]
+    assert [v for _, v in instant(api, f"sort_desc({both})", T)] == ["10", "5"]
+    shop = f"service_cpm{{{SHOP}}}"
+    assert [m["service"] for m, _ in instant(api, f"({both}) and {shop}", T)] == ["shop"]
+    assert [m["service"] for m, _ in instant(api, f"({both}) unless {shop}", T)] == ["pay::checkout"]
     over_time = f"sum_over_time(service_cpm{{{SHOP}}}[5m])"
     assert instant(api, over_time, T + 240) == [(SHOP_LABELS, "40")]
     renamed = f'label_replace(service_cpm{{{SHOP}}}, "app", "$1-app", "service", "(.*)")'
