@@ -139,6 +139,9 @@ def test_a_top_list_ranks_entities_as_skywalking_sorts_metrics(api: PromQLApi) -
     )
     pay = {"__name__": "endpoint_cpm", "endpoint": "/pay", "layer": "GENERAL", "scope": "Endpoint"}
     assert endpoints == [(pay, "2")]
+    # Of every service, each with its service's name too: services may share endpoints' names.
+    busiest = instant(api, "endpoint_cpm{layer='GENERAL', top_n='1', order='DES'}", T)
+    assert busiest == [({**pay, "endpoint": "/orders", "service": "shop"}, "8")]
 
 
 def test_a_range_selector_answers_its_buckets(api: PromQLApi) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import promql_parser as pp
 
 from skyoap.model.layers import LAYERS
-from skyoap.mqe import syntax
+from skyoap.mqe import results, syntax
 from skyoap.mqe.arithmetic import ExpressionError
 from skyoap.mqe.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricDef, MetricsType
 from skyoap.mqe.duration import MAX_STEPS, SERVER_ZONE, Duration, DurationError, Step
@@ -436,21 +436,24 @@ def _value_labels(definition: MetricDef, given: Mapping[str, str]) -> tuple[synt
 
 
 def _ranked(
-    read: _Read, series: Sequence[Any], duration: Duration
+    read: _Read, series: Sequence[results.Series], duration: Duration
 ) -> list[tuple[Labels, list[int], list[float | None]]]:
     """A top list's entities, each with its one value over the whole
-    Duration, at every bucket of it (as SkyWalking answers a sorted metric)."""
+    Duration, at every bucket of it (as SkyWalking answers a sorted metric),
+    labelled with its name (and its service's, for the instances or
+    endpoints of every service, whose names services may share)."""
     (ranked,) = series
     starts = [int(i) for i in duration.point_ids]
-    label = _RANKED_LABEL[read.definition.scope]
+    scope = read.definition.scope
     found = []
-    for name, value in zip(ranked.ids, ranked.values, strict=True):
-        labels = {
-            NAME: read.definition.name,
-            "layer": read.layer,
-            "scope": read.definition.scope.value,
-            label: name,
-        }
+    for owner, value in zip(ranked.owners or (), ranked.values, strict=True):
+        assert owner is not None
+        labels = {NAME: read.definition.name, "layer": read.layer, "scope": scope.value}
+        names = {"service": owner.service_name, "service_instance": owner.service_instance_name,
+                 "endpoint": owner.endpoint_name}  # fmt: skip
+        labels[_RANKED_LABEL[scope]] = str(names[_RANKED_LABEL[scope]])
+        if scope is not Scope.SERVICE and read.entity.service_name is None:
+            labels["service"] = owner.service_name
         found.append((tuple(sorted(labels.items())), starts, [value] * len(starts)))
     return found
 
