@@ -113,7 +113,7 @@ class PromQLApi:
             return failure(404, "not_found", f"{path} is not an endpoint of the Prometheus query API")
         try:
             reply = success(route(params))
-        except BadData as e:
+        except ValueError as e:  # BadData, or what the reads refuse (more services than are listed)
             return failure(400, "bad_data", str(e))
         if len(reply.body) > self._max_answer_bytes:
             return failure(
