@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,6 +170,17 @@ def snapshot(w: Watched, entity: Entity, duration: Duration, reader: StoredMetri
             continue
         read.append({"name": metric.name, "results": [one.answered() for one in series]})
     return json.dumps(read, separators=(",", ":"))
+
+
+def snapshots(w: Watched, entities: Sequence[Entity], duration: Duration, reader: StoredMetrics) -> list[str]:
+    """``snapshot`` of each of ``entities``, what they read read at once."""
+    if not entities:
+        return []
+    wanted = [
+        (CATALOGUE[m.name], over, entities) for m, over in reads(w.tree, duration) if m.name in CATALOGUE
+    ]
+    reader.read_ahead(wanted)
+    return [snapshot(w, e, duration, reader) for e in entities]
 
 
 def held_all(

@@ -40,7 +40,7 @@ from skyoap.alarm.evaluation import (
     entity_of_key,
     held_all,
     period_ending,
-    snapshot,
+    snapshots,
     watched,
 )
 from skyoap.alarm.hooks import requests
@@ -229,44 +229,39 @@ class Alarms:
             for _, key in alarms.get(w.rule.name, ()):
                 if (alarmed := found.place.get(key)) is not None:
                     stepped[alarmed] = True
+            fired: list[tuple[_Bucket, int, Entity]] = []  # the firings raised, for their snapshots
             for i in np.flatnonzero(stepped & wanted).tolist():
                 e = found.population.entities[i]
-                self._step(by_number[found.buckets[i]], w, found.keys[i], e, bool(is_held[i]), minute, reader)
+                fired += self._step(
+                    by_number[found.buckets[i]], w, found.keys[i], e, bool(is_held[i]), minute
+                )
             # An alarm whose entity has no rows left in the window: the expression no longer holds.
             for b, key in alarms.get(w.rule.name, ()):
                 listed_at = found.place.get(key)
                 if listed_at is None or not covered[listed_at]:
-                    self._step(b, w, key, None, False, minute, reader)
+                    fired += self._step(b, w, key, None, False, minute)
+            taken = snapshots(w, [e for _, _, e in fired], duration, reader)
+            for (b, at, _), read in zip(fired, taken, strict=True):
+                b.raised[at] = replace(b.raised[at], snapshot=read)
 
     def _step(
-        self,
-        b: _Bucket,
-        w: Watched,
-        key: str,
-        e: Entity | None,
-        is_held: bool,
-        minute: int,
-        reader: StoredMetrics,
-    ) -> None:
+        self, b: _Bucket, w: Watched, key: str, e: Entity | None, is_held: bool, minute: int
+    ) -> list[tuple[_Bucket, int, Entity]]:
+        """Steps the entity's course; the firing it raised, if any: its bucket,
+        where in the bucket's raised notices, and its entity."""
         kept_at = course_key(w.rule.name, key)
         course, notice = step(b.courses.get(kept_at, Course()), is_held, minute, w.rule)
         if course.state is State.NORMAL:
             b.courses.pop(kept_at, None)
         else:
             b.courses[kept_at] = course
-        if notice is not None:
-            entity = e or entity_of_key(w, key)
-            hooks = tuple(h.id for h in self._settings().hooks_of(w.rule))
-            message = self._message(w, entity, notice)
-            read = (
-                ""
-                if message.is_recovery
-                else snapshot(w, entity, period_ending(minute, w.rule.period), reader)
-            )
-            entry = Entry(
-                message, str(entity.service_name), w.rule.expression, hooks, self._me, snapshot=read
-            )
-            b.raised.append(entry)
+        if notice is None:
+            return []
+        entity = e or entity_of_key(w, key)
+        hooks = tuple(h.id for h in self._settings().hooks_of(w.rule))
+        message = self._message(w, entity, notice)
+        b.raised.append(Entry(message, str(entity.service_name), w.rule.expression, hooks, self._me))
+        return [] if message.is_recovery else [(b, len(b.raised) - 1, entity)]
 
     def _message(self, w: Watched, entity: Entity, notice: Notice) -> AlarmMessage:
         scope = AlarmScope.of(w.scope)
