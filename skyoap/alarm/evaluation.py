@@ -157,13 +157,20 @@ def held(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) 
     return any(p.value == 1 for series in result.series for p in series.points)
 
 
-def snapshot(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) -> str:
+def snapshot(
+    w: Watched,
+    entity: Entity,
+    duration: Duration,
+    reader: StoredMetrics,
+    metrics: Sequence[syntax.Metric] = (),
+) -> str:
     """What the rule's expression read of ``entity`` over ``duration``, as
     SkyWalking keeps it with a firing: each metric's values, as the query
-    endpoint answers them (JSON, a list of ``{name, results}``)."""
+    endpoint answers them (JSON, a list of ``{name, results}``); ``metrics``
+    the expression's, if already found."""
     evaluator = Evaluator(reader, entity, duration)
     read = []
-    for metric in dict.fromkeys(m for m, _ in reads(w.tree, duration)):
+    for metric in metrics or _read_metrics(w, duration):
         try:
             series = evaluator.evaluate(metric).series
         except ExpressionError:
@@ -176,11 +183,14 @@ def snapshots(w: Watched, entities: Sequence[Entity], duration: Duration, reader
     """``snapshot`` of each of ``entities``, what they read read at once."""
     if not entities:
         return []
-    wanted = [
-        (CATALOGUE[m.name], over, entities) for m, over in reads(w.tree, duration) if m.name in CATALOGUE
-    ]
-    reader.read_ahead(wanted)
-    return [snapshot(w, e, duration, reader) for e in entities]
+    metrics = _read_metrics(w, duration)
+    reader.read_ahead([(CATALOGUE[m.name], duration, entities) for m in metrics if m.name in CATALOGUE])
+    return [snapshot(w, e, duration, reader, metrics) for e in entities]
+
+
+def _read_metrics(w: Watched, duration: Duration) -> list[syntax.Metric]:
+    """The metrics the rule's expression reads, each once."""
+    return list(dict.fromkeys(m for m, _ in reads(w.tree, duration)))
 
 
 def held_all(
