@@ -53,8 +53,8 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
     core = sorted(r.split("<")[0].split(">")[0] for r in requires if "extra ==" not in r)
     assert core == [
         "aiohttp", "cryptography", "elasticsearch[orjson]", "google-re2", "graphql-core", "grpcio",
-        "grpcio-health-checking", "grpcio-reflection", "lark", "numpy", "prometheus-client", "protobuf",
-        "pyyaml", "redis",
+        "grpcio-health-checking", "grpcio-reflection", "lark", "numpy", "prometheus-client", "promql-parser",
+        "protobuf", "pyyaml", "redis",
     ]  # fmt: skip
     spark = sorted(r.split(";")[0].split("<")[0].split(">")[0] for r in requires if 'extra == "spark"' in r)
     assert spark == ["pandas", "pyarrow", "pyspark[sql]"]
