@@ -34,6 +34,7 @@ from skyoap.query.context import QueryContext
 from skyoap.query.promql.evaluation import (
     LOOK_BACK_MS,
     NAME,
+    RANKED_LABEL,
     RESERVED,
     BadData,
     Matrix,
@@ -160,7 +161,8 @@ class PromQLApi:
     def _series_of(self, selector: pp.VectorSelector, params: Params) -> list[dict[str, str]]:
         name, given = _name_and_labels(selector)
         if name in TRAFFIC:
-            label, scope = TRAFFIC[name], _TRAFFIC_SCOPES[name]
+            label = TRAFFIC[name]
+            scope = _SCOPE_LISTED[label]
             return [
                 {NAME: name, label: n, "scope": scope, "layer": given.get("layer", "")}
                 for n in self._traffic(name, given, params)
@@ -246,11 +248,8 @@ class PromQLApi:
         ]
 
 
-_TRAFFIC_SCOPES = {
-    "service_traffic": "Service",
-    "instance_traffic": "ServiceInstance",
-    "endpoint_traffic": "Endpoint",
-}
+_SCOPE_LISTED = {label: scope.value for scope, label in RANKED_LABEL.items()}
+"""The scope of what each ``TRAFFIC`` label lists."""
 _DAY_MS = 86_400_000
 
 

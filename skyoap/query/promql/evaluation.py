@@ -114,7 +114,7 @@ RESERVED = frozenset({NAME, "layer", "scope", "dest_layer", "top_n", "order", "p
                       *(label for labels in _SCOPE_LABELS.values() for label, _ in labels)})  # fmt: skip
 """The labels a selector names what it reads by; any other selects a labelled value."""
 
-_RANKED_LABEL = {
+RANKED_LABEL = {
     Scope.SERVICE: "service",
     Scope.SERVICE_INSTANCE: "service_instance",
     Scope.ENDPOINT: "endpoint",
@@ -451,7 +451,7 @@ def _ranked(
         labels = {NAME: read.definition.name, "layer": read.layer, "scope": scope.value}
         names = {"service": owner.service_name, "service_instance": owner.service_instance_name,
                  "endpoint": owner.endpoint_name}  # fmt: skip
-        labels[_RANKED_LABEL[scope]] = str(names[_RANKED_LABEL[scope]])
+        labels[RANKED_LABEL[scope]] = str(names[RANKED_LABEL[scope]])
         if scope is not Scope.SERVICE and read.entity.service_name is None:
             labels["service"] = owner.service_name
         found.append((tuple(sorted(labels.items())), starts, [value] * len(starts)))
