@@ -43,6 +43,7 @@ from skyoap.proto.skywalking import (
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals, Tally
 from skyoap.receiver.registration import Registrar
+from skyoap.receiver.sampling import Sampler
 from skyoap.receiver.segments import (
     DEFAULT_APDEX,
     DETAIL_KEYS,
@@ -459,11 +460,13 @@ class TraceSegmentReportService(TelemetryService):
         apdex: ApdexThresholds = DEFAULT_APDEX,
         searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
         slow: SlowThresholds = DEFAULT_SLOW,
+        sampler: Sampler | None = None,
     ) -> None:
         super().__init__(intake)
         self._aliases = aliases
         self._apdex = apdex
         self._slow = slow
+        self._sampler = sampler
         self._searchable = searchable
         self._rules = scan_rules(self._limits, searchable)
 
@@ -497,7 +500,10 @@ class TraceSegmentReportService(TelemetryService):
         taken = [s for _, s in outcome if s is not None]
         if taken:
             metrics, samples = analyse(taken, self._apdex, self._aliases, self._slow)
-            self._sinks.take([*map(record_of, taken), *samples], metrics)
+            records = list(map(record_of, taken))
+            if self._sampler is not None:
+                records = self._sampler.kept(records)
+            self._sinks.take([*records, *samples], metrics)
             tally.taken += len(taken)
             self._register_names(taken)
         return outcome
@@ -791,12 +797,14 @@ def add_skywalking_services(
     apdex: ApdexThresholds,
     searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
     slow: SlowThresholds = DEFAULT_SLOW,
+    sampler: Sampler | None = None,
 ) -> TraceSegmentReportService:
     """Serves SkyWalking's v3 agent services on ``server``, taking what agents
     report into ``intake`` (exit spans measured through ``aliases``, the tags
-    of ``searchable`` keys kept for searches, calls past ``slow`` sampled);
-    returns the segments' service, which takes OTLP's spans too."""
-    segments = TraceSegmentReportService(intake, aliases, apdex, searchable, slow)
+    of ``searchable`` keys kept for searches, calls past ``slow`` sampled,
+    segments stored as ``sampler`` keeps them); returns the segments'
+    service, which takes OTLP's spans too."""
+    segments = TraceSegmentReportService(intake, aliases, apdex, searchable, slow, sampler)
     log.info("segments are read by %s", "the C accelerator" if _scan else "protobuf alone (pure Python)")
     management = ManagementService(intake.names, intake.limits, intake.cardinality)
     configuration = ConfigurationDiscoveryService()

@@ -18,6 +18,7 @@ from skyoap.alarm.settings import SettingsError
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
 from skyoap.query.config import QueryConfig
+from skyoap.receiver import sampling
 from skyoap.receiver.segments import SEARCHABLE_LOG_TAGS, SEARCHABLE_TRACE_TAGS
 from skyoap.receiver.virtual import SlowThresholds, Thresholds
 from skyoap.remote.cluster import Role
@@ -428,6 +429,19 @@ class AnalysisConfig:
         "SkyWalking's slowCacheWriteThreshold",
     )
 
+    trace_sampling_settings: str = option(
+        "",
+        "SkyWalking's trace-sampling-policy-settings.yml, read as is: a default rate and per-service "
+        "rates in 1/10000 of traces whose segments are stored, decided by the trace id alike on every "
+        "node, and a duration in ms past which a segment is stored anyway; segments with errors are "
+        "always stored, and every segment is measured; a file changed on disk is read again "
+        "(none: every segment is stored)",
+    )
+
+    trace_sampling_reload_s: float = option(
+        10.0, "how often the trace sampling settings file is looked at for changes"
+    )
+
     def slow(self) -> SlowThresholds:
         """The thresholds of the ``--slow-*-threshold`` options; ValueError saying which is wrong."""
         return SlowThresholds(
@@ -461,6 +475,12 @@ class AnalysisConfig:
             raise ValueError(f"--otlp-caller-wait-s must be above 0, not {self.otlp_caller_wait_s:g}")
         if self.alias_refresh_s <= 0:
             raise ValueError(f"--alias-refresh-s must be above 0, not {self.alias_refresh_s:g}")
+        if self.trace_sampling_reload_s <= 0:
+            raise ValueError(
+                f"--trace-sampling-reload-s must be above 0, not {self.trace_sampling_reload_s:g}"
+            )
+        if self.trace_sampling_settings:
+            sampling.load(Path(self.trace_sampling_settings))
         for flag, keys in (
             ("--searchable-trace-tags", self.searchable_tags()),
             ("--searchable-log-tags", self.log_tags()),

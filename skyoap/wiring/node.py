@@ -40,6 +40,7 @@ from skyoap.query.promql.api import PromQLApi
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
 from skyoap.query.status import cluster_page, config_page, ttl_page
+from skyoap.receiver import sampling
 from skyoap.receiver.aliases import AliasCache
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
@@ -72,6 +73,7 @@ from skyoap.runtime.periodic import Periodic
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.runtime.retry import STORAGE_WRITES
 from skyoap.runtime.spill import SpillDir
+from skyoap.runtime.watched import WatchedFile
 from skyoap.runtime.worker import Workers
 from skyoap.storage.api import InventoryDAO
 from skyoap.storage.select import OpenStorage, open_storage
@@ -522,8 +524,21 @@ class Node:
             cfg.analysis.alias_refresh_s,
             self.instruments,
         )
+        a = cfg.analysis
+        sampler = None
+        if a.trace_sampling_settings:
+            policies = WatchedFile(
+                Path(a.trace_sampling_settings),
+                sampling.load,
+                self.instruments,
+                a.trace_sampling_reload_s,
+                ("skyoap_trace_sampling_settings_errors_total", "sampling settings refused when read again"),
+                sampling.Policies.describe,
+            )
+            sampler = sampling.Sampler(policies, self.instruments)
+            yield policies
         segments = add_skywalking_services(
-            self.server, intake, aliases, self._apdex, cfg.analysis.searchable_tags(), cfg.analysis.slow()
+            self.server, intake, aliases, self._apdex, a.searchable_tags(), a.slow(), sampler
         )
         yield aliases  # read from storage before the first call: aliases survive restarts
         yield names
