@@ -39,6 +39,8 @@ class Reason(enum.Enum):
     UNDECODABLE = "undecodable"
     BROKEN_STREAM = "broken_stream"
     """The agent's stream ended with an error: what came before it is kept."""
+    UNKNOWN_TASK = "unknown_task"
+    """A thread dump for a profiling task there is none of."""
 
 
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")

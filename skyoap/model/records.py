@@ -182,7 +182,36 @@ class SampledRecord(Record):
     """Milliseconds since the epoch of the call's start."""
 
 
-AGENT_RECORD_TYPES: tuple[type[Record], ...] = (SegmentRecord, LogRecord, EventRecord, SampledRecord)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfileSnapshotRecord(Record):
+    """One dump of the thread stack of a profiled segment, taken by its agent
+    for a profiling task (``model/profiling.py``) while the segment ran."""
+
+    STREAM_ID = 37
+    MODEL = "profile"
+    KEY = "snapshot_id"
+
+    snapshot_id: str
+    """``segmentId/sequence``: a dump sent again is stored once."""
+    task_id: str
+    segment_id: str
+    service: str
+    """The task's service."""
+    dump_time: int
+    """Milliseconds since the epoch."""
+    sequence: int
+    """The dump's number in its segment, from 0: consecutive numbers are dumps one period apart."""
+    stack: Text
+    """The code signatures of the stack, outermost first (a JSON list)."""
+
+
+AGENT_RECORD_TYPES: tuple[type[Record], ...] = (
+    SegmentRecord,
+    LogRecord,
+    EventRecord,
+    SampledRecord,
+    ProfileSnapshotRecord,
+)
 """The records agents report, which the node that received them stores."""
 RECORD_TYPES: tuple[type[Record], ...] = (*AGENT_RECORD_TYPES, AlarmRecord)
 RECORD_MODELS: dict[str, type[Record]] = {r.MODEL: r for r in RECORD_TYPES}

@@ -34,6 +34,8 @@ class Topic(enum.Enum):
     """Each report of an event, as agents sent it."""
     SAMPLED_RECORD = "sampled_record"
     """Slow database statements and cache commands."""
+    PROFILE = "profile"
+    """The thread dumps agents took for profiling tasks."""
     ALARM = "alarm"
     """Alarms and their recoveries as the rules raised them."""
     METRICS = "metrics"

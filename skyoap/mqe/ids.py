@@ -77,3 +77,17 @@ def instance_names(instance_id: str, what: str = "serviceInstanceId") -> tuple[s
 def endpoint_names(endpoint_id: str, what: str = "endpointId") -> tuple[str, str]:
     """The service's and the endpoint's names in an endpoint id."""
     return _pair(endpoint_id, what)
+
+
+def profile_task_id(service: str, create_time: int) -> str:
+    """A profiling task's id, as SkyWalking makes it: its creation time (ms) and its service's id."""
+    return f"{create_time}_{service_id(service, True)}"
+
+
+def profile_task_service(task_id: str) -> str | None:
+    """The service a profiling task's id names; None for an id skyoap did not give."""
+    _, _, of_service = task_id.partition("_")
+    try:
+        return service_name(of_service)
+    except BadId:
+        return None

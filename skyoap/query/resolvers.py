@@ -20,6 +20,7 @@ from skyoap.query import (
     metadata,
     metrics,
     metrics_v2,
+    profiling,
     topology,
     traces,
     ui_templates,
@@ -30,7 +31,9 @@ from skyoap.query.schema import load_schema
 _ONE_LAYER = "skyoap's services are each of one layer, in no hierarchy of layers"
 _NO_PROCESSES = "skyoap takes no process telemetry (SkyWalking's eBPF agent's)"
 _NO_BROWSERS = "skyoap takes no browser telemetry (SkyWalking's browser agent's)"
-_NO_TASKS = "skyoap runs no profiling: it creates no tasks and takes no profiles"
+_NO_TASKS = (
+    "skyoap profiles traces by SkyWalking's agents' thread dumps, not by eBPF, async-profiler or pprof"
+)
 _V1 = "it is SkyWalking's first metrics query; ask execExpression (MQE) or readMetricsValues"
 
 
@@ -85,7 +88,7 @@ def _served(binder: Binder) -> Binder:
 
 
 def _records_served(binder: Binder) -> Binder:
-    """The topology, traces, logs, alarms and events skyoap answers from what it keeps."""
+    """The topology, traces, logs, alarms, events and profiling skyoap answers from what it keeps."""
     return (
         binder.query("getGlobalTopology", topology.global_topology)
         .query("getServicesTopology", topology.services_topology)
@@ -112,6 +115,11 @@ def _records_served(binder: Binder) -> Binder:
         .query("queryEvents", events.query_events)
         .query("queryBasicTracesByName", traces.query_basic_traces_by_name)
         .query("queryLogsByName", logs.query_logs_by_name)
+        .query("getProfileTaskList", profiling.profile_task_list)
+        .query("getProfileTaskLogs", profiling.profile_task_logs)
+        .query("getProfileTaskSegments", profiling.profile_task_segments)
+        .query("getSegmentsProfileAnalyze", profiling.segments_profile_analyze)
+        .mutation("createProfileTask", profiling.create_profile_task)
     )
 
 
@@ -129,9 +137,6 @@ def _none_kept(binder: Binder) -> Binder:
         .none("searchBrowserServices", _NO_BROWSERS)
         .none("searchBrowserService", _NO_BROWSERS)
         .none("queryBrowserErrorLogs", _NO_BROWSERS)
-        .none("getProfileTaskList", _NO_TASKS)
-        .none("getProfileTaskLogs", _NO_TASKS)
-        .none("getProfileTaskSegments", _NO_TASKS)
         .none("queryEBPFProfilingTasks", _NO_TASKS)
         .none("queryEBPFProfilingSchedules", _NO_TASKS)
         .none("queryContinuousProfilingServiceTargets", _NO_TASKS)
@@ -161,14 +166,12 @@ def _refused(binder: Binder) -> Binder:
         .refuse("queryTraces", "ask queryBasicTraces and queryTrace (hasQueryTracesV2Support is false)")
         .refuse("test", "skyoap runs no LAL scripts")
         .refuse("estimateProcessScale", _NO_PROCESSES)
-        .refuse("getSegmentsProfileAnalyze", _NO_TASKS)
         .refuse("queryPrepareCreateEBPFProfilingTaskData", _NO_TASKS)
         .refuse("analysisEBPFProfilingResult", _NO_TASKS)
         .refuse("queryAsyncProfilerTaskProgress", _NO_TASKS)
         .refuse("queryAsyncProfilerAnalyze", _NO_TASKS)
         .refuse("queryPprofTaskProgress", _NO_TASKS)
         .refuse("queryPprofAnalyze", _NO_TASKS)
-        .refuse("createProfileTask", _NO_TASKS, mutation=True)
         .refuse("createEBPFProfilingFixedTimeTask", _NO_TASKS, mutation=True)
         .refuse("createEBPFNetworkProfiling", _NO_TASKS, mutation=True)
         .refuse("keepEBPFNetworkProfiling", _NO_TASKS, mutation=True)

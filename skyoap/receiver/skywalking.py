@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import logging
 import math
 import os
@@ -24,11 +25,13 @@ from google.protobuf import descriptor
 
 from skyoap.edge.binding import Undecodable
 from skyoap.edge.decoding import DecodeCost
+from skyoap.edge.errors import InvalidRequest
 from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
 from skyoap.model.layers import LAYERS
 from skyoap.model.metrics import ApdexThresholds, MeterMetrics, Metrics, add_to, minute_bucket
-from skyoap.model.records import EventRecord, LogRecord, Record
+from skyoap.model.profiling import MAX_FRAMES, MAX_STACK_BYTES, Operation, ProfileTask
+from skyoap.model.records import EventRecord, LogRecord, ProfileSnapshotRecord, Record
 from skyoap.model.stream import StreamData, Text, Words
 from skyoap.proto.skywalking import (
     common_pb2,
@@ -42,6 +45,7 @@ from skyoap.proto.skywalking import (
 )
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals, Tally
+from skyoap.receiver.profiling import ProfileTasks
 from skyoap.receiver.registration import Registrar
 from skyoap.receiver.sampling import Sampler
 from skyoap.receiver.segments import (
@@ -216,28 +220,6 @@ class ManagementService:
         self, request: management_pb2.InstancePingPkg, context: grpc.ServicerContext
     ) -> common_pb2.Commands:
         self._names.instance(*self._source(request.service, request.serviceInstance), {})
-        return NO_COMMANDS
-
-
-class ProfileTaskService:
-    """No profiling tasks are scheduled: agents poll and get none. Agents still
-    flush their (empty) snapshot queue when they exit; that is taken and counted."""
-
-    def __init__(self, instruments: Instruments) -> None:
-        self._ignored = instruments.counter(
-            "skyoap_v3_profile_snapshots_ignored_total",
-            "thread snapshots sent although no profiling task was given",
-        )
-
-    def getProfileTaskCommands(
-        self, request: profile_pb2.ProfileTaskCommandQuery, context: grpc.ServicerContext
-    ) -> common_pb2.Commands:
-        return NO_COMMANDS
-
-    def collectSnapshot(
-        self, requests: Iterator[profile_pb2.ThreadSnapshot], context: grpc.ServicerContext
-    ) -> common_pb2.Commands:
-        self._ignored.inc(sum(1 for _ in requests))
         return NO_COMMANDS
 
 
@@ -686,6 +668,103 @@ class EventService(RecordReportService):
         )
 
 
+class ProfileTaskService(RecordReportService):
+    """SkyWalking's trace profiling, on the agents' side: each agent that polls
+    is given its service's profiling tasks (``receiver/profiling.py``) that
+    have not ended and that it does not have yet (created after the last it
+    says it has), and each instance is logged NOTIFIED once per task; the
+    thread dumps agents send are stored with their task (a dump of a task
+    unknown or ended, out of the task's bounds, or of a stack too deep or
+    too large is refused); the end an agent reports is logged
+    EXECUTION_FINISHED."""
+
+    KIND = "profiles"
+
+    def __init__(self, intake: Intake, tasks: ProfileTasks) -> None:
+        super().__init__(intake)
+        self._tasks = tasks
+
+    def getProfileTaskCommands(
+        self, request: profile_pb2.ProfileTaskCommandQuery, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        service, instance = self._source(request.service, request.serviceInstance)
+        now = clock.now_ms()
+        commands = []
+        for task in self._tasks.of(service):
+            if task.create_time > request.lastCommandTime and now < task.end_time:
+                if not task.logged(instance, Operation.NOTIFIED):
+                    self._tasks.log(task, instance, Operation.NOTIFIED)
+                commands.append(_profile_command(task))
+        return common_pb2.Commands(commands=commands)
+
+    def _source(self, service: str, instance: str) -> tuple[str, str]:
+        try:
+            return self._limits.name("service", service), self._limits.name("serviceInstance", instance)
+        except Refused as e:
+            raise InvalidRequest(str(e)) from None
+
+    def _record(self, pb: profile_pb2.ThreadSnapshot, now_ms: int) -> ProfileSnapshotRecord:
+        lim = self._limits
+        task = self._tasks.task(pb.taskId)
+        if task is None:
+            raise Refused(Reason.UNKNOWN_TASK, f"there is no profiling task {pb.taskId[:100]!r}")
+        segment_id = lim.name("traceSegmentId", pb.traceSegmentId)
+        dump_time = lim.time("time", pb.time, now_ms)
+        if not 0 <= pb.sequence < task.max_dumps:
+            raise Refused(
+                Reason.OVER_LIMIT,
+                f"dump {pb.sequence} of segment {segment_id[:100]}: task {task.id} dumps a request at "
+                f"most {task.max_dumps} times, numbered from 0",
+            )
+        frames = pb.stack.codeSignatures
+        lim.at_most("frames of a thread dump", len(frames), MAX_FRAMES, "skyoap's bound")
+        lim.at_most("bytes of a thread dump", pb.stack.ByteSize(), MAX_STACK_BYTES, "skyoap's bound")
+        return ProfileSnapshotRecord(
+            time_bucket=minute_bucket(dump_time),
+            snapshot_id=f"{segment_id}/{pb.sequence}",
+            task_id=task.id,
+            segment_id=segment_id,
+            service=task.service,
+            dump_time=dump_time,
+            sequence=pb.sequence,
+            stack=Text(json.dumps(list(frames))),
+        )
+
+    def collectSnapshot(
+        self, requests: Iterator[profile_pb2.ThreadSnapshot], context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        return self.collect(requests, context)
+
+    def reportTaskFinish(
+        self, request: profile_pb2.ProfileTaskFinishReport, context: grpc.ServicerContext
+    ) -> common_pb2.Commands:
+        _, instance = self._source(request.service, request.serviceInstance)
+        task = self._tasks.task(request.taskId)
+        if task is not None and not task.logged(instance, Operation.EXECUTION_FINISHED):
+            self._tasks.log(task, instance, Operation.EXECUTION_FINISHED)
+        return NO_COMMANDS
+
+
+def _profile_command(task: ProfileTask) -> common_pb2.Command:
+    """The ``ProfileTaskQuery`` command SkyWalking's agents run a task by;
+    its serial number is the task's, so that an agent given it twice runs it once."""
+    args = {
+        "SerialNumber": task.id,
+        "TaskId": task.id,
+        "EndpointName": task.endpoint,
+        "Duration": task.minutes,
+        "MinDurationThreshold": task.min_duration_ms,
+        "DumpPeriod": task.dump_period_ms,
+        "MaxSamplingCount": task.max_sampling_count,
+        "StartTime": task.start_time,
+        "CreateTime": task.create_time,
+    }
+    return common_pb2.Command(
+        command="ProfileTaskQuery",
+        args=[common_pb2.KeyStringValuePair(key=k, value=str(v)) for k, v in args.items()],
+    )
+
+
 class MeterReportService(TelemetryService):
     """Takes meters: registers the service and instance they come from (named
     in the first message of a stream only) and turns each value into a metric,
@@ -793,6 +872,7 @@ class MeterReportService(TelemetryService):
 def add_skywalking_services(
     server: GrpcServer,
     intake: Intake,
+    tasks: ProfileTasks,
     aliases: Aliases,
     apdex: ApdexThresholds,
     searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
@@ -802,8 +882,8 @@ def add_skywalking_services(
     """Serves SkyWalking's v3 agent services on ``server``, taking what agents
     report into ``intake`` (exit spans measured through ``aliases``, the tags
     of ``searchable`` keys kept for searches, calls past ``slow`` sampled,
-    segments stored as ``sampler`` keeps them); returns the segments'
-    service, which takes OTLP's spans too."""
+    segments stored as ``sampler`` keeps them, profiling ``tasks`` served);
+    returns the segments' service, which takes OTLP's spans too."""
     segments = TraceSegmentReportService(intake, aliases, apdex, searchable, slow, sampler)
     log.info("segments are read by %s", "the C accelerator" if _scan else "protobuf alone (pure Python)")
     management = ManagementService(intake.names, intake.limits, intake.cardinality)
@@ -815,7 +895,7 @@ def add_skywalking_services(
         (logging_pb2.DESCRIPTOR, "LogReportService", LogReportService(intake), False),
         (meter_pb2.DESCRIPTOR, "MeterReportService", MeterReportService(intake), False),
         (event_pb2.DESCRIPTOR, "EventService", EventService(intake), False),
-        (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(intake.instruments), False),
+        (profile_pb2.DESCRIPTOR, "ProfileTask", ProfileTaskService(intake, tasks), False),
         (configuration_pb2.DESCRIPTOR, "ConfigurationDiscoveryService", configuration, True),
     ]
     for file, name, servicer, control in services:

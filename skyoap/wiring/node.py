@@ -45,6 +45,7 @@ from skyoap.receiver.aliases import AliasCache
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
 from skyoap.receiver.otlp import add_otlp_services
+from skyoap.receiver.profiling import ProfileTasks
 from skyoap.receiver.registration import Limits, Registrar
 from skyoap.receiver.services import add_agent_services
 from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, add_skywalking_services
@@ -537,8 +538,9 @@ class Node:
             )
             sampler = sampling.Sampler(policies, self.instruments)
             yield policies
+        tasks = ProfileTasks(self.storage.state)
         segments = add_skywalking_services(
-            self.server, intake, aliases, self._apdex, a.searchable_tags(), a.slow(), sampler
+            self.server, intake, tasks, aliases, self._apdex, a.searchable_tags(), a.slow(), sampler
         )
         yield aliases  # read from storage before the first call: aliases survive restarts
         yield names

@@ -3,7 +3,9 @@ tests in the agent's virtualenv (``.venv-agent``): it imports nothing of
 skyoap. The agent is configured by its environment (``SW_AGENT_NAME``, …).
 
 ``shop`` serves ``GET /buy``, which reserves at ``stock`` (``$STOCK_URL``),
-and ``GET /buy-fail``, which logs a warning and fails with 500 at once.
+``GET /buy-fail``, which logs a warning and fails with 500 at once, and
+``GET /price``, which spends 300 ms in ``price_the_basket_slowly`` (what a
+profiling task finds).
 ``stock`` serves ``GET /reserve``, which counts the reservation in Redis
 (``$REDIS_HOST:$REDIS_PORT``), a peer nobody reports from; and ``GET
 /report``, which queries PostgreSQL (``$DATABASE_DSN``) once quickly and
@@ -47,6 +49,8 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/buy-fail":
             logging.getLogger("shop").warning("buying failed")
             status = 500
+        elif self.path == "/price":
+            price_the_basket_slowly()
         elif self.path == "/reserve":
             store = redis.Redis(host=os.environ["REDIS_HOST"], port=int(os.environ["REDIS_PORT"]))
             store.incr("reserved")
@@ -60,6 +64,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+
+def price_the_basket_slowly() -> None:
+    time.sleep(0.3)
 
 
 def report() -> None:

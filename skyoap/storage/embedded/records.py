@@ -38,8 +38,10 @@ class EmbeddedRecordDAO:
             self._db.execute(
                 f"CREATE INDEX IF NOT EXISTS {model.MODEL}_day ON {model.MODEL} (day, time_bucket)"
             )
-            # A trace, or an event, is read whole by its id, whatever its days.
-            for column, index in (("trace_id", "trace"), ("uuid", "uuid")):
+            # A trace, an event, a segment or a profiling task's dumps are
+            # read whole by their id, whatever their days.
+            for column, index in (("trace_id", "trace"), ("uuid", "uuid"), ("task_id", "task"),
+                                  ("segment_id", "segment")):  # fmt: skip
                 if any(c.name == column for c in model.columns()):
                     self._db.execute(
                         f"CREATE INDEX IF NOT EXISTS {model.MODEL}_{index} ON {model.MODEL} ({column})"

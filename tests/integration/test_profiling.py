@@ -1,0 +1,242 @@
+"""Trace profiling with SkyWalking's Python agent (1.2.0): a task created
+through the query protocol reaches the agent, which dumps the thread of each
+slow request and sends the dumps; the analysis finds the slow function."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from skyoap.model.records import ProfileSnapshotRecord
+from skyoap.proto.skywalking import common_pb2, profile_pb2
+from skyoap.storage.api import RecordSearch
+from skyoap.storage.select import open_storage
+from skyoap.wiring.config import NodeConfig
+from skyoap.wiring.node import Node
+from tests.integration.helpers import eventually
+from tests.integration.test_query_agents import AGENT_PYTHON, SHOP, b64, get, start_app
+from tests.integration.test_query_endpoint import ask
+
+CREATE = """mutation($r: ProfileTaskCreationRequest) {
+    task: createProfileTask(creationRequest: $r) { id errorReason }
+}"""
+TASKS = """query($s: ID, $e: String) {
+    tasks: getProfileTaskList(serviceId: $s, endpointName: $e) {
+        id serviceId serviceName endpointName duration minDurationThreshold dumpPeriod maxSamplingCount
+        logs { instanceId instanceName operationType }
+    }
+}"""
+SEGMENTS = """query($t: ID!) {
+    segments: getProfileTaskSegments(taskID: $t) {
+        traceId instanceName endpointNames duration
+        spans { spanId segmentId serviceCode endpointName type profiled startTime endTime }
+    }
+}"""
+ANALYZE = """query($q: [SegmentProfileAnalyzeQuery!]!) {
+    analysis: getSegmentsProfileAnalyze(queries: $q) {
+        tip trees { elements { id parentId codeSignature duration durationChildExcluded count } }
+    }
+}"""
+
+
+class Asker:
+    def __init__(self, node: Node) -> None:
+        assert node.query_url is not None
+        self.url = node.query_url
+
+    def __call__(self, query: str, **variables: Any) -> Any:
+        reply = ask(self.url, query, variables)
+        assert reply.status == 200, reply.body
+        assert "errors" not in reply.body, reply.body["errors"]
+        return reply.body["data"]
+
+
+@pytest.fixture
+def shop(node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]) -> Iterator[tuple[Node, int]]:
+    assert AGENT_PYTHON.exists(), (
+        "run deploy/install.sh: it installs SkyWalking's Python agent in .venv-agent"
+    )
+    node = start_node(node_config.with_options(metrics_persist_interval_s=0.5, metrics_l1_flush_period_s=0.2))
+    app, port = start_app(
+        "shop", node, STOCK_URL="http://127.0.0.1:1", SW_AGENT_PROFILE_ACTIVE="True",
+        SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL="1",
+    )  # fmt: skip
+    try:
+        yield node, port
+    finally:
+        assert app.stdin is not None and app.stderr is not None
+        app.stdin.close()
+        errors = app.stderr.read()
+        assert app.wait(60) == 0, errors[-4000:]
+
+
+def request(**fields: Any) -> dict[str, Any]:
+    return {
+        "serviceId": SHOP, "endpointName": "/price", "duration": 1, "minDurationThreshold": 0,
+        "dumpPeriod": 10, "maxSamplingCount": 5, **fields,
+    }  # fmt: skip
+
+
+def test_a_task_profiles_the_slow_function_of_an_endpoint(shop: tuple[Node, int]) -> None:
+    node, port = shop
+    ask = Asker(node)
+    created = ask(CREATE, r=request())["task"]
+    assert created["errorReason"] is None
+    task_id = created["id"]
+    # One task at a time for a service, and SkyWalking's bounds, refused with why.
+    refusals = [
+        ask(CREATE, r=request())["task"]["errorReason"],
+        ask(CREATE, r=request(duration=16))["task"]["errorReason"],
+        ask(CREATE, r=request(maxSamplingCount=10))["task"]["errorReason"],
+    ]
+    assert refusals[0].startswith("shop has a profiling task from ")
+    assert refusals[0].endswith(f"({task_id}): an agent runs one task at a time")
+    assert refusals[1:] == [
+        "the duration must be 1 to 15 minutes, not 16",
+        "the maximum sampling count must be 1 to 9, not 10",
+    ]
+
+    def notified() -> bool:
+        (task,) = ask(TASKS, s=SHOP, e="/price")["tasks"]
+        return task["logs"] == [
+            {"instanceId": f"{SHOP}_{b64('shop-1')}", "instanceName": "shop-1", "operationType": "NOTIFIED"}
+        ]
+
+    eventually(notified, timeout_s=60)
+    for _ in range(3):
+        assert get(f"http://127.0.0.1:{port}/price") == 200
+
+    def profiled() -> list[dict[str, Any]]:
+        segments: list[dict[str, Any]] = ask(SEGMENTS, t=task_id)["segments"]
+        return segments if len(segments) == 3 else []
+
+    segments = eventually(profiled, timeout_s=60)
+    assert {(s["instanceName"], tuple(s["endpointNames"])) for s in segments} == {("shop-1", ("/price",))}
+    (span,) = segments[0]["spans"]
+    assert (span["serviceCode"], span["endpointName"], span["type"], span["profiled"]) == (
+        "shop", "/price", "Entry", True,
+    )  # fmt: skip
+
+    window = {"start": span["startTime"], "end": span["endTime"]}
+    analysis = ask(ANALYZE, q=[{"segmentId": span["segmentId"], "timeRange": window}])["analysis"]
+    assert analysis["tip"] is None
+    (tree,) = analysis["trees"]
+    elements = {e["id"]: e for e in tree["elements"]}
+    (root,) = [e for e in elements.values() if e["parentId"] == "0"]
+    (slow,) = [e for e in elements.values() if ".price_the_basket_slowly: " in e["codeSignature"]]
+    # Under the request's entry, with at least two thirds of the profiled time, all of it its own.
+    ancestors = []
+    parent = slow["parentId"]
+    while parent != "0":
+        ancestors.append(elements[parent]["codeSignature"])
+        parent = elements[parent]["parentId"]
+    assert any(".do_GET: " in a for a in ancestors), ancestors
+    assert slow["duration"] * 3 >= root["duration"] * 2, (slow, root)
+    assert slow["durationChildExcluded"] == slow["duration"]
+    assert slow["count"] >= 2
+
+    # The dumps are stored with their task and segment.
+    storage = open_storage(node.config.storage)
+    try:
+        search = RecordSearch(equal={"segment_id": span["segmentId"]}, limit=10_000)
+        dumps = storage.records.search(ProfileSnapshotRecord, search)
+    finally:
+        storage.close()
+    assert {(d.task_id, d.service) for d in dumps} == {(task_id, "shop")}
+    assert sorted(d.sequence for d in dumps) == list(range(len(dumps)))
+    assert len(dumps) == root["count"]
+
+    # The agent says when the task (one minute) is over.
+    def finished() -> bool:
+        (task,) = ask(TASKS, s=SHOP)["tasks"]
+        return [g["operationType"] for g in task["logs"]] == ["NOTIFIED", "EXECUTION_FINISHED"]
+
+    eventually(finished, timeout_s=120)
+
+
+@pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
+def test_each_instance_is_given_a_task_until_it_has_it_and_bad_dumps_are_refused(
+    node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
+) -> None:
+    node = start_node(node_config)
+    ask = Asker(node)
+    task_id = ask(CREATE, r=request(duration=2, minDurationThreshold=5, dumpPeriod=20))["task"]["id"]
+    created = int(task_id.partition("_")[0])
+    with grpc.insecure_channel(node.address) as channel:
+        poll = channel.unary_unary(
+            "/skywalking.v3.ProfileTask/getProfileTaskCommands",
+            request_serializer=profile_pb2.ProfileTaskCommandQuery.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+
+        def commands(instance: str, last: int = 0) -> list[dict[str, str]]:
+            query = profile_pb2.ProfileTaskCommandQuery(
+                service="shop", serviceInstance=instance, lastCommandTime=last
+            )
+            return [
+                {"command": c.command, **{a.key: a.value for a in c.args}}
+                for c in poll(query, timeout=10).commands
+            ]
+
+        (command,) = commands("shop-1")
+        assert command == {
+            "command": "ProfileTaskQuery", "SerialNumber": task_id, "TaskId": task_id,
+            "EndpointName": "/price", "Duration": "2", "MinDurationThreshold": "5", "DumpPeriod": "20",
+            "MaxSamplingCount": "5",
+            "StartTime": command["StartTime"], "CreateTime": str(created),
+        }  # fmt: skip
+        assert commands("shop-1") == [command]  # it does not say it has it yet
+        assert commands("shop-1", last=created) == []
+        assert commands("shop-2") == [command]
+        # The answer ends with the first refusal's reason; the good dump is kept.
+        now = int(time.time() * 1000)
+        dumps = [
+            profile_pb2.ThreadSnapshot(
+                taskId=task_id, traceSegmentId="seg-1", time=now, sequence=0,
+                stack=profile_pb2.ThreadStack(codeSignatures=["main", "handle"]),
+            ),
+            profile_pb2.ThreadSnapshot(taskId=f"1_{SHOP}", traceSegmentId="seg-1", time=now, sequence=1),
+            profile_pb2.ThreadSnapshot(taskId=task_id, traceSegmentId="seg-1", time=now, sequence=6001),
+            profile_pb2.ThreadSnapshot(
+                taskId=task_id, traceSegmentId="seg-1", time=now, sequence=2,
+                stack=profile_pb2.ThreadStack(codeSignatures=["f"] * 1001),
+            ),
+        ]  # fmt: skip
+        collect = channel.stream_unary(
+            "/skywalking.v3.ProfileTask/collectSnapshot",
+            request_serializer=profile_pb2.ThreadSnapshot.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            collect(iter(dumps), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert refused.value.details() == (
+            "3 profiles refused (2 over_limit, 1 unknown_task; the first: there is no profiling task "
+            f"'1_{SHOP}'); the other 1 were taken"
+        )
+        channel.unary_unary(
+            "/skywalking.v3.ProfileTask/reportTaskFinish",
+            request_serializer=profile_pb2.ProfileTaskFinishReport.SerializeToString,
+            response_deserializer=common_pb2.Commands.FromString,
+        )(
+            profile_pb2.ProfileTaskFinishReport(service="shop", serviceInstance="shop-1", taskId=task_id),
+            timeout=10,
+        )
+    (task,) = ask(TASKS, s=SHOP)["tasks"]
+    assert [(g["instanceName"], g["operationType"]) for g in task["logs"]] == [
+        ("shop-1", "NOTIFIED"), ("shop-2", "NOTIFIED"), ("shop-1", "EXECUTION_FINISHED"),
+    ]  # fmt: skip
+
+    def stored() -> list[tuple[str, int, str]]:
+        storage = open_storage(node.config.storage)
+        try:
+            found = storage.records.search(ProfileSnapshotRecord, RecordSearch(equal={"task_id": task_id}))
+        finally:
+            storage.close()
+        return [(d.segment_id, d.sequence, str(d.stack)) for d in found]
+
+    assert eventually(stored) == [("seg-1", 0, '["main", "handle"]')]
