@@ -11,21 +11,31 @@ trace, so the segments of a trace its services' rates keep are all kept, on
 whichever receivers they land, with nothing said between the nodes. A trace
 whose services have different rates is kept whole where the draw is below
 the lowest of them. An error or a slow segment is kept alone: the other
-segments of its trace are kept only if their own rule keeps them."""
+segments of its trace are kept only if their own rule keeps them.
+
+A segment a profiling task may have dumped is kept too (its service and
+first endpoint the task's, started while it ran, lasting past its
+threshold): the task's analysis starts from the segment."""
 
 from __future__ import annotations
 
 import enum
+import logging
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from skyoap.model.profiling import ProfileTask
 from skyoap.model.records import SegmentRecord
 from skyoap.runtime.instruments import Instruments
+from skyoap.runtime.ratelimit import RateLimitedLog
+from skyoap.storage.api import StorageError
+
+log = logging.getLogger(__name__)
 
 SCALE = 10_000
 """A rate's denominator: 10,000 keeps every trace."""
@@ -109,6 +119,7 @@ class Why(enum.Enum):
     RATE = "rate"
     ERROR = "error"
     SLOW = "duration"
+    PROFILED = "profiling"
 
 
 def draw(trace_id: str) -> int:
@@ -128,12 +139,29 @@ def decide(policies: Policies, segment: SegmentRecord) -> tuple[bool, Why]:
     return False, Why.RATE
 
 
-class Sampler:
-    """Picks the segments to store by the ``policies`` in force, counting
-    what it keeps and drops by why."""
+def profiled(segment: SegmentRecord, tasks: Sequence[ProfileTask]) -> bool:
+    """Whether one of its service's profiling ``tasks`` may have dumped ``segment``."""
+    return any(
+        t.endpoint == segment.endpoint
+        and t.start_time <= segment.start_time <= t.end_time
+        and segment.latency_ms >= t.min_duration_ms
+        for t in tasks
+    )
 
-    def __init__(self, policies: Callable[[], Policies], instruments: Instruments) -> None:
+
+class Sampler:
+    """Picks the segments to store by the ``policies`` in force and the
+    profiling ``tasks`` of each service, counting what it keeps and drops by why."""
+
+    def __init__(
+        self,
+        policies: Callable[[], Policies],
+        instruments: Instruments,
+        tasks: Callable[[str], Sequence[ProfileTask]] = lambda _: (),
+    ) -> None:
         self._policies = policies
+        self._tasks = tasks
+        self._unread = RateLimitedLog(log)
         counted = instruments.counter(
             "skyoap_trace_sampling_segments_total",
             "segments trace sampling kept or dropped, by why (rate, error, duration)",
@@ -153,7 +181,18 @@ class Sampler:
         kept = []
         for segment in segments:
             keep, why = decide(policies, segment)
+            if not keep and profiled(segment, self._profiling(segment.service)):
+                keep, why = True, Why.PROFILED
             self._counted[keep, why].inc()
             if keep:
                 kept.append(segment)
         return kept
+
+    def _profiling(self, service: str) -> Sequence[ProfileTask]:
+        try:
+            return self._tasks(service)
+        except StorageError as e:
+            self._unread.warning(
+                "profiling-tasks", "profiling tasks cannot be read, no segment is kept for them: %s", e
+            )
+            return ()

@@ -526,6 +526,7 @@ class Node:
             self.instruments,
         )
         a = cfg.analysis
+        tasks = ProfileTasks(self.storage.state)
         sampler = None
         if a.trace_sampling_settings:
             policies = WatchedFile(
@@ -536,9 +537,8 @@ class Node:
                 ("skyoap_trace_sampling_settings_errors_total", "sampling settings refused when read again"),
                 sampling.Policies.describe,
             )
-            sampler = sampling.Sampler(policies, self.instruments)
+            sampler = sampling.Sampler(policies, self.instruments, tasks.of)
             yield policies
-        tasks = ProfileTasks(self.storage.state)
         segments = add_skywalking_services(
             self.server, intake, tasks, aliases, self._apdex, a.searchable_tags(), a.slow(), sampler
         )

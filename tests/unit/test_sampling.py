@@ -6,10 +6,12 @@ from __future__ import annotations
 import binascii
 import os
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from skyoap.model.profiling import ProfileTask
 from skyoap.model.records import SegmentRecord
 from skyoap.model.stream import Text
 from skyoap.receiver import sampling
@@ -137,3 +139,26 @@ def test_a_changed_file_is_read_again_and_a_bad_one_keeps_the_policies(tmp_path:
     assert policies.refresh() is False
     assert policies().default.rate == 500
     assert instruments.value("skyoap_sampling_errors_total") == 1
+
+
+def test_a_segment_a_profiling_task_may_have_dumped_is_kept() -> None:
+    task = ProfileTask("1_c2hvcA==.1", "shop", "/price", 1000, 1, 100, 10, 5, 900)
+    instruments = Instruments()
+    sampler = Sampler(
+        lambda: Policies(Policy(0)), instruments, lambda service: [task] if service == "shop" else []
+    )
+
+    def at(start: int, latency: int, service: str = "shop", endpoint: str = "/price") -> SegmentRecord:
+        return replace(segment("t", service, latency), endpoint=endpoint, start_time=start)
+
+    segments = [
+        at(1000, 100),  # kept: it started while the task ran and lasted past its threshold
+        at(61_000, 150),  # the task's last moment
+        at(999, 150),  # before the task
+        at(61_001, 150),  # after it
+        at(2000, 99),  # too short to be dumped
+        at(2000, 150, endpoint="/buy"),
+        at(2000, 150, service="stock"),
+    ]
+    assert [(s.start_time, s.latency_ms) for s in sampler.kept(segments)] == [(1000, 100), (61_000, 150)]
+    assert instruments.value("skyoap_trace_sampling_segments_total", outcome="kept", reason="profiling") == 2
