@@ -449,6 +449,66 @@ def _dashboards(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_profile_command(sub: argparse._SubParsersAction) -> None:
+    profile = sub.add_parser(
+        "profile",
+        parents=[LOGGING],
+        help="create a trace profiling task, list the tasks, or print a task's analysis",
+        description="Trace profiling with SkyWalking's agents: 'create' asks the agents of a service to "
+        "dump the thread stack of its endpoint's slow requests from now on; 'list' prints the tasks "
+        "with what each instance logged; 'analyze TASK' prints, for each segment the task profiled, "
+        "its stack tree with each frame's time, time without its children and dumps. The storage "
+        "options name the storage, shared with the nodes.",
+    )
+    profile.add_argument("action", choices=["create", "list", "analyze"])
+    profile.add_argument("task", nargs="?", help="the task to analyze")
+    profile.add_argument("--service", help="the service (of create; list: only its tasks)")
+    profile.add_argument("--endpoint", help="the endpoint whose requests to profile (of create)")
+    for flag, default, what in (
+        ("--minutes", 5, "how long the task runs, 1 to 15"),
+        ("--min-duration-ms", 0, "how long a request runs before its thread is dumped"),
+        ("--dump-period-ms", 10, "time between two dumps, at least 10"),
+        ("--max-sampling-count", 5, "requests each instance profiles, 1 to 9"),
+    ):
+        profile.add_argument(flag, type=int, default=default, help=f"{what} [default: {default}]")
+    add_options(profile, StorageConfig)
+    profile.set_defaults(run=_profile)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from skyoap.deploy import profiling
+    from skyoap.query.context import QueryContext, TimesToLive
+    from skyoap.storage.select import open_storage
+    from skyoap.wiring.config import TtlConfig
+
+    if args.action == "create" and not (args.service and args.endpoint):
+        raise ValueError("profile create needs --service and --endpoint")
+    if args.action == "analyze" and not args.task:
+        raise ValueError("profile analyze needs the task's id (profile list shows them)")
+    config = config_from(args, StorageConfig)
+    if args.action != "create" and _said_nothing_stored(config):
+        return 0
+    storage = open_storage(config)
+    try:
+        t = TtlConfig()
+        ttl = TimesToLive(t.records_days, t.minute_metrics_days, t.hour_metrics_days, t.day_metrics_days,
+                          t.inactive_instance_days)  # fmt: skip
+        context = QueryContext(storage.inventory, storage.metrics, storage.records, ttl, storage.state)
+        if args.action == "create":
+            settings = {
+                "duration": args.minutes, "minDurationThreshold": args.min_duration_ms,
+                "dumpPeriod": args.dump_period_ms, "maxSamplingCount": args.max_sampling_count,
+            }  # fmt: skip
+            return profiling.create(context, args.service, args.endpoint, settings, sys.stdout)
+        if args.action == "list":
+            profiling.print_tasks(context, args.service, sys.stdout)
+        else:
+            profiling.print_analysis(context, args.task, sys.stdout)
+    finally:
+        storage.close()
+    return 0
+
+
 def _add_spark_command(sub: argparse._SubParsersAction) -> None:
     spark = sub.add_parser(
         "spark",
@@ -486,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_commands(sub)
     _add_read_commands(sub)
     _add_dashboards_command(sub)
+    _add_profile_command(sub)
     _add_spark_command(sub)
     _add_cluster_commands(sub)
     return parser

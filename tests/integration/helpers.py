@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
 from collections.abc import Callable
@@ -45,6 +47,26 @@ def eventually(check: Callable[[], T], timeout_s: float = WAIT_S, interval_s: fl
         if time.monotonic() > deadline:
             raise error
         time.sleep(interval_s)
+
+
+def command(*argv: str) -> tuple[int, list[str]]:
+    """What ``skyoap ARGV`` returns and prints, run in this process."""
+    from skyoap.deploy.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    return code, out.getvalue().splitlines()
+
+
+def storage_argv(config: StorageConfig) -> list[str]:
+    """The options that point a command at ``config``'s storage."""
+    if config.kind is StorageKind.EMBEDDED:
+        return ["--storage", "embedded", "--embedded-path", config.embedded_path]
+    return [
+        "--storage", "elasticsearch", "--es-hosts", config.es_hosts,
+        "--es-index-prefix", config.es_index_prefix, "--redis-url", config.redis_url,
+    ]  # fmt: skip
 
 
 def storage_options(config: StorageConfig) -> dict[str, str]:

@@ -17,7 +17,7 @@ from skyoap.storage.api import RecordSearch
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
-from tests.integration.helpers import eventually
+from tests.integration.helpers import command, eventually, storage_argv
 from tests.integration.test_query_agents import AGENT_PYTHON, SHOP, b64, get, start_app
 from tests.integration.test_query_endpoint import ask
 
@@ -139,6 +139,15 @@ def test_a_task_profiles_the_slow_function_of_an_endpoint(shop: tuple[Node, int]
     assert slow["durationChildExcluded"] == slow["duration"]
     assert slow["count"] >= 2
 
+    # skyoap's CLI prints the same tree, each frame under its parent.
+    code, printed = command("profile", "analyze", task_id, *storage_argv(node.config.storage))
+    assert code == 0
+    first = printed.index(next(p for p in printed if p.startswith(f"segment {span['segmentId']} of trace ")))
+    block = printed[first : printed.index("", first)]
+    (line,) = [p for p in block if ".price_the_basket_slowly: " in p]
+    assert line.split()[:3] == [str(slow["duration"]), str(slow["durationChildExcluded"]), str(slow["count"])]
+    assert sum(p.startswith("segment ") for p in printed) == 3
+
     # The dumps are stored with their task and segment.
     storage = open_storage(node.config.storage)
     try:
@@ -164,7 +173,15 @@ def test_each_instance_is_given_a_task_until_it_has_it_and_bad_dumps_are_refused
 ) -> None:
     node = start_node(node_config)
     ask = Asker(node)
-    task_id = ask(CREATE, r=request(duration=2, minDurationThreshold=5, dumpPeriod=20))["task"]["id"]
+    where = storage_argv(node_config.storage)
+    settings = ["--minutes", "2", "--min-duration-ms", "5", "--dump-period-ms", "20"]
+    code, (task_id,) = command(
+        "profile", "create", "--service", "shop", "--endpoint", "/price", *settings, *where
+    )
+    assert code == 0
+    assert command("profile", "create", "--service", "shop", "--endpoint", "/buy", *where) == (
+        1, [f"no task: {ask(CREATE, r=request())['task']['errorReason']}"],
+    )  # fmt: skip
     created = int(task_id.partition("_")[0])
     with grpc.insecure_channel(node.address) as channel:
         poll = channel.unary_unary(
@@ -182,16 +199,16 @@ def test_each_instance_is_given_a_task_until_it_has_it_and_bad_dumps_are_refused
                 for c in poll(query, timeout=10).commands
             ]
 
-        (command,) = commands("shop-1")
-        assert command == {
+        (given,) = commands("shop-1")
+        assert given == {
             "command": "ProfileTaskQuery", "SerialNumber": task_id, "TaskId": task_id,
             "EndpointName": "/price", "Duration": "2", "MinDurationThreshold": "5", "DumpPeriod": "20",
             "MaxSamplingCount": "5",
-            "StartTime": command["StartTime"], "CreateTime": str(created),
+            "StartTime": given["StartTime"], "CreateTime": str(created),
         }  # fmt: skip
-        assert commands("shop-1") == [command]  # it does not say it has it yet
+        assert commands("shop-1") == [given]  # it does not say it has it yet
         assert commands("shop-1", last=created) == []
-        assert commands("shop-2") == [command]
+        assert commands("shop-2") == [given]
         # The answer ends with the first refusal's reason; the good dump is kept.
         now = int(time.time() * 1000)
         dumps = [

@@ -4,15 +4,13 @@ by every node of it, listed and reset by ``skyoap dashboards``."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections.abc import Callable
 from typing import Any
 
-from skyoap.deploy.cli import main
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
+from tests.integration.helpers import command, storage_argv
 from tests.integration.test_query_traces import ask
 from tests.unit.test_ui_templates import ADD, REMOVE, TEMPLATES, UPDATE
 
@@ -34,23 +32,9 @@ def change(node: Node, query: str, **variables: Any) -> dict[str, Any]:
 
 
 def dashboards_command(config: NodeConfig, *argv: str) -> list[str]:
-    s = config.storage
-    where = ["--storage", s.kind.value]
-    if s.kind.value == "embedded":
-        where += ["--embedded-path", s.embedded_path]
-    else:
-        where += [
-            "--es-hosts",
-            s.es_hosts,
-            "--es-index-prefix",
-            s.es_index_prefix,
-            "--redis-url",
-            s.redis_url,
-        ]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["dashboards", *argv, *where]) == 0
-    return out.getvalue().splitlines()
+    code, lines = command("dashboards", *argv, *storage_argv(config.storage))
+    assert code == 0
+    return lines
 
 
 def test_dashboards_users_change_are_kept_by_every_node_and_reset(
