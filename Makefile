@@ -49,4 +49,4 @@ profile: install
 # The README's pictures of the web UI, taken by its tests in Chromium.
 screenshots: install
 	SKYOAP_SCREENSHOTS=docs/images .venv/bin/pytest tests/integration/test_ui_browser.py \
-		tests/integration/test_virtual_layers.py -k "ui"
+		tests/integration/test_virtual_layers.py tests/integration/test_profiling.py -k "ui"

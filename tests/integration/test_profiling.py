@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from playwright.sync_api import Browser, Page
 
 from skyoap.model.records import ProfileSnapshotRecord
 from skyoap.proto.skywalking import common_pb2, profile_pb2
@@ -17,6 +19,7 @@ from skyoap.storage.api import RecordSearch
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
+from tests.integration.browser import VIEWPORT, open_page, redrawn
 from tests.integration.helpers import command, eventually, storage_argv
 from tests.integration.test_query_agents import AGENT_PYTHON, SHOP, b64, get, start_app
 from tests.integration.test_query_endpoint import ask
@@ -81,12 +84,31 @@ def request(**fields: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def test_a_task_profiles_the_slow_function_of_an_endpoint(shop: tuple[Node, int]) -> None:
+def test_a_task_made_in_the_ui_profiles_the_slow_function_of_an_endpoint(
+    shop: tuple[Node, int], browser: Browser, shots: Path
+) -> None:
     node, port = shop
     ask = Asker(node)
-    created = ask(CREATE, r=request())["task"]
-    assert created["errorReason"] is None
-    task_id = created["id"]
+    assert node.ui_url is not None
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        # The UI's form creates the task (the endpoint is given by the link an endpoint's page has).
+        open_page(page, f"{node.ui_url}#/profiling?service={SHOP}&endpoint=/price", "profiling")
+        page.fill("form.search input[name=minutes]", "1")
+        redrawn(page, "profiling", lambda: page.click("form.search button"))
+        task_id = ask(TASKS, s=SHOP)["tasks"][0]["id"]
+        assert page.locator("ol.tasks li.chosen").get_attribute("data-task") == task_id
+        page.click("form.search button")  # again: refused, saying why
+        refused = page.locator("main p.error").text_content()
+        assert refused == f"No task: {ask(CREATE, r=request())['task']['errorReason']}"
+        profile(node, port, task_id, page, shots)
+    finally:
+        page.close()
+
+
+def profile(node: Node, port: int, task_id: str, page: Page, shots: Path) -> None:
+    """What the task of ``task_id`` on shop's /price finds, asked, printed and drawn."""
+    ask = Asker(node)
     # One task at a time for a service, and SkyWalking's bounds, refused with why.
     refusals = [
         ask(CREATE, r=request())["task"]["errorReason"],
@@ -147,6 +169,21 @@ def test_a_task_profiles_the_slow_function_of_an_endpoint(shop: tuple[Node, int]
     (line,) = [p for p in block if ".price_the_basket_slowly: " in p]
     assert line.split()[:3] == [str(slow["duration"]), str(slow["durationChildExcluded"]), str(slow["count"])]
     assert sum(p.startswith("segment ") for p in printed) == 3
+
+    # The UI draws the same tree, as a flame graph and as a table.
+    open_page(page, f"{node.ui_url}#/profiling?service={SHOP}&task={task_id}", "profiling")
+    assert len(page.locator("table.segments tbody tr").all()) == 3
+    redrawn(page, "profiling", lambda: page.click(f"table.segments tr[data-segment='{span['segmentId']}'] a"))
+    frame = page.locator(".flame .frame", has_text="price_the_basket_slowly")
+    assert [frame.get_attribute(k) for k in ("data-duration", "data-self", "data-count")] == [
+        str(slow["duration"]), str(slow["durationChildExcluded"]), str(slow["count"]),
+    ]  # fmt: skip
+    page.screenshot(path=shots / "profiling.png", full_page=True)
+    redrawn(page, "profiling", lambda: page.locator("p.views a", has_text="table").click())
+    row = page.locator("table.frames tr", has_text="price_the_basket_slowly").locator("td")
+    assert [row.nth(i).text_content() for i in (1, 2, 3)] == [
+        str(slow["duration"]), str(slow["durationChildExcluded"]), str(slow["count"]),
+    ]  # fmt: skip
 
     # The dumps are stored with their task and segment.
     storage = open_storage(node.config.storage)

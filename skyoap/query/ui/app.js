@@ -7,12 +7,13 @@ import { called } from "/ui/called.js";
 import { cluster } from "/ui/cluster.js";
 import { endpoint } from "/ui/endpoint.js";
 import { logs } from "/ui/logs.js";
+import { profiling } from "/ui/profiling.js";
 import { service } from "/ui/service.js";
 import { services } from "/ui/services.js";
 import { topology } from "/ui/topology.js";
 import { traces } from "/ui/traces.js";
 
-const PAGES = { services, service, endpoint, topology, called, traces, logs, alarms, cluster };
+const PAGES = { services, service, endpoint, topology, called, traces, logs, profiling, alarms, cluster };
 const REFRESH_MS = 30_000;
 const WINDOW = ["last", "from", "to", "refresh"];
 const LASTS = ["15", "60", "1440", "range"];

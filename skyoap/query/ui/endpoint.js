@@ -54,7 +54,9 @@ export async function endpoint(page, state) {
     return body.rows.length ? table : el("p", { className: "empty", textContent: "None in the window." });
   };
   page.replaceChildren(
-    el("h1", { textContent: `${name} of ${service.name}` }), grid,
+    el("h1", { textContent: `${name} of ${service.name}` }),
+    el("p", {}, el("a", { className: "profile-link", href: `#/profiling?service=${encodeURIComponent(serviceId)}&endpoint=${encodeURIComponent(name)}`,
+      textContent: "Profile this endpoint's slow requests" })), grid,
     el("h2", { textContent: "Called by" }), calls((c) => c.target === id, (c) => c.source),
     el("h2", { textContent: "Calls" }), calls((c) => c.source === id, (c) => c.target),
   );
