@@ -210,7 +210,7 @@ def main() -> None:
     usage = Usage()
     es, rs = ElasticsearchServer().start(), RedisServer().start()
     try:
-        node, address, admin, _ = start_node(es.url, rs.url, 3.0, "on")
+        node, address, admin, _ = start_node(es.url, rs.url, 3.0)
         try:
             warm(address, admin, warmup, args.streams)
             with sampling(node.pid, args.rate, raw / "node.txt"), measuring(usage, node_pid=node.pid):

@@ -14,6 +14,10 @@ with Elasticsearch and the load; each ceiling has it to itself.
 And freshness: the time from a segment's arrival to its metrics being readable
 (searchable) in Elasticsearch, while a steady load runs.
 
+And what trace sampling saves: the same pipeline storing 10% of the traces
+(``--trace-sampling-settings``; the segments with errors, 5%, are stored
+too), its Elasticsearch CPU per segment beside the run that stores all.
+
     .venv/bin/python -m bench.telemetry [--segments 40000] [--streams 4]
 """
 
@@ -26,10 +30,12 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 from elasticsearch import Elasticsearch, helpers
@@ -254,25 +260,13 @@ def main() -> None:
         assert es.proc is not None
         ceiling_usage = Usage()
         storage = storage_ceiling(es.url, segments, es.proc.pid, ceiling_usage)
-        usages = {}
-        for publish in ("off", "on"):  # on last: freshness is measured with it
-            node, address, admin, prefix = start_node(es.url, rs.url, args.persist_interval_s, publish)
-            try:
-                warm(address, admin, warmup, args.streams)
-                usages[publish] = Usage()
-                with measuring(usages[publish], es.proc.pid, node.pid):
-                    send(address, segments, args.streams)
-                    until_written(admin, len(warmup) + args.segments)
-                if publish == "on":
-                    fresh = freshness(address, es.url, prefix, args.probes, 0.25)
-            finally:
-                stop(node)
+        usages, fresh, kept = pipeline_runs(es, rs.url, args, segments, warmup)
     finally:
         es.stop()
         rs.stop()
 
     lower = min(grpc_ceiling, storage)
-    on, off = usages["on"], usages["off"]
+    on, off, sampled = usages["on"], usages["off"], usages["sampled"]
     pipeline, without = args.segments / on.wall_s, args.segments / off.wall_s
     print(f"gRPC ceiling (decode only):        {grpc_ceiling:8.0f} segments/s")
     print(f"  CPU: {decode_usage.line(args.segments, 'segment')}")
@@ -288,6 +282,11 @@ def main() -> None:
         f"{pipeline / without:.0%} of it"
     )
     print(f"  CPU: {off.line(args.segments, 'segment')}")
+    print(
+        f"10% of the traces stored ({kept:.1%} of the segments, errors too): "
+        f"{args.segments / sampled.wall_s:8.0f} segments/s"
+    )
+    print(f"  CPU: {sampled.line(args.segments, 'segment')}")
     goal = 0.5 * lower
     others_us = (on.es_s + on.load_s) / args.segments * 1e6
     left_us = (os.cpu_count() or 1) * 1e6 / goal - others_us
@@ -315,14 +314,54 @@ def main() -> None:
                at_most(1.25, of_ceiling=True)),
         Figure("freshness p99, arrival to searchable metrics", pct(fresh, 99), "s",
                goal=at_most(2 * args.persist_interval_s)),
+        Figure("Elasticsearch's CPU per segment, 10% of traces stored", sampled.es_s * per_segment, "µs",
+               on.es_s * per_segment, "the same with every segment stored", at_most(0.5, of_ceiling=True)),
+        Figure("the node's CPU per segment, 10% of traces stored", sampled.node_s * per_segment, "µs",
+               on.node_s * per_segment, "the same with every segment stored"),
     ])  # fmt: skip
+
+
+def pipeline_runs(
+    es: ElasticsearchServer,
+    redis_url: str,
+    args: argparse.Namespace,
+    segments: list[bytes],
+    warmup: list[bytes],
+) -> tuple[dict[str, Usage], list[float], float]:
+    """The pipeline's runs: topics not published, published, and published
+    storing 10% of the traces; what each used, the freshness of the second
+    and the share of segments the third stored."""
+    assert es.proc is not None
+    usages: dict[str, Usage] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        sampling = Path(folder) / "trace-sampling-policy-settings.yml"
+        sampling.write_text("default:\n  rate: 1000\n  duration: -1\n")
+        runs = {
+            "off": ["--publish-topics", "off"],
+            "on": [],
+            "sampled": ["--trace-sampling-settings", str(sampling)],
+        }
+        for run, options in runs.items():
+            node, address, admin, prefix = start_node(es.url, redis_url, args.persist_interval_s, *options)
+            try:
+                warm(address, admin, warmup, args.streams)
+                usages[run] = Usage()
+                with measuring(usages[run], es.proc.pid, node.pid):
+                    send(address, segments, args.streams)
+                    until_written(admin, len(warmup) + args.segments)
+                if run == "on":
+                    fresh = freshness(address, es.url, prefix, args.probes, 0.25)
+                if run == "sampled":
+                    kept = stored_share(admin)
+            finally:
+                stop(node)
+    return usages, fresh, kept
 
 
 def start_node(
     es_url: str,
     redis_url: str,
     persist_interval_s: float,
-    publish: str,
     *options: str,
     env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[str], str, str, str]:
@@ -335,8 +374,7 @@ def start_node(
             "--host", "127.0.0.1", "--port", "0", "--admin-port", "0", "--query-port", "-1",
             "--storage", "elasticsearch", "--es-hosts", es_url,
             "--redis-url", redis_url, "--es-index-prefix", prefix, "--redis-key-prefix", prefix,
-            "--metrics-persist-interval-s", str(persist_interval_s), "--publish-topics", publish,
-            *options,
+            "--metrics-persist-interval-s", str(persist_interval_s), *options,
         ],
         r"listening on (\S+ admin \S+)",
         env=None if env is None else {**os.environ, **env},
@@ -345,18 +383,32 @@ def start_node(
     return node, address, admin, prefix
 
 
+SAMPLED = "skyoap_trace_sampling_segments_total"
+
+
 def until_written(admin: str, total: int, timeout_s: float = 900) -> None:
-    """Waits until the node has stored ``total`` segment records."""
+    """Waits until the node has taken ``total`` segments and stored the
+    records of those it keeps (all of them, unless it samples)."""
     deadline = time.monotonic() + timeout_s
-    while (
-        read_metrics(admin, names=["skyoap_worker_stored_total"]).value(
-            "skyoap_worker_stored_total", worker="segment_records", op="write"
-        )
-        < total
-    ):
+    while True:
+        read = read_metrics(admin, names=["skyoap_worker_stored_total", SAMPLED])
+        kept, dropped = (read.total(SAMPLED, outcome=outcome) for outcome in ("kept", "dropped"))
+        to_store = kept if kept + dropped else total
+        if (
+            kept + dropped in (0, total)
+            and read.value("skyoap_worker_stored_total", worker="segment_records", op="write") >= to_store > 0
+        ):
+            return
         if time.monotonic() > deadline:
             raise RuntimeError(f"the node did not store {total} segments in {timeout_s} s")
         time.sleep(0.05)
+
+
+def stored_share(admin: str) -> float:
+    """The share of the segments a sampling node kept."""
+    read = read_metrics(admin, names=[SAMPLED])
+    kept, dropped = (read.total(SAMPLED, outcome=outcome) for outcome in ("kept", "dropped"))
+    return kept / (kept + dropped)
 
 
 if __name__ == "__main__":

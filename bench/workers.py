@@ -39,7 +39,7 @@ def run(
     assert es.proc is not None
     options = ("--workers", str(workers), *CLUSTER) if workers > 1 else ()
     env = {"SKYOAP_CLUSTER_SECRET": secrets.token_urlsafe(16)} if workers > 1 else None
-    node, address, admin, _ = start_node(es.url, rs.url, args.persist_interval_s, "on", *options, env=env)
+    node, address, admin, _ = start_node(es.url, rs.url, args.persist_interval_s, *options, env=env)
     try:
         warm(address, admin, warmup, args.streams)
         usage = Usage()
