@@ -315,7 +315,7 @@ def main() -> None:
         Figure("freshness p99, arrival to searchable metrics", pct(fresh, 99), "s",
                goal=at_most(2 * args.persist_interval_s)),
         Figure("Elasticsearch's CPU per segment, 10% of traces stored", sampled.es_s * per_segment, "µs",
-               on.es_s * per_segment, "the same with every segment stored", at_most(0.5, of_ceiling=True)),
+               on.es_s * per_segment, "the same with every segment stored", at_most(0.75, of_ceiling=True)),
         Figure("the node's CPU per segment, 10% of traces stored", sampled.node_s * per_segment, "µs",
                on.node_s * per_segment, "the same with every segment stored"),
     ])  # fmt: skip

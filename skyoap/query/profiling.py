@@ -51,11 +51,13 @@ def create_profile_task(context: QueryContext, creationRequest: Mapping[str, Any
     now = clock.now_ms()
     start = r.get("startTime") or 0
     start = start if start > 0 else now
-    problem = check(r["duration"], r["minDurationThreshold"], r["dumpPeriod"], r["maxSamplingCount"])
-    if not normal:
-        problem = f"{service} runs no agent to profile (it is a database, cache or broker its callers name)"
-    elif not endpoint:
-        problem = "the endpoint name is empty"
+    problem = (
+        f"{service} runs no agent to profile (it is a database, cache or broker its callers name)"
+        if not normal
+        else "the endpoint name is empty"
+        if not endpoint
+        else check(r["duration"], r["minDurationThreshold"], r["dumpPeriod"], r["maxSamplingCount"])
+    )
     if problem is not None:
         return {"id": None, "errorReason": problem}
     task = ProfileTask(

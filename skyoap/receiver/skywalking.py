@@ -674,8 +674,8 @@ class ProfileTaskService(RecordReportService):
     have not ended and that it does not have yet (created after the last it
     says it has), and each instance is logged NOTIFIED once per task; the
     thread dumps agents send are stored with their task (a dump of a task
-    unknown or ended, out of the task's bounds, or of a stack too deep or
-    too large is refused); the end an agent reports is logged
+    there is none of, numbered past what the task can take, or of a stack
+    too deep or too large is refused); the end an agent reports is logged
     EXECUTION_FINISHED."""
 
     KIND = "profiles"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import grpc
 import pytest
 from playwright.sync_api import Browser, Page
 
+from skyoap.deploy.cluster import LocalCluster, NodeProcess
 from skyoap.model.records import ProfileSnapshotRecord
 from skyoap.proto.skywalking import common_pb2, profile_pb2
 from skyoap.storage.api import RecordSearch
@@ -294,3 +296,30 @@ def test_each_instance_is_given_a_task_until_it_has_it_and_bad_dumps_are_refused
         return [(d.segment_id, d.sequence, str(d.stack)) for d in found]
 
     assert eventually(stored) == [("seg-1", 0, '["main", "handle"]')]
+
+
+def test_a_task_made_on_one_node_reaches_the_agents_polling_others(
+    local_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = local_cluster()
+    cluster.add("aggregator")
+    receivers = [cluster.add("receiver") for _ in range(2)]
+    made = ask(receivers[0].query, CREATE, {"r": request()})
+    task_id = made.body["data"]["task"]["id"]
+
+    def poll(node: NodeProcess, instance: str) -> list[str]:
+        with grpc.insecure_channel(node.address) as channel:
+            answer = channel.unary_unary(
+                "/skywalking.v3.ProfileTask/getProfileTaskCommands",
+                request_serializer=profile_pb2.ProfileTaskCommandQuery.SerializeToString,
+                response_deserializer=common_pb2.Commands.FromString,
+            )(profile_pb2.ProfileTaskCommandQuery(service="shop", serviceInstance=instance), timeout=10)
+        return [a.value for c in answer.commands for a in c.args if a.key == "TaskId"]
+
+    # Each receiver's agents, polling at once: each node logs its instance in the shared document.
+    pods = [(receivers[i % 2], f"shop-{i}") for i in range(6)]
+    with ThreadPoolExecutor(len(pods)) as pool:
+        given = list(pool.map(lambda pod: poll(*pod), pods))
+    assert given == [[task_id]] * 6
+    listed = ask(receivers[1].query, TASKS, {"s": SHOP}).body["data"]["tasks"]
+    assert sorted(g["instanceName"] for g in listed[0]["logs"]) == [f"shop-{i}" for i in range(6)]
