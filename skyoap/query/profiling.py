@@ -60,19 +60,22 @@ def create_profile_task(context: QueryContext, creationRequest: Mapping[str, Any
     )
     if problem is not None:
         return {"id": None, "errorReason": problem}
-    task = ProfileTask(
-        ids.profile_task_id(service, now), service, endpoint, start, r["duration"], r["minDurationThreshold"],
-        r["dumpPeriod"], r["maxSamplingCount"], now,
-    )  # fmt: skip
+    made: list[ProfileTask] = []
     refused: list[str] = []
 
     def added(tasks: list[ProfileTask]) -> list[ProfileTask] | None:
         kept = [t for t in tasks if t.end_time > now - context.ttl.records_days * DAY_MS]
-        refused[:] = [p for p in (_overlap(kept, task), _full(kept)) if p][:1]
+        # Made after every other task of the service, if only by a millisecond: ids are unique.
+        created = max([now, *(t.create_time + 1 for t in kept)])
+        task = ProfileTask(
+            ids.profile_task_id(service, created), service, endpoint, start, r["duration"],
+            r["minDurationThreshold"], r["dumpPeriod"], r["maxSamplingCount"], created,
+        )  # fmt: skip
+        made[:], refused[:] = [task], [p for p in (_overlap(kept, task), _full(kept)) if p][:1]
         return None if refused else [*kept, task]
 
     profiling.change(_state(context), service, added)
-    return {"id": None, "errorReason": refused[0]} if refused else {"id": task.id, "errorReason": None}
+    return {"id": None, "errorReason": refused[0]} if refused else {"id": made[0].id, "errorReason": None}
 
 
 def _overlap(tasks: Sequence[ProfileTask], new: ProfileTask) -> str | None:
@@ -94,13 +97,13 @@ def _full(tasks: Sequence[ProfileTask]) -> str | None:
 def profile_task_list(
     context: QueryContext, serviceId: str | None = None, endpointName: str | None = None
 ) -> list[dict[str, Any]]:
-    """The tasks of a service (of every service without one), newest first."""
+    """The tasks of a service (of every service without one), the latest start first."""
     state = _state(context)
     services = [ids.service_name(serviceId)] if serviceId else profiling.services(state)
     tasks = [t for s in services for t in profiling.tasks(state, s)]
     if endpointName:
         tasks = [t for t in tasks if t.endpoint == endpointName]
-    tasks.sort(key=lambda t: (t.create_time, t.id), reverse=True)
+    tasks.sort(key=lambda t: (t.start_time, t.create_time, t.id), reverse=True)
     return [_task_answer(t) for t in tasks]
 
 

@@ -30,12 +30,13 @@ ANALYZE = """query($q: [SegmentProfileAnalyzeQuery!]!) {
 CREATE = """mutation($r: ProfileTaskCreationRequest) {
     task: createProfileTask(creationRequest: $r) { id errorReason }
 }"""
-TASKS = """query($s: ID, $e: String) {
-    tasks: getProfileTaskList(serviceId: $s, endpointName: $e) {
-        id serviceId serviceName endpointName startTime duration
-        minDurationThreshold dumpPeriod maxSamplingCount logs { id }
-    }
+TASKS = """query queryData($endpointName: String, $serviceId: ID) {
+  taskList: getProfileTaskList(endpointName: $endpointName, serviceId: $serviceId) {
+    serviceId endpointName startTime duration minDurationThreshold dumpPeriod maxSamplingCount id
+    logs { id instanceId instanceName operationType operationTime }
+  }
 }"""
+"""What SkyWalking's UI (booster-ui 10) asks."""
 
 
 def dump(segment: str, sequence: int, time: int, *stack: str) -> ProfileSnapshotRecord:
@@ -151,7 +152,7 @@ def test_a_task_agents_cannot_run_is_refused_with_why(
     storage: OpenStorage, fields: dict[str, Any], reason: str
 ) -> None:
     assert ask(storage, CREATE, r=request(**fields))["task"] == {"id": None, "errorReason": reason}
-    assert ask(storage, TASKS)["tasks"] == []
+    assert ask(storage, TASKS)["taskList"] == []
 
 
 def test_tasks_are_listed_newest_first_by_service_and_endpoint(storage: OpenStorage) -> None:
@@ -159,13 +160,15 @@ def test_tasks_are_listed_newest_first_by_service_and_endpoint(storage: OpenStor
     first = ask(storage, CREATE, r=request(startTime=start))["task"]["id"]
     second = ask(storage, CREATE, r=request(startTime=start + 6 * 60_000, endpointName="/buy"))["task"]["id"]
     stock = ask(storage, CREATE, r=request(serviceId="c3RvY2s=.1", startTime=start))["task"]["id"]
-    assert [t["id"] for t in ask(storage, TASKS)["tasks"]] == [stock, second, first]
-    assert [t["id"] for t in ask(storage, TASKS, s=SHOP)["tasks"]] == [second, first]
-    assert ask(storage, TASKS, s=SHOP, e="/price")["tasks"] == [
+    # The latest start first, then the latest made.
+    assert [t["id"] for t in ask(storage, TASKS)["taskList"]] == [second, stock, first]
+    assert [t["id"] for t in ask(storage, TASKS, serviceId=SHOP)["taskList"]] == [second, first]
+    assert ask(storage, TASKS, serviceId=SHOP, endpointName="/price")["taskList"] == [
         {
-            "id": first, "serviceId": SHOP, "serviceName": "shop", "endpointName": "/price",
+            "id": first, "serviceId": SHOP, "endpointName": "/price",
             "startTime": start, "duration": 5, "minDurationThreshold": 100, "dumpPeriod": 10,
             "maxSamplingCount": 5, "logs": [],
         }
     ]  # fmt: skip
     assert first.endswith(f"_{SHOP}")
+    assert int(second.partition("_")[0]) > int(first.partition("_")[0])  # made in the same ms, or not
