@@ -179,10 +179,14 @@ class Sampler:
             self._counted[True, Why.RATE].inc(len(segments))
             return segments
         kept = []
+        running: dict[str, Sequence[ProfileTask]] = {}  # each service's tasks, asked once a call
         for segment in segments:
             keep, why = decide(policies, segment)
-            if not keep and profiled(segment, self._profiling(segment.service)):
-                keep, why = True, Why.PROFILED
+            if not keep:
+                if (tasks := running.get(segment.service)) is None:
+                    tasks = running[segment.service] = self._profiling(segment.service)
+                if tasks and profiled(segment, tasks):
+                    keep, why = True, Why.PROFILED
             self._counted[keep, why].inc()
             if keep:
                 kept.append(segment)
