@@ -25,6 +25,7 @@ from skyoap.mqe.duration import Duration, Step
 from skyoap.mqe.entity import Entity, Scope
 from skyoap.mqe.evaluator import Evaluator, reads
 from skyoap.mqe.parser import parse
+from skyoap.mqe.results import Series
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.vectorized import Frames, Population
 from skyoap.storage.api import MetricsDAO
@@ -157,35 +158,64 @@ def held(w: Watched, entity: Entity, duration: Duration, reader: StoredMetrics) 
     return any(p.value == 1 for series in result.series for p in series.points)
 
 
-def snapshot(
+def snapshots(
     w: Watched,
-    entity: Entity,
+    entities: Sequence[Entity],
     duration: Duration,
     reader: StoredMetrics,
-    metrics: Sequence[syntax.Metric] = (),
-) -> str:
-    """What the rule's expression read of ``entity`` over ``duration``, as
-    SkyWalking keeps it with a firing: each metric's values, as the query
-    endpoint answers them (JSON, a list of ``{name, results}``); ``metrics``
-    the expression's, if already found."""
-    evaluator = Evaluator(reader, entity, duration)
-    read = []
-    for metric in metrics or _read_metrics(w, duration):
-        try:
-            series = evaluator.evaluate(metric).series
-        except ExpressionError:
-            continue
-        read.append({"name": metric.name, "results": [one.answered() for one in series]})
-    return json.dumps(read, separators=(",", ":"))
-
-
-def snapshots(w: Watched, entities: Sequence[Entity], duration: Duration, reader: StoredMetrics) -> list[str]:
-    """``snapshot`` of each of ``entities``, what they read read at once."""
+    frames: Frames | None = None,
+) -> list[str]:
+    """What the rule's expression read of each of ``entities`` over
+    ``duration``, as SkyWalking keeps it with a firing: each metric's
+    values, as the query endpoint answers them (JSON, a list of ``{name,
+    results}``). Read from the round's ``frames`` where arrays read the
+    metric, else entity by entity, what they read read at once."""
     if not entities:
         return []
     metrics = _read_metrics(w, duration)
-    reader.read_ahead([(CATALOGUE[m.name], duration, entities) for m in metrics if m.name in CATALOGUE])
-    return [snapshot(w, e, duration, reader, metrics) for e in entities]
+    at_once = _read_at_once(w, metrics, entities, duration, frames) if frames is not None else {}
+    rest = [m for m in metrics if m not in at_once]
+    reader.read_ahead([(CATALOGUE[m.name], duration, entities) for m in rest if m.name in CATALOGUE])
+    taken = []
+    for i, entity in enumerate(entities):
+        evaluator = Evaluator(reader, entity, duration)
+        read = []
+        for metric in metrics:
+            if metric in at_once:
+                each = at_once[metric]
+                if each is None:
+                    continue
+                series = each[i]
+            else:
+                try:
+                    series = evaluator.evaluate(metric).series
+                except ExpressionError:
+                    continue
+            read.append({"name": metric.name, "results": [one.answered() for one in series]})
+        taken.append(json.dumps(read, separators=(",", ":")))
+    return taken
+
+
+def _read_at_once(
+    w: Watched,
+    metrics: Sequence[syntax.Metric],
+    entities: Sequence[Entity],
+    duration: Duration,
+    frames: Frames,
+) -> dict[syntax.Metric, list[tuple[Series, ...]] | None]:
+    """Each metric arrays read, with each entity's series; None for one whose
+    read fails (as it would for each entity)."""
+    assert w.metric.model is not None
+    population = frames.population(entities, w.metric.model)
+    found: dict[syntax.Metric, list[tuple[Series, ...]] | None] = {}
+    for metric in metrics:
+        try:
+            found[metric] = vectorized.series_of(metric, frames, population, duration)
+        except vectorized.Unsupported:
+            continue
+        except ExpressionError:
+            found[metric] = None
+    return found
 
 
 def _read_metrics(w: Watched, duration: Duration) -> list[syntax.Metric]:

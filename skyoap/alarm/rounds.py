@@ -240,7 +240,7 @@ class Alarms:
                 listed_at = found.place.get(key)
                 if listed_at is None or not covered[listed_at]:
                     fired += self._step(b, w, key, None, False, minute)
-            taken = snapshots(w, [e for _, _, e in fired], duration, reader)
+            taken = snapshots(w, [e for _, _, e in fired], duration, reader, frames)
             for (b, at, _), read in zip(fired, taken, strict=True):
                 b.raised[at] = replace(b.raised[at], snapshot=read)
 

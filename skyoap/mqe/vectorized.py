@@ -41,7 +41,7 @@ from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, Me
 from skyoap.mqe.duration import Duration, DurationError
 from skyoap.mqe.entity import Entity
 from skyoap.mqe.reader import LabelSelector
-from skyoap.mqe.results import KeyValue
+from skyoap.mqe.results import KeyValue, Series
 from skyoap.storage.api import MetricsDAO
 
 MAX_MINUTE_ROWS = 200_000
@@ -270,6 +270,31 @@ def holding(
             hit = hit & series.exists
         out |= np.broadcast_to(hit, out.shape)
     return out, arrays.unsure
+
+
+def series_of(
+    metric: s.Metric, frames: Frames, population: Population, duration: Duration
+) -> list[tuple[Series, ...]]:
+    """The series ``Evaluator`` reads of ``metric`` for each entity of
+    ``population``, from the round's arrays. Unsupported where arrays do not
+    read it (a meter, a metric not measured, a minute of too many rows);
+    ExpressionError where the evaluator's read fails for every entity."""
+    definition = CATALOGUE.get(metric.name)
+    if definition is None or not supported(metric) or not definition.measured:
+        raise Unsupported(metric.name)
+    if any(e.missing(definition.scope) for e in population.entities):
+        raise Unsupported(f"an entity lacks a name {metric.name} needs")
+    value = _Arrays(frames, population, duration)._metric(metric)
+    ids = duration.point_ids
+    read = []
+    for i in range(len(population)):
+        read.append(tuple(
+            Series(one.labels, ids, tuple([v if p else None for v, p in zip(
+                one.values[i].tolist(), one.present[i].tolist(), strict=True)]))
+            for one in value.series
+            if one.exists is None or one.exists[i]
+        ))  # fmt: skip
+    return read
 
 
 class _Arrays:

@@ -23,6 +23,7 @@ from skyoap.alarm.evaluation import (
     held,
     held_all,
     period_ending,
+    snapshots,
     watched,
 )
 from skyoap.alarm.listings import Listings
@@ -511,3 +512,28 @@ def test_an_instance_and_an_endpoint_of_the_same_key_keep_their_names(tmp_path: 
         named.append((listing.keys, listing.names, listing.mine.tolist()))
     assert named == [(["shop\x1fx"], ["x of shop"], [True]), (["shop\x1fx"], ["x in shop"], [True])]
     opened.close()
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "sum(service_sla < 9000) >= 2",
+        "sum(service_percentile{p='50,75'} > 100) >= 1 || avg(service_cpm) > 1000",
+        "avg(service_percentile - service_resp_time) > 5",  # an entity with no rows has no percentiles
+        "sum(service_instance_percentile > 100) >= 1 || avg(instance_pvm_process_cpu_utilization) > 50",
+        "sum(service_relation_server_call_sla < 9500) >= 1",
+        "sum(service_relation_client_cpm > 1) >= 1",  # a side some relations lack
+    ],
+)  # fmt: skip
+def test_snapshots_read_from_the_rounds_arrays_are_those_read_one_by_one(
+    storage: OpenStorage, expression: str
+) -> None:
+    for period in (1, 3):
+        for minute in (FIRST, FIRST + 4, FIRST + MINUTES + 1):
+            w = watched(rule_of(expression, period))
+            duration = period_ending(minute, period)
+            found = entities(storage.metrics, w, duration)
+            frames = Frames(storage.metrics)
+            at_once = snapshots(w, found, duration, StoredMetrics(storage.metrics, {}), frames)
+            assert at_once == snapshots(w, found, duration, StoredMetrics(storage.metrics, {}))
+            assert len(at_once) == len(found)
