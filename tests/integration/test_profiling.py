@@ -48,6 +48,10 @@ ANALYZE = """query($q: [SegmentProfileAnalyzeQuery!]!) {
 }"""
 
 
+SAMPLES = 5
+"""The requests a task profiles on an instance, at most (the UI's form's default)."""
+
+
 class Asker:
     def __init__(self, node: Node) -> None:
         assert node.query_url is not None
@@ -82,7 +86,7 @@ def shop(node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]) -> I
 def request(**fields: Any) -> dict[str, Any]:
     return {
         "serviceId": SHOP, "endpointName": "/price", "duration": 1, "minDurationThreshold": 0,
-        "dumpPeriod": 10, "maxSamplingCount": 5, **fields,
+        "dumpPeriod": 10, "maxSamplingCount": SAMPLES, **fields,
     }  # fmt: skip
 
 
@@ -131,27 +135,38 @@ def profile(node: Node, port: int, task_id: str, page: Page, shots: Path) -> Non
         ]
 
     eventually(notified, timeout_s=60)
-    for _ in range(3):
-        assert get(f"http://127.0.0.1:{port}/price") == 200
 
+    # The agent starts the task a moment after it is given it, and profiles
+    # at most 5 requests (maxSamplingCount): ask until 5 are, then no more are.
     def profiled() -> list[dict[str, Any]]:
+        assert get(f"http://127.0.0.1:{port}/price") == 200
         segments: list[dict[str, Any]] = ask(SEGMENTS, t=task_id)["segments"]
-        return segments if len(segments) == 3 else []
+        return segments if len(segments) == SAMPLES else []
 
-    segments = eventually(profiled, timeout_s=60)
+    segments = eventually(profiled, timeout_s=120, interval_s=0.5)
     assert {(s["instanceName"], tuple(s["endpointNames"])) for s in segments} == {("shop-1", ("/price",))}
-    (span,) = segments[0]["spans"]
-    assert (span["serviceCode"], span["endpointName"], span["type"], span["profiled"]) == (
-        "shop", "/price", "Entry", True,
-    )  # fmt: skip
+    spans = [s["spans"][0] for s in segments]
+    assert {(x["serviceCode"], x["endpointName"], x["type"], x["profiled"]) for x in spans} == {
+        ("shop", "/price", "Entry", True),
+    }  # fmt: skip
 
-    window = {"start": span["startTime"], "end": span["endTime"]}
-    analysis = ask(ANALYZE, q=[{"segmentId": span["segmentId"], "timeRange": window}])["analysis"]
+    def analyzed(span: dict[str, Any]) -> dict[str, Any]:
+        window = {"start": span["startTime"], "end": span["endTime"]}
+        analysis: dict[str, Any] = ask(ANALYZE, q=[{"segmentId": span["segmentId"], "timeRange": window}])
+        return analysis["analysis"]
+
+    # The request whose dumps span the longest time: on a busy machine the
+    # agent's dumping thread may be let run only now and then.
+    def longest(pair: tuple[dict[str, Any], dict[str, Any]]) -> int:
+        return max((e["duration"] for t in pair[1]["trees"] for e in t["elements"]), default=-1)
+
+    span, analysis = max(((x, analyzed(x)) for x in spans), key=longest)
     assert analysis["tip"] is None
     (tree,) = analysis["trees"]
     elements = {e["id"]: e for e in tree["elements"]}
     (root,) = [e for e in elements.values() if e["parentId"] == "0"]
     (slow,) = [e for e in elements.values() if ".price_the_basket_slowly: " in e["codeSignature"]]
+    assert root["duration"] > 0 and root["count"] >= 2
     # Under the request's entry, with at least two thirds of the profiled time, all of it its own.
     ancestors = []
     parent = slow["parentId"]
@@ -161,7 +176,6 @@ def profile(node: Node, port: int, task_id: str, page: Page, shots: Path) -> Non
     assert any(".do_GET: " in a for a in ancestors), ancestors
     assert slow["duration"] * 3 >= root["duration"] * 2, (slow, root)
     assert slow["durationChildExcluded"] == slow["duration"]
-    assert slow["count"] >= 2
 
     # skyoap's CLI prints the same tree, each frame under its parent.
     code, printed = command("profile", "analyze", task_id, *storage_argv(node.config.storage))
@@ -170,11 +184,11 @@ def profile(node: Node, port: int, task_id: str, page: Page, shots: Path) -> Non
     block = printed[first : printed.index("", first)]
     (line,) = [p for p in block if ".price_the_basket_slowly: " in p]
     assert line.split()[:3] == [str(slow["duration"]), str(slow["durationChildExcluded"]), str(slow["count"])]
-    assert sum(p.startswith("segment ") for p in printed) == 3
+    assert sum(p.startswith("segment ") for p in printed) == SAMPLES
 
     # The UI draws the same tree, as a flame graph and as a table.
     open_page(page, f"{node.ui_url}#/profiling?service={SHOP}&task={task_id}", "profiling")
-    assert len(page.locator("table.segments tbody tr").all()) == 3
+    assert len(page.locator("table.segments tbody tr").all()) == SAMPLES
     redrawn(page, "profiling", lambda: page.click(f"table.segments tr[data-segment='{span['segmentId']}'] a"))
     frame = page.locator(".flame .frame", has_text="price_the_basket_slowly")
     assert [frame.get_attribute(k) for k in ("data-duration", "data-self", "data-count")] == [
