@@ -164,14 +164,11 @@ class Sampler:
         self._unread = RateLimitedLog(log)
         counted = instruments.counter(
             "skyoap_trace_sampling_segments_total",
-            "segments trace sampling kept or dropped, by why (rate, error, duration)",
+            "segments trace sampling kept or dropped, by why (rate, error, duration, profiling)",
             ["outcome", "reason"],
         )
-        self._counted = {
-            (kept, why): counted.labels(outcome="kept" if kept else "dropped", reason=why.value)
-            for kept in (True, False)
-            for why in Why
-        }
+        self._counted = {(True, why): counted.labels(outcome="kept", reason=why.value) for why in Why}
+        self._counted[False, Why.RATE] = counted.labels(outcome="dropped", reason=Why.RATE.value)
 
     def kept(self, segments: list[SegmentRecord]) -> list[SegmentRecord]:
         policies = self._policies()
