@@ -311,6 +311,20 @@ def test_each_instance_is_given_a_task_until_it_has_it_and_bad_dumps_are_refused
 
     assert eventually(stored) == [("seg-1", 0, '["main", "handle"]')]
 
+    def published() -> list[tuple[str, str, int]]:
+        storage = open_storage(node.config.storage)
+        try:
+            entries = [
+                r for b in storage.topics.bounds("profile")
+                for r in storage.topics.read("profile", b.partition, b.start, 100).records
+            ]  # fmt: skip
+        finally:
+            storage.close()
+        return [(r.key, r.value["task_id"], r.value["sequence"]) for r in entries]
+
+    # Published on the profile topic, for consumers and Spark.
+    assert eventually(published) == [("seg-1/0", task_id, 0)]
+
 
 def test_a_task_made_on_one_node_reaches_the_agents_polling_others(
     local_cluster: Callable[..., LocalCluster],
