@@ -477,7 +477,7 @@ def _add_profile_command(sub: argparse._SubParsersAction) -> None:
 
 def _profile(args: argparse.Namespace) -> int:
     from skyoap.deploy import profiling
-    from skyoap.query.context import QueryContext, TimesToLive
+    from skyoap.query.context import QueryContext
     from skyoap.storage.select import open_storage
     from skyoap.wiring.config import TtlConfig
 
@@ -490,9 +490,7 @@ def _profile(args: argparse.Namespace) -> int:
         return 0
     storage = open_storage(config)
     try:
-        t = TtlConfig()
-        ttl = TimesToLive(t.records_days, t.minute_metrics_days, t.hour_metrics_days, t.day_metrics_days,
-                          t.inactive_instance_days)  # fmt: skip
+        ttl = TtlConfig().as_read()
         context = QueryContext(storage.inventory, storage.metrics, storage.records, ttl, storage.state)
         if args.action == "create":
             settings = {

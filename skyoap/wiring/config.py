@@ -18,6 +18,7 @@ from skyoap.alarm.settings import SettingsError
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
 from skyoap.query.config import QueryConfig
+from skyoap.query.context import TimesToLive
 from skyoap.receiver import sampling
 from skyoap.receiver.segments import SEARCHABLE_LOG_TAGS, SEARCHABLE_TRACE_TAGS
 from skyoap.receiver.virtual import SlowThresholds, Thresholds
@@ -365,6 +366,16 @@ class TtlConfig:
                 f"--day-metrics-ttl-days ({self.day_metrics_days}): endpoints are found unused "
                 "by their day metrics"
             )
+
+    def as_read(self) -> TimesToLive:
+        """The times to live as the query endpoint answers and applies them."""
+        return TimesToLive(
+            self.records_days,
+            self.minute_metrics_days,
+            self.hour_metrics_days,
+            self.day_metrics_days,
+            self.inactive_instance_days,
+        )
 
     def ttl(self) -> Ttl:
         """The times to live (of a checked section)."""

@@ -34,7 +34,7 @@ from skyoap.model.stream import StreamTypes
 from skyoap.model.topics import Retention, Topic
 from skyoap.query.auth import HttpAuth
 from skyoap.query.connections import ConnectionLimits
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution
 from skyoap.query.promql.api import PromQLApi
 from skyoap.query.resolvers import resolvers
@@ -311,17 +311,14 @@ class Node:
     def _query_server(self, storage: OpenStorage, cluster: RedisCluster | StandaloneCluster) -> QueryServer:
         """SkyWalking's query protocol over what storage holds, on every role
         (each reads the storage its cluster shares)."""
-        q, ttl = self.config.query, self.config.ttl
-        kept = TimesToLive(
-            ttl.records_days,
-            ttl.minute_metrics_days,
-            ttl.hour_metrics_days,
-            ttl.day_metrics_days,
-            ttl.inactive_instance_days,
-        )
+        q = self.config.query
         # What a query reads, it reads within the query's deadline.
         context = QueryContext(
-            storage.inventory_within(q.deadline_s), storage.metrics, storage.records, kept, storage.state
+            storage.inventory_within(q.deadline_s),
+            storage.metrics,
+            storage.records,
+            self.config.ttl.as_read(),
+            storage.state,
         )
         execution = Execution(
             resolvers(),
@@ -337,7 +334,7 @@ class Node:
         tls = HttpsTls(q.tls_cert, q.tls_key) if q.tls_cert else None
         auth = HttpAuth(q.username, q.password, q.token) if q.username or q.token else None
         status = {
-            "/status/config/ttl": ttl_page(kept),
+            "/status/config/ttl": ttl_page(context.ttl),
             "/status/cluster/nodes": cluster_page(
                 lambda: [(n.address, n.is_self) for n in cluster.remote_nodes()]
             ),
