@@ -1,5 +1,5 @@
 # The two commands of the README. Each does its own set-up (deploy/install.sh).
-.PHONY: install install-node demo test test-busy lint bench profile screenshots
+.PHONY: install install-node lock demo test test-busy lint bench profile screenshots
 
 # What `make test` needs: the tools, Spark, Redis, Elasticsearch, the agents.
 install:
@@ -8,6 +8,12 @@ install:
 # What `make demo` needs: Python alone.
 install-node:
 	./deploy/install.sh node
+
+# Writes deploy/requirements/*.txt again after a change to pyproject.toml's
+# requirements or an .in file there, keeping every pin that still fits;
+# `deploy/lock.sh --upgrade` moves them all to the newest (CONTRIBUTING.md).
+lock: install
+	./deploy/lock.sh
 
 # The main job: a mixed node on the embedded storage, simulated agents registering
 # and heart-beating, and the registered inventory printed at the end.

@@ -3,6 +3,8 @@ nodes built on the storage a test asks for."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 from skyoap.deploy.cluster import LocalCluster
-from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.deploy.servers import ES_VERSION, ElasticsearchServer, RedisServer
 from skyoap.storage.config import StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
 from skyoap.wiring.config import NodeConfig
@@ -27,14 +29,30 @@ __all__ = ["browser", "shots"]
 process cannot start beside the first."""
 
 STORAGES = ["embedded", "elasticsearch"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Spark tests run first. PySpark starts its JVM by a fork that runs
-    Python in the child (a ``preexec_fn``); once gRPC's threads run in this
-    process, such a child can abort before it starts Java (SIGABRT, "Java
-    gateway process exited"). Analysts' jobs start Spark before anything else."""
-    items.sort(key=lambda item: "spark" not in getattr(item, "fixturenames", ()))
+def pytest_report_header() -> list[str]:
+    """The servers and clients the tests run that no lock pins: Debian serves
+    each package at its newest build alone, so when one changes under the
+    tests, the run says which."""
+    postgres = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+    programs = {
+        "Redis": (shutil.which("redis-server"), "--version"),
+        "PostgreSQL": (str(postgres[-1]) if postgres else None, "--version"),
+        "Chromium": (shutil.which("chromium"), "--version"),
+        "promtool": (str(ROOT / ".tools" / "promtool"), "--version"),
+        "Java": (shutil.which("java"), "-version"),
+    }
+    found = [f"Elasticsearch: {ES_VERSION} (pinned)"]
+    for name, (program, flag) in programs.items():
+        try:
+            done = subprocess.run([program or name, flag], capture_output=True, text=True, timeout=30)
+            said = (done.stdout or done.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            said = "not installed"
+        found.append(f"{name}: {said}")
+    return found
 
 
 @pytest.fixture(scope="session")

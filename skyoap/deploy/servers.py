@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 ES_VERSION = "8.19.21"
 ES_ARTIFACT = f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:{ES_VERSION}:zip"
+MAVEN_COPY = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy"
+"""The goal that fetches it, at a fixed version (``dependency:copy`` alone runs
+whichever version Maven Central has newest)."""
 UNPRIVILEGED_UID = 65534  # nobody: Elasticsearch refuses to run as root
 
 
@@ -77,7 +80,7 @@ def elasticsearch_home() -> Path:
         if mvn is None:
             raise ServerError("Maven (mvn) is needed to fetch Elasticsearch from Maven Central")
         subprocess.run(
-            [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={ES_ARTIFACT}", f"-DoutputDirectory={tmp}"],
+            [mvn, "-q", "-B", MAVEN_COPY, f"-Dartifact={ES_ARTIFACT}", f"-DoutputDirectory={tmp}"],
             check=True,
         )
         with zipfile.ZipFile(Path(tmp) / f"elasticsearch-{ES_VERSION}.zip") as z:
