@@ -17,8 +17,8 @@ from typing import Any
 from skyoap.model.metrics import minute_bucket
 from skyoap.model.records import AlarmRecord
 from skyoap.model.stream import Text, Words
-from skyoap.mqe import ids
 from skyoap.storage.api import RecordDAO
+from skyoap.vocabulary import ids
 
 SHOP = ids.service_id("shop", True)
 STOCK = ids.service_id("stock", True)

@@ -18,17 +18,17 @@ import numpy as np
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import SEP, Downsampling
 from skyoap.mqe import syntax, vectorized
-from skyoap.mqe.alarm_identity import AlarmScope
 from skyoap.mqe.arithmetic import ExpressionError, Flags
-from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
-from skyoap.mqe.duration import Duration, Step
-from skyoap.mqe.entity import Entity, Scope
 from skyoap.mqe.evaluator import Evaluator, reads
 from skyoap.mqe.parser import parse
 from skyoap.mqe.results import Series
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.vectorized import Frames, Population
 from skyoap.storage.api import MetricsDAO
+from skyoap.vocabulary.alarm_identity import AlarmScope
+from skyoap.vocabulary.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
+from skyoap.vocabulary.duration import Duration, Step
+from skyoap.vocabulary.entity import Entity, Scope
 
 
 class RuleError(ValueError):

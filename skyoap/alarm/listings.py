@@ -15,10 +15,10 @@ from skyoap.alarm.evaluation import Watched, entity_name, entity_names, entity_o
 from skyoap.alarm.settings import Rule
 from skyoap.model.metrics import SEP
 from skyoap.mqe.arithmetic import Flags
-from skyoap.mqe.duration import Duration
-from skyoap.mqe.entity import Entity
 from skyoap.mqe.vectorized import Frames, Population
 from skyoap.storage.api import MetricsDAO
+from skyoap.vocabulary.duration import Duration
+from skyoap.vocabulary.entity import Entity
 
 
 @dataclass(eq=False)

@@ -24,7 +24,7 @@ from skyoap.alarm.messages import AlarmMessage
 from skyoap.model.metrics import minute_bucket
 from skyoap.model.records import AlarmRecord
 from skyoap.model.stream import Text, Words
-from skyoap.mqe.alarm_identity import tag_terms
+from skyoap.vocabulary.alarm_identity import tag_terms
 
 
 @dataclass(frozen=True)

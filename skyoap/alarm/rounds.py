@@ -50,8 +50,6 @@ from skyoap.alarm.outbox import Entry, Handling
 from skyoap.alarm.settings import AlarmSettings
 from skyoap.alarm.states import Course, Notice, State, step
 from skyoap.model.records import AlarmRecord
-from skyoap.mqe.alarm_identity import AlarmScope, entity_ids
-from skyoap.mqe.entity import Entity
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.vectorized import Frames
 from skyoap.remote.selector import owner
@@ -61,6 +59,8 @@ from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.periodic import Periodic
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.storage.api import MetricsDAO, RecordDAO, StateStore
+from skyoap.vocabulary.alarm_identity import AlarmScope, entity_ids
+from skyoap.vocabulary.entity import Entity
 
 log = logging.getLogger(__name__)
 

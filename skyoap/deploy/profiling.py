@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from skyoap.deploy.tables import table, utc_ms
-from skyoap.mqe import ids
 from skyoap.query import profiling
 from skyoap.query.context import QueryContext
+from skyoap.vocabulary import ids
 
 
 def create(

@@ -28,10 +28,6 @@ from skyoap.mqe.arithmetic import (
     ExpressionError,
     combine,
 )
-from skyoap.mqe.catalogue import CATALOGUE, MetricDef, MetricsType
-from skyoap.mqe.duration import Duration, DurationError
-from skyoap.mqe.entity import Entity, Scope
-from skyoap.mqe.ids import endpoint_id, instance_id, service_id
 from skyoap.mqe.parser import MQEError, parse
 from skyoap.mqe.reader import (
     AttrCondition,
@@ -42,6 +38,10 @@ from skyoap.mqe.reader import (
     TopNCondition,
 )
 from skyoap.mqe.results import Evaluated, ExpressionResult, ExpressionResultType, Owner, Point, Series
+from skyoap.vocabulary.catalogue import CATALOGUE, MetricDef, MetricsType
+from skyoap.vocabulary.duration import Duration, DurationError
+from skyoap.vocabulary.entity import Entity, Scope
+from skyoap.vocabulary.ids import endpoint_id, instance_id, service_id
 
 RANKED_SCOPES = frozenset({Scope.SERVICE, Scope.SERVICE_INSTANCE, Scope.ENDPOINT})
 """What ``top_n`` ranks (SkyWalking's top lists of other scopes name no one)."""

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from skyoap.mqe.arithmetic import MATH, SERIES, SINGLE, ExpressionError, Floats
-from skyoap.mqe.duration import Step
 from skyoap.mqe.results import Evaluated, KeyValue, Point, Series
 from skyoap.mqe.syntax import Aggregation, Label, LabelsAggregation, MathFunction, Order, TrendFunction
+from skyoap.vocabulary.duration import Step
 
 
 def _java_order(value: float | None) -> tuple[bool, float]:

@@ -8,11 +8,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from skyoap.mqe.catalogue import Attribute, MetricDef
-from skyoap.mqe.duration import Duration
-from skyoap.mqe.entity import Entity
 from skyoap.mqe.results import KeyValue
 from skyoap.mqe.syntax import Label, Order
+from skyoap.vocabulary.catalogue import Attribute, MetricDef
+from skyoap.vocabulary.duration import Duration
+from skyoap.vocabulary.entity import Entity
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from skyoap.mqe.entity import Scope
+from skyoap.vocabulary.entity import Scope
 
 
 class ExpressionResultType(enum.Enum):

@@ -16,7 +16,11 @@ from typing import Any
 
 from skyoap.model.metrics import Downsampling, MeterMetrics, Metrics, minute_bucket
 from skyoap.model.records import SampledRecord
-from skyoap.mqe.catalogue import (
+from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, Sample, TopNCondition
+from skyoap.mqe.results import KeyValue
+from skyoap.mqe.syntax import Order
+from skyoap.storage.api import Equal, MetricsDAO, RecordDAO, RecordSearch
+from skyoap.vocabulary.catalogue import (
     ENTITY_COLUMNS,
     PERCENTILE_LABEL,
     Attribute,
@@ -24,12 +28,8 @@ from skyoap.mqe.catalogue import (
     MetricsType,
     meter,
 )
-from skyoap.mqe.duration import Duration
-from skyoap.mqe.entity import GENERAL, Entity, Scope
-from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, Sample, TopNCondition
-from skyoap.mqe.results import KeyValue
-from skyoap.mqe.syntax import Order
-from skyoap.storage.api import Equal, MetricsDAO, RecordDAO, RecordSearch
+from skyoap.vocabulary.duration import Duration
+from skyoap.vocabulary.entity import GENERAL, Entity, Scope
 
 MAX_ROWS = 9_999
 """The most rows one read of a metric may take: one more is asked for, to

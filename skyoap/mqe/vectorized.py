@@ -37,12 +37,12 @@ from skyoap.mqe.arithmetic import (
     Floats,
     paired,
 )
-from skyoap.mqe.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
-from skyoap.mqe.duration import Duration, DurationError
-from skyoap.mqe.entity import Entity
 from skyoap.mqe.reader import LabelSelector
 from skyoap.mqe.results import KeyValue, Series
 from skyoap.storage.api import MetricsDAO
+from skyoap.vocabulary.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
+from skyoap.vocabulary.duration import Duration, DurationError
+from skyoap.vocabulary.entity import Entity
 
 MAX_MINUTE_ROWS = 200_000
 """The most rows of one model a minute's read takes; the rules reading a

@@ -16,12 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import AlarmRecord
-from skyoap.mqe.alarm_identity import AlarmScope, entity_ids
-from skyoap.mqe.entity import GENERAL, Entity, Scope, entity_of
 from skyoap.query import events, record_tags
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
+from skyoap.vocabulary.alarm_identity import AlarmScope, entity_ids
+from skyoap.vocabulary.entity import GENERAL, Entity, Scope, entity_of
 
 MAX_ENTITIES = 100
 """The most entities one ``queryAlarms`` filters by: each adds its ids to the search."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from skyoap.mqe import ids
+from skyoap.vocabulary import ids
 
 UNDEFINED = "UNDEFINED"
 """SkyWalking's layer of a node its metadata does not list: a service known

@@ -8,7 +8,7 @@ are MQE, and tabs holding widgets in turn. The UI keys a dashboard by
 skyoap's dashboards are of the GENERAL layer and of the databases, caches
 and message brokers services call (VIRTUAL_DATABASE, VIRTUAL_CACHE,
 VIRTUAL_MQ), drawing the metrics skyoap
-measures (``mqe/catalogue.py``) and the meters SkyWalking's Python agent
+measures (``vocabulary/catalogue.py``) and the meters SkyWalking's Python agent
 reports under their own names, laid out as SkyWalking lays out its own. They
 are the defaults users change (``ui_templates.py``)."""
 
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from skyoap.mqe.entity import GENERAL
 from skyoap.query.context import QueryContext
 from skyoap.query.metadata import list_services
+from skyoap.vocabulary.entity import GENERAL
 
 Widget = dict[str, Any]
 

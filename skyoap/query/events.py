@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from skyoap.model.records import EventRecord
-from skyoap.mqe import ids
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
+from skyoap.vocabulary import ids
 
 MAX_REPORTS = 10_000
 """The most reports one query reads, before they are merged into events: as

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from skyoap.model.records import LogRecord
-from skyoap.mqe import ids
-from skyoap.mqe.ids import endpoint_names, instance_names, service_name
 from skyoap.query import conditions, record_tags
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.storage.api import RecordSearch
+from skyoap.vocabulary import ids
+from skyoap.vocabulary.ids import endpoint_names, instance_names, service_name
 
 
 def supports_keywords(context: QueryContext) -> bool:

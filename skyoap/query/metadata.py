@@ -24,11 +24,11 @@ from skyoap.model.metrics import (
     MQAccessMetrics,
     MQEndpointAccessMetrics,
 )
-from skyoap.mqe import ids
-from skyoap.mqe.duration import Duration
-from skyoap.mqe.entity import GENERAL
 from skyoap.query.context import QueryContext
 from skyoap.runtime import clock
+from skyoap.vocabulary import ids
+from skyoap.vocabulary.duration import Duration
+from skyoap.vocabulary.entity import GENERAL
 
 DAY_MS = 86_400_000
 

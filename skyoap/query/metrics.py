@@ -11,18 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyoap.mqe.arithmetic import ExpressionError
-from skyoap.mqe.catalogue import (
-    CATALOGUE,
-    MetricDef,
-)
-from skyoap.mqe.duration import Duration
-from skyoap.mqe.entity import Entity, entity_of
 from skyoap.mqe.evaluator import Evaluator, reads
 from skyoap.mqe.parser import parse
 from skyoap.mqe.results import Evaluated, ExpressionResultType
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.syntax import Expression
 from skyoap.query.context import QueryContext
+from skyoap.vocabulary.catalogue import (
+    CATALOGUE,
+    MetricDef,
+)
+from skyoap.vocabulary.duration import Duration
+from skyoap.vocabulary.entity import Entity, entity_of
 
 
 def exec_expressions(context: QueryContext, asked: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,16 +12,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyoap.mqe import ids
-from skyoap.mqe.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricDef, MetricsType
-from skyoap.mqe.duration import Duration, PointOfTime
-from skyoap.mqe.entity import Entity, Scope, entity_of
 from skyoap.mqe.evaluator import RANKED_SCOPES, ranked_name
 from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
 from skyoap.mqe.results import KeyValue
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.syntax import Order
 from skyoap.query.context import QueryContext
+from skyoap.vocabulary import ids
+from skyoap.vocabulary.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricDef, MetricsType
+from skyoap.vocabulary.duration import Duration, PointOfTime
+from skyoap.vocabulary.entity import Entity, Scope, entity_of
 
 MAX_TOP_N = 1000
 """The longest list ``sortMetrics`` answers."""

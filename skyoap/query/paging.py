@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyoap.model.metrics import minute_bucket
-from skyoap.mqe.duration import Duration
+from skyoap.vocabulary.duration import Duration
 
 MAX_PAGE_SIZE = 1000
 """The most rows one page of traces or logs holds."""

@@ -19,7 +19,6 @@ from typing import Any
 
 from skyoap.model.profiling import MAX_TASKS, ProfileTask, check
 from skyoap.model.records import ProfileSnapshotRecord, SegmentRecord
-from skyoap.mqe import ids
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import MAX_DEPTH
 from skyoap.query.segment_data import UndecodableSegment, decode_segment
@@ -27,6 +26,7 @@ from skyoap.query.traces import span_answer
 from skyoap.runtime import clock
 from skyoap.storage import profiling
 from skyoap.storage.api import RecordSearch, StateStore
+from skyoap.vocabulary import ids
 
 MAX_ANALYZED = MAX_DEPTH - 1
 """The most dumps one analysis reads (SkyWalking's ``maxSizeOfAnalyzeProfileSnapshot`` is

@@ -30,13 +30,13 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceRelationMetrics,
 )
-from skyoap.mqe import ids
-from skyoap.mqe.duration import Duration
 from skyoap.query import conditions
 from skyoap.query.components import component_name, priority, server_name
 from skyoap.query.conditions import UNDEFINED
 from skyoap.query.context import QueryContext
 from skyoap.query.metadata import VIRTUAL_LAYERS
+from skyoap.vocabulary import ids
+from skyoap.vocabulary.duration import Duration
 
 MAX_ROWS = 10_000
 """A topology is built from fewer relation rows (one per relation and time

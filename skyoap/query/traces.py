@@ -10,13 +10,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import SegmentRecord
-from skyoap.mqe.ids import endpoint_names, instance_names, service_name
 from skyoap.query import conditions, record_tags
 from skyoap.query.components import component_name
 from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.query.segment_data import StoredSegment, StoredSpan, UndecodableSegment, decode_segment
 from skyoap.storage.api import RecordSearch
+from skyoap.vocabulary.ids import endpoint_names, instance_names, service_name
 
 log = logging.getLogger(__name__)
 

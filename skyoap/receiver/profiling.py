@@ -11,10 +11,10 @@ import time
 from collections import OrderedDict
 
 from skyoap.model.profiling import Operation, ProfileTask, TaskLog
-from skyoap.mqe import ids
 from skyoap.runtime import clock
 from skyoap.storage import profiling
 from skyoap.storage.api import StateStore
+from skyoap.vocabulary import ids
 
 REFRESH_S = 5.0
 

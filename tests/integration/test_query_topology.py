@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from skyoap.model.metrics import Downsampling, EndpointRelationMetrics, minute_bucket
-from skyoap.mqe.duration import Step
 from skyoap.storage.config import StorageConfig
 from skyoap.storage.select import open_storage
+from skyoap.vocabulary.duration import Step
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually

@@ -19,12 +19,12 @@ from skyoap.model.metrics import (
     ServiceMetrics,
 )
 from skyoap.model.records import RECORD_TYPES
-from skyoap.mqe.alarm_identity import entity_ids
-from skyoap.mqe.entity import Entity, Scope
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.vocabulary.alarm_identity import entity_ids
+from skyoap.vocabulary.entity import Entity, Scope
 from tests.unit.test_query_reads import calls
 
 START = datetime.datetime(2026, 11, 24, 10, 0, tzinfo=datetime.UTC)

@@ -45,9 +45,6 @@ from skyoap.model.metrics import (
 )
 from skyoap.model.records import RECORD_TYPES
 from skyoap.mqe import vectorized
-from skyoap.mqe.catalogue import MetricDef
-from skyoap.mqe.duration import Duration
-from skyoap.mqe.entity import Entity
 from skyoap.mqe.parser import parse
 from skyoap.mqe.reader import LabelSelector
 from skyoap.mqe.stored import StoredMetrics
@@ -56,6 +53,9 @@ from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.vocabulary.catalogue import MetricDef
+from skyoap.vocabulary.duration import Duration
+from skyoap.vocabulary.entity import Entity
 from tests.unit.test_alarm_evaluation import FIRST, bucket
 
 MINUTES = 8

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from skyoap.model.metrics import Downsampling
-from skyoap.mqe.duration import Duration, DurationError, PointOfTime, Step
+from skyoap.vocabulary.duration import Duration, DurationError, PointOfTime, Step
 
 MINUTE_1900 = 1_795_287_600_000
 """2026-11-21 19:00 UTC in epoch ms."""

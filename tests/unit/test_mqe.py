@@ -20,12 +20,7 @@ from skyoap.model.metrics import (
     latency_bucket,
     merge_into,
 )
-from skyoap.mqe import catalogue
-from skyoap.mqe.catalogue import ENTITY_COLUMNS, MetricDef, MetricsType
-from skyoap.mqe.duration import Duration, Step
-from skyoap.mqe.entity import Entity, Scope
 from skyoap.mqe.evaluator import execute
-from skyoap.mqe.ids import endpoint_id, instance_id, service_id
 from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, Sample, TopNCondition
 from skyoap.mqe.results import (
     ExpressionResult,
@@ -38,6 +33,11 @@ from skyoap.mqe.results import (
     format_value,
 )
 from skyoap.mqe.syntax import Order
+from skyoap.vocabulary import catalogue
+from skyoap.vocabulary.catalogue import ENTITY_COLUMNS, MetricDef, MetricsType
+from skyoap.vocabulary.duration import Duration, Step
+from skyoap.vocabulary.entity import Entity, Scope
+from skyoap.vocabulary.ids import endpoint_id, instance_id, service_id
 
 SINGLE = ExpressionResultType.SINGLE_VALUE
 SERIES = ExpressionResultType.TIME_SERIES_VALUES

@@ -13,13 +13,13 @@ import graphql
 import pytest
 
 from skyoap.model.records import RECORD_TYPES, AlarmRecord
-from skyoap.mqe import ids
 from skyoap.query import alarms
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.api import RecordSearch
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.vocabulary import ids
 from tests import alarm_records
 from tests.alarm_records import SHOP, SHOP_INST, STOCK
 from tests.unit.test_query_schema import CLIENT_QUERIES

@@ -21,12 +21,12 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceRelationMetrics,
 )
-from skyoap.mqe import ids
 from skyoap.query import topology
 from skyoap.query.context import QueryContext, TimesToLive
 from skyoap.query.execution import Execution, Outcome, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.api import M, check_where
+from skyoap.vocabulary import ids
 from tests.unit.fakes import MemoryInventoryDAO, MemoryMetricsDAO
 
 A, B, D = "QQ==.1", "Qg==.1", "RA==.1"

@@ -13,7 +13,6 @@ import pytest
 
 from skyoap.model.records import LogRecord, SegmentRecord
 from skyoap.model.stream import ColumnType, Text, Words
-from skyoap.mqe.ids import BadId, service_name
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query import logs, traces
 from skyoap.query.context import QueryContext, TimesToLive
@@ -31,6 +30,7 @@ from skyoap.receiver.skywalking import segment_of
 from skyoap.storage.api import RecordSearch
 from skyoap.storage.embedded.db import Database
 from skyoap.storage.embedded.records import EmbeddedRecordDAO
+from skyoap.vocabulary.ids import BadId, service_name
 from tests.unit.fakes import MemoryInventoryDAO, MemoryMetricsDAO
 
 T0 = int(datetime.datetime(2026, 11, 21, 19, 5, tzinfo=datetime.UTC).timestamp() * 1000)

@@ -24,10 +24,6 @@ from typing import Any
 import promql_parser as pp
 
 from skyoap.model.layers import LAYERS
-from skyoap.mqe import ids
-from skyoap.mqe.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricsType
-from skyoap.mqe.duration import SERVER_ZONE
-from skyoap.mqe.entity import Scope
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.query import metadata
 from skyoap.query.context import QueryContext
@@ -46,6 +42,10 @@ from skyoap.query.promql.evaluation import (
     parse,
 )
 from skyoap.runtime import clock
+from skyoap.vocabulary import ids
+from skyoap.vocabulary.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricsType
+from skyoap.vocabulary.duration import SERVER_ZONE
+from skyoap.vocabulary.entity import Scope
 
 PREFIX = "/api/v1/"
 MAX_POINTS = 11_000

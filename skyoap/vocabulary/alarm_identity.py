@@ -8,8 +8,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-from skyoap.mqe import ids
-from skyoap.mqe.entity import Entity, Scope
+from skyoap.vocabulary import ids
+from skyoap.vocabulary.entity import Entity, Scope
 
 
 class AlarmScope(enum.Enum):

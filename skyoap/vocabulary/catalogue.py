@@ -36,7 +36,7 @@ from skyoap.model.metrics import (
     ServiceMetrics,
     ServiceRelationMetrics,
 )
-from skyoap.mqe.entity import Entity, Scope
+from skyoap.vocabulary.entity import Entity, Scope
 
 
 class MetricsType(enum.Enum):
