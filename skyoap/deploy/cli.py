@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import logging
 import os
 import re
 import signal
@@ -16,31 +15,24 @@ from typing import TYPE_CHECKING
 
 from skyoap.deploy.options import add_options, config_from
 from skyoap.deploy.servers import ServerError
-from skyoap.runtime import descriptors
-
-if TYPE_CHECKING:
-    from skyoap.deploy.cluster import NodeProcess
-    from skyoap.deploy.supervisor import Supervisor
-    from skyoap.wiring.node import Node
 from skyoap.remote.cluster import Role
-from skyoap.runtime.collector import tune_collector
-from skyoap.runtime.malloc import tune_allocator
+from skyoap.runtime.process import Serving, prepare
 from skyoap.storage.api import StorageError
 from skyoap.storage.config import StorageConfig
 from skyoap.wiring.config import NodeConfig
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
+if TYPE_CHECKING:
+    from skyoap.deploy.cluster import NodeProcess
 
 
 def _node(args: argparse.Namespace) -> int:
     from skyoap.wiring.node import Node
 
     config = config_from(args, NodeConfig)
-    descriptors.raise_limit()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    node: Node | Supervisor
+    node: Serving
     if config.server.processes > 1:
         from skyoap.deploy.supervisor import Supervisor
 
@@ -551,13 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    tune_allocator()  # before any thread starts
-    tune_collector()
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format=LOG_FORMAT,
-    )
+    prepare(str(args.log_level))
     try:
         return int(args.run(args))
     except (ValueError, OSError, StorageError, ServerError) as e:

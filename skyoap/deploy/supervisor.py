@@ -36,11 +36,9 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from skyoap.query.config import OFF
-from skyoap.runtime import descriptors
 from skyoap.runtime.admin import AdminServer
-from skyoap.runtime.collector import tune_collector
 from skyoap.runtime.instruments import Instruments
-from skyoap.runtime.malloc import tune_allocator
+from skyoap.runtime.process import WORKER_LOG_FORMAT, prepare
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.runtime.retry import RetryPolicy
 from skyoap.runtime.scrape import PROCESS, exposition, read_text
@@ -75,16 +73,9 @@ def serve(config: NodeConfig, index: int, parent: Connection, log_level: str) ->
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    from skyoap.deploy.cli import LOG_FORMAT
     from skyoap.wiring.node import Node
 
-    tune_allocator()
-    tune_collector()
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper(), logging.INFO),
-        format=LOG_FORMAT.replace("[%(threadName)s]", "[%(processName)s %(threadName)s]"),
-    )
-    descriptors.raise_limit()
+    prepare(log_level, WORKER_LOG_FORMAT)
     try:
         node = Node(config, process=index).start()
     except Exception as e:
