@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skyoap.model.records import SegmentRecord
+from skyoap.model.spans import RefType, SpanKind, SpanLayer
 from skyoap.query import conditions, record_tags
 from skyoap.query.components import component_name
 from skyoap.query.context import QueryContext
@@ -22,10 +23,6 @@ log = logging.getLogger(__name__)
 
 MAX_TRACE_SEGMENTS = 10_000
 """The most segments of one trace read (what Elasticsearch reads of a search by default)."""
-
-SPAN_TYPES = ("Entry", "Exit", "Local")
-LAYERS = ("Unknown", "Database", "RPCFramework", "Http", "MQ", "Cache", "FAAS")
-REF_TYPES = ("CROSS_PROCESS", "CROSS_THREAD")
 
 
 class TraceState(enum.Enum):
@@ -174,10 +171,6 @@ def _order(item: tuple[StoredSegment, StoredSpan]) -> tuple[int, str, int]:
     return span.start_time, seg.segment_id, span.span_id
 
 
-def _name(names: Sequence[str], index: int) -> str:
-    return names[index] if 0 <= index < len(names) else names[0]
-
-
 def span_answer(seg: StoredSegment, span: StoredSpan, depth: int) -> dict[str, Any]:
     """A ``Span`` of the protocol, ``depth`` deep in its trace's tree."""
     return {
@@ -190,7 +183,7 @@ def span_answer(seg: StoredSegment, span: StoredSpan, depth: int) -> dict[str, A
                 "traceId": r.trace_id,
                 "parentSegmentId": r.parent_segment_id,
                 "parentSpanId": r.parent_span_id,
-                "type": _name(REF_TYPES, r.ref_type),
+                "type": RefType.label_of(r.ref_type),
             }
             for r in span.refs
         ],
@@ -199,11 +192,11 @@ def span_answer(seg: StoredSegment, span: StoredSpan, depth: int) -> dict[str, A
         "startTime": span.start_time,
         "endTime": span.end_time,
         "endpointName": span.operation,
-        "type": _name(SPAN_TYPES, span.kind),
+        "type": SpanKind.label_of(span.kind),
         "peer": span.peer,
         "component": component_name(span.component_id),
         "isError": span.is_error,
-        "layer": _name(LAYERS, span.layer),
+        "layer": SpanLayer.label_of(span.layer),
         "tags": [{"key": k, "value": v} for k, v in span.tags],
         "logs": [
             {"time": entry.time, "data": [{"key": k, "value": v} for k, v in entry.data]}

@@ -1,6 +1,7 @@
 /* The receiver's optional accelerator: a SkyWalking v3 SegmentObject's bytes
- * read into the spans ``segments.py`` analyses, in one pass, checked by the
- * rules ``segments.check`` applies.
+ * read into the spans ``spans.py`` declares, in one pass, checked by the
+ * rules of ``spans.SegmentRules``: its limits come with each call, the
+ * constants it checks by once, when ``spans.py`` binds it.
  *
  * ``scan`` answers only for a segment it can take whole: one that decodes
  * plainly and passes every rule. For anything else (a rule broken, bytes it
@@ -15,7 +16,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#define MAX_SEARCHABLE_TAG_CHARS 256 /* segments.MAX_SEARCHABLE_TAG_CHARS */
 #define MAX_SEARCHABLE_KEYS 64
 #define MAX_DETAIL_KEYS 16
 #define MAX_DETAILS 32 /* a span with more is left to the pure-Python path */
@@ -39,6 +39,11 @@ typedef struct {
 } Rules;
 
 static PyTypeObject *span_type, *ref_type;
+
+/* Set by ``bind``: the longest searchable ``key=value``, and how many span
+ * kinds, span layers and reference types there are (each numbered from 0). */
+static Py_ssize_t max_tag_chars;
+static long long span_kinds, span_layers, ref_types;
 
 /* Reading the wire format; each returns 0 on bytes it does not read. */
 
@@ -142,7 +147,7 @@ static PyObject *scan_ref(const Rules *rules, Slice body) {
         } else if (!skip(&r, wire_type))
             return Py_None;
     }
-    if (!ok || (ref_kind != 0 && ref_kind != 1))
+    if (!ok || ref_kind < 0 || ref_kind >= ref_types)
         return Py_None;
     for (int i = 0; i < 4; i++)
         if (!name_passes(rules, names[i], 0))
@@ -187,7 +192,7 @@ static int among(const Slice *keys, Py_ssize_t n, Slice key) {
 }
 
 /* Adds ``key=value`` to ``tags`` when the key is searchable and the whole is
- * short enough to be searched by (segments.searchable_tags). */
+ * short enough to be searched by (spans.searchable_tags). */
 static int add_tag(const Rules *rules, Slice key, Slice value, PyObject *tags) {
     if (!among(rules->keys, rules->nkeys, key))
         return 1;
@@ -197,7 +202,7 @@ static int add_tag(const Rules *rules, Slice key, Slice value, PyObject *tags) {
     Py_XDECREF(v);
     if (tag == NULL)
         return -1;
-    int failed = PyUnicode_GET_LENGTH(tag) <= MAX_SEARCHABLE_TAG_CHARS && PySet_Add(tags, tag) < 0;
+    int failed = PyUnicode_GET_LENGTH(tag) <= max_tag_chars && PySet_Add(tags, tag) < 0;
     Py_DECREF(tag);
     return failed ? -1 : 1;
 }
@@ -253,7 +258,7 @@ static int read_span(const Rules *rules, Slice body, SpanFields *s, PyObject *ta
         } else if (!skip(&r, wire_type))
             return 0;
     }
-    return ok && s->kind >= 0 && s->kind <= 2 && s->layer >= 0 && s->layer <= 6 &&
+    return ok && s->kind >= 0 && s->kind < span_kinds && s->layer >= 0 && s->layer < span_layers &&
            rules->earliest <= s->start && s->start <= s->end && s->end <= rules->latest &&
            s->nrefs <= rules->max_refs && s->ntags <= rules->max_tags &&
            name_passes(rules, s->operation, 0) && name_passes(rules, s->peer, 0);
@@ -447,7 +452,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     long long max_past, max_future, now_ms;
     Rules rules;
     if (span_type == NULL)
-        return PyErr_Format(PyExc_RuntimeError, "bind(Span, SpanRef) first");
+        return PyErr_Format(PyExc_RuntimeError, "bind(Span, SpanRef, constants) first");
     if (!PyArg_ParseTuple(args, "y*(nnnnLLO!O!)L", &data, &rules.max_spans, &rules.max_refs, &rules.max_tags,
                           &rules.max_name, &max_past, &max_future, &PyTuple_Type, &keys, &PyTuple_Type,
                           &detail_keys, &now_ms))
@@ -469,19 +474,28 @@ static PyObject *scan(PyObject *module, PyObject *args) {
 
 static PyObject *bind(PyObject *module, PyObject *args) {
     PyObject *span, *ref;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &span, &PyType_Type, &ref))
+    Py_ssize_t tag_chars;
+    long long kinds, layers, refs;
+    if (!PyArg_ParseTuple(args, "O!O!(nLLL)", &PyType_Type, &span, &PyType_Type, &ref, &tag_chars, &kinds, &layers,
+                          &refs))
         return NULL;
     if (!PyType_IsSubtype((PyTypeObject *)span, &PyTuple_Type) ||
         !PyType_IsSubtype((PyTypeObject *)ref, &PyTuple_Type))
         return PyErr_Format(PyExc_TypeError, "Span and SpanRef must be named tuples");
     Py_XSETREF(span_type, (PyTypeObject *)Py_NewRef(span));
     Py_XSETREF(ref_type, (PyTypeObject *)Py_NewRef(ref));
+    max_tag_chars = tag_chars;
+    span_kinds = kinds;
+    span_layers = layers;
+    ref_types = refs;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, scan_doc},
-    {"bind", bind, METH_VARARGS, "bind(Span, SpanRef): the named tuples ``scan`` builds."},
+    {"bind", bind, METH_VARARGS,
+     "bind(Span, SpanRef, (max_tag_chars, span_kinds, span_layers, ref_types)): the named tuples ``scan``\n"
+     "builds, and the constants it checks by."},
     {NULL, NULL, 0, NULL},
 };
 

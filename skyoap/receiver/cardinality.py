@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from skyoap.model.inventory import OTHER, Inventory, ServiceInventory
-from skyoap.receiver.segments import ENTRY, EXIT, Segment, SpanRef
+from skyoap.model.spans import ENTRY, EXIT, Segment, SpanRef
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.ratelimit import RateLimitedLog
 from skyoap.storage.api import StorageError

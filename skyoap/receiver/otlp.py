@@ -40,6 +40,7 @@ from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
 from skyoap.model.metrics import MeterMetrics, add_to, minute_bucket
 from skyoap.model.records import LogRecord
+from skyoap.model.spans import SpanKind, SpanLayer, searchable_tags
 from skyoap.model.stream import Words
 from skyoap.proto.otlp import (
     common_pb2,
@@ -55,7 +56,7 @@ from skyoap.proto.skywalking import common_pb2 as sw_common_pb2
 from skyoap.proto.skywalking import tracing_pb2
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals
-from skyoap.receiver.segments import Call, Caller, Calls, SpanKind, searchable_tags
+from skyoap.receiver.segments import Call, Caller, Calls
 from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, TraceSegmentReportService
 from skyoap.runtime import clock
 from skyoap.runtime.budget import Overloaded, memory_size
@@ -74,10 +75,14 @@ KINDS = {
 HAS_IS_REMOTE, IS_REMOTE = 0x100, 0x200
 """The span flags' bits saying whether the parent's remoteness is known, and whether it is remote."""
 
-LAYERS = (("db.system", 1), ("rpc.system", 2), ("http.request.method", 3), ("http.method", 3),
-          ("messaging.system", 4))  # fmt: skip
-"""The attribute that marks a span's layer, first match: SkyWalking's Database,
-RPCFramework, Http and MQ (otherwise Unknown)."""
+LAYERS = (
+    ("db.system", SpanLayer.DATABASE.value),
+    ("rpc.system", SpanLayer.RPC_FRAMEWORK.value),
+    ("http.request.method", SpanLayer.HTTP.value),
+    ("http.method", SpanLayer.HTTP.value),
+    ("messaging.system", SpanLayer.MQ.value),
+)
+"""The attribute that marks a span's layer, first match (otherwise Unknown)."""
 
 
 def text_of(value: common_pb2.AnyValue) -> str:

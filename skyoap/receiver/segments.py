@@ -9,12 +9,9 @@ database or a cache for it, with its slow calls sampled."""
 from __future__ import annotations
 
 import base64
-import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from skyoap.model.checks import CONTROL_CHARACTERS, Reason, Refused, TelemetryLimits
 from skyoap.model.inventory import OTHER, DetectPoint
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
@@ -36,6 +33,7 @@ from skyoap.model.metrics import (
     minute_bucket,
 )
 from skyoap.model.records import SampledRecord, SegmentRecord
+from skyoap.model.spans import CROSS_PROCESS, ENTRY, EXIT, Segment, Span, SpanLayer, SpanRef
 from skyoap.model.stream import Text
 from skyoap.receiver import virtual
 
@@ -45,189 +43,7 @@ USER = "User"
 """The caller of an entry span no other traced service called (SkyWalking's name)."""
 
 
-class SpanKind(enum.IntEnum):  # the protocol's SpanType
-    ENTRY = 0
-    EXIT = 1
-    LOCAL = 2
-
-
-ENTRY, EXIT = SpanKind.ENTRY, SpanKind.EXIT
-"""The members hot loops compare with: a module's name is found faster than
-an enum class's attribute."""
-SPAN_LAYERS = range(7)  # Unknown, Database, RPCFramework, Http, MQ, Cache, FAAS
-REF_TYPES = range(2)  # CrossProcess, CrossThread
-CROSS_PROCESS = 0
 SERVER, CLIENT = DetectPoint.SERVER.value, DetectPoint.CLIENT.value
-
-
-# Spans and references are named tuples rather than frozen dataclasses: a node
-# builds millions of them, and a tuple is built in a third of the time.
-class SpanRef(NamedTuple):
-    ref_type: int
-    parent_service: str
-    parent_instance: str
-    parent_endpoint: str
-    address: str
-    """The address the caller used to reach this service."""
-
-
-class Span(NamedTuple):
-    kind: int
-    layer: int
-    start_time: int
-    end_time: int
-    operation: str
-    peer: str
-    is_error: bool
-    skip_analysis: bool
-    refs: tuple[SpanRef, ...]
-    tags: int
-    """How many tags the span carries (they stay in the segment's data)."""
-    component: int = 0
-    """The library that made the span, by SkyWalking's id (``Flask``: 7001)."""
-    details: tuple[tuple[str, str], ...] = ()
-    """Its tags of ``DETAIL_KEYS``, in their order: what a database, cache or
-    queue it called is measured by."""
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    trace_id: str
-    segment_id: str
-    service: str
-    instance: str
-    spans: tuple[Span, ...]
-    data: bytes
-    """The segment as the agent encoded it."""
-    tags: tuple[str, ...] = ()
-    """Its spans' searchable tags, ``key=value``, distinct and sorted (``searchable_tags``)."""
-
-
-SEARCHABLE_TRACE_TAGS = (
-    "http.method",
-    "http.status_code",
-    "rpc.status_code",
-    "db.type",
-    "db.instance",
-    "mq.queue",
-    "mq.topic",
-    "mq.broker",
-)
-"""SkyWalking's default ``searchableTracesTags``: the span tags traces are found by."""
-
-DETAIL_KEYS = (
-    "db.type",
-    "db.statement",
-    "cache.type",
-    "cache.op",
-    "cache.cmd",
-    "cache.key",
-    "mq.topic",
-    "mq.queue",
-    "transmission.latency",
-)
-"""The tags (SkyWalking's names) spans keep for their analysis (``Span.details``)."""
-
-SEARCHABLE_LOG_TAGS = ("level", "http.status_code")
-"""SkyWalking's default ``searchableLogsTags``: the tags log lines are found by."""
-
-MAX_SEARCHABLE_TAG_CHARS = 256
-"""The longest ``key=value`` kept searchable; a longer one (a whole URL, a
-statement) stays in the segment's data but is not searched by."""
-
-
-def searchable_tags(pairs: Iterable[tuple[str, str]], keys: frozenset[str]) -> tuple[str, ...]:
-    """The ``key=value`` of the ``pairs`` whose key is one of ``keys``, distinct and sorted."""
-    found = {f"{k}={v}" for k, v in pairs if k in keys}
-    return tuple(sorted(t for t in found if len(t) <= MAX_SEARCHABLE_TAG_CHARS))
-
-
-def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
-    """Raises Refused if the segment cannot be analysed as it is."""
-    if not _passes(segment, limits, now_ms):
-        _refuse(segment, limits, now_ms)
-
-
-_KINDS = frozenset(SpanKind)
-
-
-def _passes(segment: Segment, limits: TelemetryLimits, now_ms: int) -> bool:
-    """Whether every rule of ``_refuse`` holds, judged at once: one pass over
-    the spans, one search of all names for a control character."""
-    spans = segment.spans
-    if not spans or len(spans) > limits.max_spans_per_segment:
-        return False
-    names = [segment.trace_id, segment.segment_id, segment.service, segment.instance]
-    if not all(names):
-        return False
-    earliest, latest = now_ms - limits.max_past_ms, now_ms + limits.max_future_ms
-    for span in spans:
-        if (
-            span.kind not in _KINDS
-            or span.layer not in SPAN_LAYERS
-            or not earliest <= span.start_time <= span.end_time <= latest
-            or len(span.refs) > limits.max_refs_per_span
-            or span.tags > limits.max_tags_per_item
-        ):
-            return False
-        names += (span.operation, span.peer)
-        for ref in span.refs:
-            if ref.ref_type not in REF_TYPES:
-                return False
-            names += ref[1:]
-    return max(map(len, names)) <= limits.max_name_length and not CONTROL_CHARACTERS.search("".join(names))
-
-
-def _refuse(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
-    """Raises the first rule the segment breaks, saying where."""
-    limits.name("traceId", segment.trace_id)
-    limits.name("traceSegmentId", segment.segment_id)
-    limits.name("service", segment.service)
-    limits.name("serviceInstance", segment.instance)
-    if not segment.spans:
-        raise Refused(Reason.NO_SPANS, f"segment {segment.segment_id} has no spans")
-    limits.at_most(
-        f"spans of segment {segment.segment_id}",
-        len(segment.spans),
-        limits.max_spans_per_segment,
-        "--max-spans-per-segment",
-    )
-    for span in segment.spans:
-        if span.kind not in SpanKind._value2member_map_:
-            raise Refused(Reason.UNKNOWN_ENUM, f"spanType {span.kind} is not one of Entry, Exit, Local")
-        if span.layer not in SPAN_LAYERS:
-            raise Refused(Reason.UNKNOWN_ENUM, f"spanLayer {span.layer} is not a known layer")
-        limits.time("startTime", span.start_time, now_ms)
-        limits.time("endTime", span.end_time, now_ms)
-        if span.end_time < span.start_time:
-            raise Refused(
-                Reason.END_BEFORE_START,
-                f"a span of segment {segment.segment_id} ends ({span.end_time}) "
-                f"before it starts ({span.start_time})",
-            )
-        limits.name("operationName", span.operation, required=False)
-        limits.name("peer", span.peer, required=False)
-        limits.at_most(
-            f"references of a span of segment {segment.segment_id}",
-            len(span.refs),
-            limits.max_refs_per_span,
-            "--max-refs-per-span",
-        )
-        limits.at_most(
-            f"tags of a span of segment {segment.segment_id}",
-            span.tags,
-            limits.max_tags_per_item,
-            "--max-tags-per-item",
-        )
-        for ref in span.refs:
-            if ref.ref_type not in REF_TYPES:
-                raise Refused(
-                    Reason.UNKNOWN_ENUM, f"refType {ref.ref_type} is not CrossProcess or CrossThread"
-                )
-            limits.name("parentService", ref.parent_service, required=False)
-            limits.name("parentServiceInstance", ref.parent_instance, required=False)
-            limits.name("parentEndpoint", ref.parent_endpoint, required=False)
-            limits.name("networkAddressUsedAtPeer", ref.address, required=False)
 
 
 def record_of(segment: Segment) -> SegmentRecord:
@@ -629,7 +445,7 @@ def _queue_callers(span: Span) -> tuple[Caller, ...]:
     )
 
 
-_MQ = virtual.MQ
+_MQ = int(SpanLayer.MQ)
 
 ENTITY_FIELDS: dict[type[CallMetrics], tuple[str, ...]] = {
     ServiceMetrics: ("service",),

@@ -12,12 +12,10 @@ import functools
 import json
 import logging
 import math
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, ClassVar, TypeVar, assert_never
 
 import grpc
@@ -32,6 +30,18 @@ from skyoap.model.layers import LAYERS
 from skyoap.model.metrics import ApdexThresholds, MeterMetrics, Metrics, add_to, minute_bucket
 from skyoap.model.profiling import MAX_FRAMES, MAX_STACK_BYTES, Operation, ProfileTask
 from skyoap.model.records import EventRecord, LogRecord, ProfileSnapshotRecord, Record
+from skyoap.model.spans import (
+    DETAIL_KEYS,
+    ENTRY,
+    EXIT,
+    SEARCHABLE_LOG_TAGS,
+    SEARCHABLE_TRACE_TAGS,
+    Segment,
+    SegmentRules,
+    Span,
+    SpanRef,
+    searchable_tags,
+)
 from skyoap.model.stream import StreamData, Text, Words
 from skyoap.proto.skywalking import (
     common_pb2,
@@ -43,27 +53,13 @@ from skyoap.proto.skywalking import (
     profile_pb2,
     tracing_pb2,
 )
+from skyoap.receiver import accelerator
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals, Tally
 from skyoap.receiver.profiling import ProfileTasks
 from skyoap.receiver.registration import Registrar
 from skyoap.receiver.sampling import Sampler
-from skyoap.receiver.segments import (
-    DEFAULT_APDEX,
-    DETAIL_KEYS,
-    ENTRY,
-    EXIT,
-    SEARCHABLE_LOG_TAGS,
-    SEARCHABLE_TRACE_TAGS,
-    Aliases,
-    Segment,
-    Span,
-    SpanRef,
-    analyse,
-    check,
-    record_of,
-    searchable_tags,
-)
+from skyoap.receiver.segments import DEFAULT_APDEX, Aliases, analyse, record_of
 from skyoap.receiver.virtual import DEFAULT_SLOW, SlowThresholds
 from skyoap.runtime import clock
 from skyoap.runtime.batching import BatchPolicy
@@ -78,22 +74,6 @@ log = logging.getLogger(__name__)
 
 NO_COMMANDS = common_pb2.Commands()
 
-
-def _accelerator() -> ModuleType | None:
-    """The receiver's accelerator (``receiver/_scan.c``), unless it was not
-    built (no C compiler where skyoap was installed) or SKYOAP_PURE_PYTHON
-    asks for protobuf's path alone."""
-    if os.environ.get("SKYOAP_PURE_PYTHON"):
-        return None
-    try:
-        from skyoap.receiver import _scan
-    except ImportError:
-        return None
-    _scan.bind(Span, SpanRef)
-    return _scan
-
-
-_scan = _accelerator()
 
 _SEGMENT_COST = DecodeCost(tracing_pb2.SegmentObject)
 HOLD_EVERY = 64
@@ -292,21 +272,17 @@ def _taking(requests: Iterator[Any], tally: Tally, context: grpc.ServicerContext
         tally.refuse(Refused(Reason.BROKEN_STREAM, "the agent cancelled the call"))
 
 
-def segment_of(
-    pb: tracing_pb2.SegmentObject,
-    limits: TelemetryLimits | None = None,
-    searchable: frozenset[str] = frozenset(SEARCHABLE_TRACE_TAGS),
-) -> Segment:
-    """The segment ``pb`` carries, with its tags whose keys are ``searchable``.
-    With ``limits``, a segment of more spans, or a span of more references,
-    than they allow is refused before they become objects.
+def segment_of(pb: tracing_pb2.SegmentObject, rules: SegmentRules | None = None) -> Segment:
+    """The segment ``pb`` carries, with its tags whose keys are searchable
+    (``rules.searchable``, SkyWalking's defaults without rules). With
+    ``rules``, a segment of more spans, or a span of more references, than
+    they allow is refused before they become objects.
 
     One pass over the spans reads each field once: every read of a decoded
     message's field makes a Python object, and this runs for every span."""
-    most_spans, most_refs = (limits.max_spans_per_segment, limits.max_refs_per_span) if limits else (0, 0)
-    if limits and len(pb.spans) > most_spans:
-        _too_many(pb, limits, "spans of segment", len(pb.spans), most_spans, "--max-spans-per-segment")
-    spans = []
+    if rules:
+        rules.at_most_spans(pb.traceSegmentId, len(pb.spans))
+    read = []
     pairs: list[tuple[str, str]] = []
     for s in pb.spans:
         given, tags = s.refs, s.tags
@@ -317,15 +293,14 @@ def segment_of(
             details = tuple([pair for pair in mine if pair[0] in _DETAIL_KEYS])
         refs: tuple[SpanRef, ...] = ()
         if given:
-            if limits and len(given) > most_refs:
-                what = "references of a span of segment"
-                _too_many(pb, limits, what, len(given), most_refs, "--max-refs-per-span")
+            if rules:
+                rules.at_most_refs(pb.traceSegmentId, len(given))
             refs = tuple([
                 _new(SpanRef, (r.refType, r.parentService, r.parentServiceInstance, r.parentEndpoint,
                                r.networkAddressUsedAtPeer))
                 for r in given
             ])  # fmt: skip
-        spans.append(
+        read.append(
             _new(Span, (s.spanType, s.spanLayer, s.startTime, s.endTime, s.operationName, s.peer, s.isError,
                         s.skipAnalysis, refs, len(tags), s.componentId, details))
         )  # fmt: skip
@@ -334,62 +309,36 @@ def segment_of(
         segment_id=pb.traceSegmentId,
         service=pb.service,
         instance=pb.serviceInstance,
-        spans=tuple(spans),
+        spans=tuple(read),
         data=pb.SerializeToString(),
-        tags=searchable_tags(pairs, searchable) if pairs else (),
+        tags=searchable_tags(pairs, rules.searchable if rules else _SEARCHABLE) if pairs else (),
     )
 
 
-def scan_rules(limits: TelemetryLimits, searchable: frozenset[str]) -> tuple[Any, ...]:
-    """The rules ``_scan.scan`` checks a segment by: those of ``check``."""
-    return (
-        limits.max_spans_per_segment,
-        limits.max_refs_per_span,
-        limits.max_tags_per_item,
-        limits.max_name_length,
-        limits.max_past_ms,
-        limits.max_future_ms,
-        tuple(k.encode() for k in searchable),
-        tuple(k.encode() for k in DETAIL_KEYS),
-    )
-
-
-def checked_segment(
-    pb: tracing_pb2.SegmentObject,
-    limits: TelemetryLimits,
-    searchable: frozenset[str],
-    now_ms: int,
-    rules: tuple[Any, ...] | None = None,
-) -> Segment:
+def checked_segment(pb: tracing_pb2.SegmentObject, rules: SegmentRules, now_ms: int) -> Segment:
     """``segment_of`` the message, checked (Refused if it breaks a rule).
 
     Where the accelerator is built, the segment is read from its bytes by
-    ``_scan.scan`` (``rules`` from ``scan_rules``) without reading the
-    message's fields one object at a time; a segment it does not take (one
-    that breaks a rule, or holds what only protobuf reads) is read here,
-    which says what was wrong."""
-    if _scan is not None:
+    ``accelerator.scanner`` without reading the message's fields one object
+    at a time; a segment it does not take (one that breaks a rule, or holds
+    what only protobuf reads) is read here, which says what was wrong."""
+    if accelerator.scanner is not None:
         data = pb.SerializeToString()
-        fields = _scan.scan(data, rules or scan_rules(limits, searchable), now_ms)
+        fields = accelerator.scanner.scan(data, rules.scan_args, now_ms)
         if fields is not None:
-            trace_id, segment_id, service, instance, spans, tags = fields
-            return Segment(trace_id, segment_id, service, instance, spans, data, tags)
-    segment = segment_of(pb, limits, searchable)
-    check(segment, limits, now_ms)
+            trace_id, segment_id, service, instance, taken, tags = fields
+            return Segment(trace_id, segment_id, service, instance, taken, data, tags)
+    segment = segment_of(pb, rules)
+    rules.check(segment, now_ms)
     return segment
 
 
 _DETAIL_KEYS = frozenset(DETAIL_KEYS)
+_SEARCHABLE = frozenset(SEARCHABLE_TRACE_TAGS)
 
 _new = tuple.__new__
 """Builds a named tuple from a tuple of its fields, without the call its
 constructor makes to do the same."""
-
-
-def _too_many(
-    pb: tracing_pb2.SegmentObject, limits: TelemetryLimits, what: str, count: int, most: int, option: str
-) -> None:
-    limits.at_most(f"{what} {pb.traceSegmentId[:100]}", count, most, option)
 
 
 @dataclass(frozen=True)
@@ -449,8 +398,7 @@ class TraceSegmentReportService(TelemetryService):
         self._apdex = apdex
         self._slow = slow
         self._sampler = sampler
-        self._searchable = searchable
-        self._rules = scan_rules(self._limits, searchable)
+        self._rules = SegmentRules(self._limits, searchable)
 
     def take(
         self, segments: Iterable[tracing_pb2.SegmentObject], tally: Tally
@@ -466,7 +414,7 @@ class TraceSegmentReportService(TelemetryService):
         try:
             for pb in segments:
                 try:
-                    segment = checked_segment(pb, self._limits, self._searchable, now_ms, self._rules)
+                    segment = checked_segment(pb, self._rules, now_ms)
                 except Refused as e:
                     tally.refuse(e)
                     outcome.append((pb, None))
@@ -885,7 +833,8 @@ def add_skywalking_services(
     segments stored as ``sampler`` keeps them, profiling ``tasks`` served);
     returns the segments' service, which takes OTLP's spans too."""
     segments = TraceSegmentReportService(intake, aliases, apdex, searchable, slow, sampler)
-    log.info("segments are read by %s", "the C accelerator" if _scan else "protobuf alone (pure Python)")
+    reader = "the C accelerator" if accelerator.scanner else "protobuf alone (pure Python)"
+    log.info("segments are read by %s", reader)
     management = ManagementService(intake.names, intake.limits, intake.cardinality)
     configuration = ConfigurationDiscoveryService()
     # (file, service, servicer, whether it carries names and commands only)

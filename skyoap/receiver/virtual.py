@@ -17,9 +17,9 @@ entry) for the broker and its topic or queue (``_queue``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from skyoap.model.metrics import (
     CacheAccessMetrics,
@@ -31,15 +31,11 @@ from skyoap.model.metrics import (
     minute_bucket,
 )
 from skyoap.model.records import SampledRecord
+from skyoap.model.spans import ENTRY, EXIT, Segment, Span, SpanLayer
 from skyoap.model.stream import Text
 
-if TYPE_CHECKING:
-    from skyoap.receiver.segments import Segment, Span
-
-DATABASE, MQ, CACHE = 1, 4, 5
-"""The span layers (SkyWalking's ``SpanLayer``) of the calls measured here."""
-LAYERS = frozenset((DATABASE, MQ, CACHE))
-ENTRY, EXIT = 0, 1
+LAYERS = frozenset((SpanLayer.DATABASE, SpanLayer.MQ, SpanLayer.CACHE))
+"""The span layers of the calls measured here."""
 
 MAX_STATEMENT_CHARS = 2000
 """The longest statement sampled; a longer one is cut (SkyWalking's ``maxSlowSQLLength``)."""
@@ -205,4 +201,9 @@ def _sample(
     )
 
 
-_BY_LAYER = {DATABASE: _database, CACHE: _cache, MQ: _queue}
+_Measure = Callable[[Sums, list[SampledRecord], Segment, Span, Mapping[str, str], SlowThresholds], None]
+_BY_LAYER: dict[int, _Measure] = {
+    SpanLayer.DATABASE: _database,
+    SpanLayer.CACHE: _cache,
+    SpanLayer.MQ: _queue,
+}

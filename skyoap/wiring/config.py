@@ -17,10 +17,10 @@ from skyoap.alarm.reload import load_checked
 from skyoap.alarm.settings import SettingsError
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds, Downsampling
+from skyoap.model.spans import SEARCHABLE_LOG_TAGS, SEARCHABLE_TRACE_TAGS
 from skyoap.query.config import QueryConfig
 from skyoap.query.context import TimesToLive
 from skyoap.receiver import sampling
-from skyoap.receiver.segments import SEARCHABLE_LOG_TAGS, SEARCHABLE_TRACE_TAGS
 from skyoap.receiver.virtual import SlowThresholds, Thresholds
 from skyoap.remote.cluster import Role
 from skyoap.remote.selector import SelectorKind

@@ -27,9 +27,9 @@ from skyoap.model.metrics import (
     ServiceRelationMetrics,
 )
 from skyoap.model.records import LogRecord, SegmentRecord
+from skyoap.model.spans import SEARCHABLE_TRACE_TAGS, SegmentRules
 from skyoap.proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
-from skyoap.receiver import skywalking
-from skyoap.receiver.segments import SEARCHABLE_TRACE_TAGS, check
+from skyoap.receiver import accelerator, skywalking
 from skyoap.runtime import clock
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig
@@ -192,14 +192,14 @@ server.shutdown()
 def read_the_same_by_both_paths(segments: list[bytes], config: NodeConfig) -> None:
     """The receiver's accelerator reads an agent's segments, tags included,
     as protobuf's path does."""
-    accelerator = skywalking._scan
-    assert accelerator is not None, "the accelerator is not built (pip install -e . with a C compiler)"
-    limits, searchable, now_ms = config.limits.items(), frozenset(SEARCHABLE_TRACE_TAGS), clock.now_ms()
+    scanner = accelerator.scanner
+    assert scanner is not None, "the accelerator is not built (pip install -e . with a C compiler)"
+    rules, now_ms = SegmentRules(config.limits.items(), frozenset(SEARCHABLE_TRACE_TAGS)), clock.now_ms()
     tagged = 0
     for data in segments:
-        fields = accelerator.scan(data, skywalking.scan_rules(limits, searchable), now_ms)
-        pure = skywalking.segment_of(tracing_pb2.SegmentObject.FromString(data), limits, searchable)
-        check(pure, limits, now_ms)
+        fields = scanner.scan(data, rules.scan_args, now_ms)
+        pure = skywalking.segment_of(tracing_pb2.SegmentObject.FromString(data), rules)
+        rules.check(pure, now_ms)
         assert repr(fields) == repr(
             (pure.trace_id, pure.segment_id, pure.service, pure.instance, pure.spans, pure.tags)
         )

@@ -19,9 +19,10 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceRelationMetrics,
 )
+from skyoap.model.spans import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef
 from skyoap.model.stream import ColumnType
 from skyoap.receiver.aliases import LOOKBACK_MS, MINUTE_ROWS_FOR_MS, AliasCache
-from skyoap.receiver.segments import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef, measure
+from skyoap.receiver.segments import measure
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import StorageUnavailable
 from tests.unit.test_meter_checks import LIMITS

@@ -24,6 +24,7 @@ from skyoap.edge.decoding import (
 )
 from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
+from skyoap.model.spans import SegmentRules
 from skyoap.proto import ping_pb2, register_pb2, register_pb2_grpc, remote_pb2
 from skyoap.proto.otlp import logs_service_pb2, metrics_service_pb2, trace_service_pb2
 from skyoap.proto.skywalking import (
@@ -237,22 +238,22 @@ def test_a_request_is_decoded_only_once_its_cost_fits_in_what_is_left(
     assert servicer.calls == 2
 
 
-LIMITS = TelemetryLimits(
+RULES = SegmentRules(TelemetryLimits(
     max_name_length=500, max_past_ms=1, max_future_ms=1, max_properties_chars=1, max_spans_per_segment=10,
     max_refs_per_span=3, max_tags_per_item=1, max_log_body_bytes=1, max_histogram_buckets=1,
-)  # fmt: skip
+))  # fmt: skip
 
 
 def test_spans_and_references_are_counted_before_any_becomes_an_object() -> None:
     with pytest.raises(Refused, match=r"spans of segment s.*11.*--max-spans-per-segment") as info:
-        segment_of(tracing_pb2.SegmentObject.FromString(empty_spans(11)), LIMITS)
+        segment_of(tracing_pb2.SegmentObject.FromString(empty_spans(11)), RULES)
     assert info.value.reason is Reason.OVER_LIMIT
     segment = tracing_pb2.SegmentObject(traceSegmentId="s")
     segment.spans.add()
     segment.spans.add().refs.extend([tracing_pb2.SegmentReference()] * 4)
     with pytest.raises(Refused, match=r"references of a span of segment s.*4.*--max-refs-per-span"):
-        segment_of(segment, LIMITS)
-    assert len(segment_of(tracing_pb2.SegmentObject.FromString(empty_spans(10)), LIMITS).spans) == 10
+        segment_of(segment, RULES)
+    assert len(segment_of(tracing_pb2.SegmentObject.FromString(empty_spans(10)), RULES).spans) == 10
 
 
 def decoded_segments() -> int:

@@ -20,11 +20,12 @@ from skyoap.model.inventory import (
     ServiceInventory,
 )
 from skyoap.model.metrics import ServiceInstanceRelationMetrics, ServiceRelationMetrics
+from skyoap.model.spans import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef
 from skyoap.proto import register_pb2
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import ALL, OTHER, Cardinality, GroupingRules, NameBound, services_from
 from skyoap.receiver.registration import Limits, Registrar
-from skyoap.receiver.segments import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef, measure
+from skyoap.receiver.segments import measure
 from skyoap.receiver.services import RegisterService
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.worker import Worker

@@ -24,18 +24,8 @@ from skyoap.model.metrics import (
     latency_bucket,
     minute_bucket,
 )
-from skyoap.receiver.segments import (
-    CROSS_PROCESS,
-    ENTITY_FIELDS,
-    USER,
-    CallAliases,
-    Segment,
-    Span,
-    SpanKind,
-    SpanRef,
-    measure,
-    sightings,
-)
+from skyoap.model.spans import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef
+from skyoap.receiver.segments import ENTITY_FIELDS, USER, CallAliases, measure, sightings
 
 MINUTE_MS = 1_790_000_040_000 // 60_000 * 60_000
 MQ = 4

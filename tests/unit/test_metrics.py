@@ -25,7 +25,8 @@ from skyoap.model.metrics import (
     latency_bucket,
     minute_bucket,
 )
-from skyoap.receiver.segments import Segment, Span, measure
+from skyoap.model.spans import Segment, Span
+from skyoap.receiver.segments import measure
 from skyoap.runtime.budget import memory_size
 from skyoap.runtime.buffer import BufferSpec, BufferStrategy
 from skyoap.runtime.instruments import Instruments

@@ -9,10 +9,11 @@ import pytest
 
 from skyoap.model.checks import Reason, Refused
 from skyoap.model.metrics import SEP
+from skyoap.model.spans import Segment, SegmentRules, Span, SpanRef
 from skyoap.proto.otlp import common_pb2, trace_pb2
 from skyoap.proto.skywalking import tracing_pb2
 from skyoap.receiver.otlp import Callers, Source, by_start, peer_of, segment_object
-from skyoap.receiver.segments import Call, Segment, Span, SpanRef, check
+from skyoap.receiver.segments import Call
 from skyoap.runtime.instruments import Instruments
 from skyoap.wiring.config import NodeConfig
 
@@ -165,6 +166,6 @@ def test_a_reference_naming_a_caller_instance_no_name_could_be_is_refused() -> N
     segment = Segment("t", "s", "orders", "orders-1",
                       (Span(0, 3, 1_000, 1_020, "GET /b", "", False, False, (ref,), 0),), b"")  # fmt: skip
     with pytest.raises(Refused) as refused:
-        check(segment, limits, 1_000)
+        SegmentRules(limits).check(segment, 1_000)
     assert refused.value.reason is Reason.CONTROL_CHARACTER
     assert "parentServiceInstance" in str(refused.value)

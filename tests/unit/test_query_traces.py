@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from skyoap.model.records import LogRecord, SegmentRecord
+from skyoap.model.spans import SegmentRules
 from skyoap.model.stream import ColumnType, Text, Words
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query import logs, traces
@@ -31,6 +32,7 @@ from skyoap.storage.api import RecordSearch
 from skyoap.storage.embedded.db import Database
 from skyoap.storage.embedded.records import EmbeddedRecordDAO
 from skyoap.vocabulary.ids import BadId, service_name
+from skyoap.wiring.config import NodeConfig
 from tests.unit.fakes import MemoryInventoryDAO, MemoryMetricsDAO
 
 T0 = int(datetime.datetime(2026, 11, 21, 19, 5, tzinfo=datetime.UTC).timestamp() * 1000)
@@ -268,7 +270,8 @@ def test_the_receiver_keeps_a_segments_searchable_tags_distinct_and_sorted() -> 
     long_value = a_segment()
     long_value.spans[0].tags.append(kv("http.status_code", "5" * 300))
     assert record_of(segment_of(long_value)).tags == ("http.method=GET",)
-    assert record_of(segment_of(a_segment(), searchable=frozenset({"url"}))).tags == ("url=/a",)
+    only_urls = SegmentRules(NodeConfig().limits.items(), frozenset({"url"}))
+    assert record_of(segment_of(a_segment(), only_urls)).tags == ("url=/a",)
     assert dict((c.name, c.type) for c in SegmentRecord.columns())["tags"] is ColumnType.STRINGS
 
 

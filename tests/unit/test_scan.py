@@ -1,6 +1,6 @@
 """The receiver's accelerator (``receiver/_scan.c``) reads a segment exactly
 as the pure-Python path does (protobuf's message, ``segment_of`` and
-``check``): the same spans, references and tags for every segment that
+``SegmentRules.check``): the same spans, references and tags for every segment that
 passes, None for every segment refused, so that the pure-Python path names
 what was wrong."""
 
@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from skyoap.model.checks import Refused
+from skyoap.model.spans import SEARCHABLE_TRACE_TAGS, Segment, SegmentRules
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
-from skyoap.receiver import skywalking
-from skyoap.receiver.segments import SEARCHABLE_TRACE_TAGS, Segment, check
-from skyoap.receiver.skywalking import checked_segment, scan_rules, segment_of
+from skyoap.receiver import accelerator
+from skyoap.receiver.skywalking import checked_segment, segment_of
 from tests.unit.test_segment_checks import LIMITS, NOW_MS
 
-SEARCHABLE = frozenset(SEARCHABLE_TRACE_TAGS)
-RULES = scan_rules(LIMITS, SEARCHABLE)
+RULES = SegmentRules(LIMITS, frozenset(SEARCHABLE_TRACE_TAGS))
 
 NAMES = ["svc", "x" * 20, "x" * 21, "", "a\x01b", "\x7f", "\x1f", "ü" * 20, "ü" * 21, "😀" * 20, "a\u0085b"]
 TIMES = [NOW_MS - 3_600_000, NOW_MS - 3_600_001, NOW_MS - 10, NOW_MS, NOW_MS + 60_000, NOW_MS + 60_001]
@@ -27,10 +26,10 @@ TAG_KEYS = ["http.method", "db.type", "url", "mq.topic", "", "http.status_code",
 TAG_VALUES = ["GET", "", "v" * 240, "v" * 246, "ü" * 245, "500", "a\x00b"]
 
 
-def scan(data: bytes, rules: tuple[Any, ...] = RULES) -> Any:
-    accelerator = skywalking._scan
-    assert accelerator is not None, "the accelerator is not built (pip install -e . with a C compiler)"
-    return accelerator.scan(data, rules, NOW_MS)
+def scan(data: bytes, rules: tuple[Any, ...] = RULES.scan_args) -> Any:
+    scanner = accelerator.scanner
+    assert scanner is not None, "the accelerator is not built (pip install -e . with a C compiler)"
+    return scanner.scan(data, rules, NOW_MS)
 
 
 def odd(rng: random.Random) -> bool:
@@ -101,8 +100,8 @@ def segment(rng: random.Random) -> tracing_pb2.SegmentObject:
 def pure(pb: tracing_pb2.SegmentObject) -> Segment | str:
     """What the pure-Python path makes of ``pb``: the segment, or why it is refused."""
     try:
-        taken = segment_of(pb, LIMITS, SEARCHABLE)
-        check(taken, LIMITS, NOW_MS)
+        taken = segment_of(pb, RULES)
+        RULES.check(taken, NOW_MS)
     except Refused as e:
         return f"{e.reason}: {e}"
     return taken
@@ -150,13 +149,13 @@ def test_the_receiver_takes_and_refuses_the_same_through_either_path(
         out = []
         for pb in messages:
             try:
-                out.append(repr(checked_segment(pb, LIMITS, SEARCHABLE, NOW_MS, RULES)))
+                out.append(repr(checked_segment(pb, RULES, NOW_MS)))
             except Refused as e:
                 out.append(f"{e.reason}: {e}")
         return out
 
     accelerated = outcomes()
-    monkeypatch.setattr(skywalking, "_scan", None)
+    monkeypatch.setattr(accelerator, "scanner", None)
     assert accelerated == outcomes()
 
 

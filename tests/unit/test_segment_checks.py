@@ -1,16 +1,17 @@
-"""The receiver judges a segment in one pass (``segments._passes``) and names
-what is wrong only when something is (``segments._refuse``): both must agree
-on every segment."""
+"""The receiver judges a segment in one pass (``SegmentRules._passes``) and
+names what is wrong only when something is (``SegmentRules._refuse``): both
+must agree on every segment."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from skyoap.model.checks import Refused, TelemetryLimits
-from skyoap.receiver.segments import Segment, Span, SpanRef, check
+from skyoap.model.spans import Segment, SegmentRules, Span, SpanRef
 
 NOW_MS = 1_790_000_000_000
 LIMITS = TelemetryLimits(
@@ -81,9 +82,9 @@ def broken(segment: Segment, rng: random.Random) -> Segment:
     return Segment(segment.trace_id, segment.segment_id, segment.service, segment.instance, tuple(spans), b"")
 
 
-def refusal(segment: Segment, judge: object) -> str | None:
+def refusal(segment: Segment, judge: Callable[[Segment, int], None]) -> str | None:
     try:
-        judge(segment, LIMITS, NOW_MS)  # type: ignore[operator]
+        judge(segment, NOW_MS)
     except Refused as e:
         return f"{e.reason}: {e}"
     return None
@@ -91,16 +92,15 @@ def refusal(segment: Segment, judge: object) -> str | None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_the_one_pass_judgement_agrees_with_the_rule_by_rule_one(seed: int) -> None:
-    from skyoap.receiver import segments
-
+    rules = SegmentRules(LIMITS)
     rng = random.Random(seed)
     refused = 0
     for _ in range(500):
         segment = good(rng)
         for _ in range(rng.randrange(3)):
             segment = broken(segment, rng)
-        expected = refusal(segment, segments._refuse)
-        assert segments._passes(segment, LIMITS, NOW_MS) == (expected is None), segment
-        assert refusal(segment, check) == expected
+        expected = refusal(segment, rules._refuse)
+        assert rules._passes(segment, NOW_MS) == (expected is None), segment
+        assert refusal(segment, rules.check) == expected
         refused += expected is not None
     assert 0 < refused < 500  # both kinds were judged

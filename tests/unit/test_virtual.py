@@ -20,8 +20,9 @@ from skyoap.model.metrics import (
     minute_bucket,
 )
 from skyoap.model.records import SampledRecord
+from skyoap.model.spans import CROSS_PROCESS, ENTRY, EXIT, Segment, Span, SpanKind, SpanRef
 from skyoap.model.stream import ColumnType
-from skyoap.receiver.segments import CROSS_PROCESS, ENTRY, EXIT, Segment, Span, SpanKind, SpanRef, analyse
+from skyoap.receiver.segments import analyse
 from skyoap.receiver.virtual import SlowThresholds, Thresholds
 
 NOW = 1_795_514_400_000
