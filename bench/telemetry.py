@@ -48,7 +48,7 @@ from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.model.records import SegmentRecord
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.receiver.segments import record_of
-from skyoap.receiver.skywalking import segment_of
+from skyoap.receiver.traces import segment_of
 from skyoap.runtime.scrape import read_metrics
 from skyoap.storage.elasticsearch.client import mapping_of
 

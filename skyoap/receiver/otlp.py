@@ -28,7 +28,6 @@ import logging
 import math
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -40,8 +39,7 @@ from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
 from skyoap.model.metrics import MeterMetrics, add_to, minute_bucket
 from skyoap.model.records import LogRecord
-from skyoap.model.spans import SpanKind, SpanLayer, searchable_tags
-from skyoap.model.stream import Words
+from skyoap.model.spans import SpanKind, SpanLayer
 from skyoap.proto.otlp import (
     common_pb2,
     logs_pb2,
@@ -56,8 +54,10 @@ from skyoap.proto.skywalking import common_pb2 as sw_common_pb2
 from skyoap.proto.skywalking import tracing_pb2
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals
+from skyoap.receiver.intake import Intake, Sinks, log_record
+from skyoap.receiver.registration import NamesByService
 from skyoap.receiver.segments import Call, Caller, Calls
-from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, TraceSegmentReportService
+from skyoap.receiver.traces import SegmentIntake
 from skyoap.runtime import clock
 from skyoap.runtime.budget import Overloaded, memory_size
 from skyoap.runtime.instruments import Instruments
@@ -419,7 +419,7 @@ class Export:
 class TraceService:
     """``opentelemetry.proto.collector.trace.v1.TraceService``."""
 
-    def __init__(self, segments: TraceSegmentReportService, callers: Callers, refusals: Refusals,
+    def __init__(self, segments: SegmentIntake, callers: Callers, refusals: Refusals,
                  limits: TelemetryLimits) -> None:  # fmt: skip
         self._segments = segments
         self._callers = callers
@@ -620,21 +620,16 @@ class LogsService(ItemsService):
         lim.at_most("attributes of a log record", len(tags), lim.max_tags_per_item, "--max-tags-per-item")
         body = text_of(pb.body) if pb.HasField("body") else ""
         lim.at_most("bytes of a log body", len(body.encode()), lim.max_log_body_bytes, "--max-log-body-bytes")
-        service, instance = self._cardinality.source(source.service, source.instance)
-        return LogRecord(
-            time_bucket=minute_bucket(timestamp),
-            log_id=uuid.uuid4().hex,
+        return log_record(
+            self._cardinality,
+            self._searchable,
             timestamp=timestamp,
-            service=service,
-            instance=instance,
-            endpoint="",
-            trace_id=pb.trace_id.hex(),
-            segment_id="",
-            span_id=0,
+            service=source.service,
+            instance=source.instance,
+            tags=list(tags.items()),
             content_type="text" if pb.body.WhichOneof("value") in (None, "string_value") else "json",
-            content=Words(body),
-            tags=tags,
-            searchable_tags=searchable_tags(tags.items(), self._searchable),
+            content=body,
+            trace_id=pb.trace_id.hex(),
         )
 
     def Export(
@@ -658,7 +653,7 @@ def _points(metric: metrics_pb2.Metric) -> list[Any]:
 
 
 def add_otlp_services(
-    server: GrpcServer, segments: TraceSegmentReportService, intake: Intake, caller_wait_s: float
+    server: GrpcServer, segments: SegmentIntake, intake: Intake, caller_wait_s: float
 ) -> Callers:
     """Serves OTLP's trace, metrics and logs services on ``server``, taking
     what they carry into ``intake`` (spans through ``segments``); returns the

@@ -5,9 +5,14 @@ past a bound is answered the id of its ``(other)`` entity."""
 
 from __future__ import annotations
 
+import enum
+import functools
+import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import assert_never
 
 from skyoap.edge.errors import InvalidRequest, UnknownReference
 from skyoap.model.checks import CONTROL_CHARACTERS, control_character
@@ -22,7 +27,13 @@ from skyoap.model.inventory import (
 from skyoap.receiver.cache import InventoryCache, RecentKeys
 from skyoap.receiver.cardinality import OTHER, Cardinality
 from skyoap.runtime import clock
+from skyoap.runtime.batching import BatchPolicy
+from skyoap.runtime.budget import Overloaded
+from skyoap.runtime.periodic import Periodic
 from skyoap.runtime.worker import Worker
+from skyoap.storage.api import StorageError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -274,3 +285,91 @@ def _by_given(given: Sequence[str], guarded: Sequence[str], ids: dict[str, int])
     if given is guarded or list(given) == list(guarded):
         return ids
     return {g: ids[k] for g, k in zip(given, guarded, strict=True) if k in ids}
+
+
+class _Name(enum.Enum):
+    """What a name waiting to be registered is."""
+
+    INSTANCE = "instance"
+    SEEN = "seen"
+    """An instance that reported telemetry: its heartbeat time moves."""
+    ENDPOINT = "endpoint"
+    ADDRESS = "address"
+
+
+class NamesByService:
+    """Registers the names agents report. Instances and endpoints need their
+    service's id, which L2 allocates moments after the service is first seen;
+    until then they wait here and are tried again every ``retry_s``, at most
+    ``size`` at a time."""
+
+    def __init__(self, registrar: Registrar, retry_s: float = 0.5, size: int = 100_000) -> None:
+        self._registrar = registrar
+        self._size = size
+        self._waiting: dict[tuple[str, _Name, str], dict[str, str]] = {}
+        self._lock = threading.Lock()
+        self._task = Periodic("v3-waiting-names", retry_s, self.retry, "registering names that waited")
+
+    def instance(self, service: str, instance: str, properties: dict[str, str]) -> None:
+        """``instance`` of ``service`` is alive (and has these properties)."""
+        if not self._registrar.alive(service, instance, properties):
+            self._wait((service, _Name.INSTANCE, instance), properties)
+
+    def seen(self, service: str, instance: str) -> None:
+        """``instance`` of ``service`` reported telemetry: registered if new."""
+        if not self._try(lambda: self._registrar.seen(service, instance)):
+            self._wait((service, _Name.SEEN, instance), {})
+
+    def endpoints(self, service: str, names: Iterable[str]) -> None:
+        names = sorted(set(names))
+        if names and not self._try(lambda: self._registrar.endpoints_by_name(service, names)):
+            for name in names:
+                self._wait((service, _Name.ENDPOINT, name), {})
+
+    def addresses(self, addresses: Sequence[str]) -> None:
+        """Peers telemetry named, registered in calls of at most the batch limit."""
+        for chunk in BatchPolicy(max_items=self._registrar.limits.max_batch_items).chunks(addresses):
+            if not self._try(functools.partial(self._registrar.addresses, list(chunk))):
+                for address in chunk:
+                    self._wait(("", _Name.ADDRESS, address), {})
+
+    @staticmethod
+    def _try(register: Callable[[], object]) -> bool:
+        """Whether ``register()`` did not say False (an id it needs is not
+        there yet) nor fail because storage or the queues cannot take the
+        names now: telemetry already taken must not fail for its names, they
+        wait here instead."""
+        try:
+            return register() is not False
+        except (StorageError, Overloaded) as e:
+            log.debug("names wait to be registered: %s", e)
+            return False
+
+    def _wait(self, key: tuple[str, _Name, str], properties: dict[str, str]) -> None:
+        with self._lock:
+            if len(self._waiting) >= self._size and key not in self._waiting:
+                log.warning("%d names wait for their service's id already; %s not kept", self._size, key)
+                return
+            self._waiting[key] = {**self._waiting.get(key, {}), **properties}
+
+    def retry(self) -> None:
+        with self._lock:
+            waiting, self._waiting = self._waiting, {}
+        for (service, kind, name), properties in waiting.items():
+            match kind:
+                case _Name.INSTANCE:
+                    self.instance(service, name, properties)
+                case _Name.SEEN:
+                    self.seen(service, name)
+                case _Name.ENDPOINT:
+                    self.endpoints(service, [name])
+                case _Name.ADDRESS:
+                    self.addresses([name])
+                case _:
+                    assert_never(kind)
+
+    def start(self) -> None:
+        self._task.start()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._task.close(timeout_s)

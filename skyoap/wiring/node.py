@@ -44,11 +44,12 @@ from skyoap.receiver import sampling
 from skyoap.receiver.aliases import AliasCache
 from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
+from skyoap.receiver.intake import Intake, Sinks
 from skyoap.receiver.otlp import add_otlp_services
 from skyoap.receiver.profiling import ProfileTasks
-from skyoap.receiver.registration import Limits, Registrar
+from skyoap.receiver.registration import Limits, NamesByService, Registrar
 from skyoap.receiver.services import add_agent_services
-from skyoap.receiver.skywalking import Intake, NamesByService, Sinks, add_skywalking_services
+from skyoap.receiver.skywalking import add_skywalking_services
 from skyoap.remote.client import RemoteClient, SelfRemoteClient
 from skyoap.remote.cluster import (
     ClusterNodesQuery,

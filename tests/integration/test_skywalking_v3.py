@@ -29,7 +29,7 @@ from skyoap.model.metrics import (
 from skyoap.model.records import LogRecord, SegmentRecord
 from skyoap.model.spans import SEARCHABLE_TRACE_TAGS, SegmentRules
 from skyoap.proto.skywalking import common_pb2, configuration_pb2, management_pb2, profile_pb2, tracing_pb2
-from skyoap.receiver import accelerator, skywalking
+from skyoap.receiver import accelerator, traces
 from skyoap.runtime import clock
 from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig
@@ -198,7 +198,7 @@ def read_the_same_by_both_paths(segments: list[bytes], config: NodeConfig) -> No
     tagged = 0
     for data in segments:
         fields = scanner.scan(data, rules.scan_args, now_ms)
-        pure = skywalking.segment_of(tracing_pb2.SegmentObject.FromString(data), rules)
+        pure = traces.segment_of(tracing_pb2.SegmentObject.FromString(data), rules)
         rules.check(pure, now_ms)
         assert repr(fields) == repr(
             (pure.trace_id, pure.segment_id, pure.service, pure.instance, pure.spans, pure.tags)

@@ -9,7 +9,7 @@ import grpc
 from skyoap.edge.binding import Undecodable
 from skyoap.model.checks import Reason
 from skyoap.receiver.checks import Refusals
-from skyoap.receiver.skywalking import _taking
+from skyoap.receiver.skywalking.streams import taking
 from skyoap.runtime.instruments import Instruments
 
 
@@ -35,7 +35,7 @@ def stream(*items: object, breaks: bool = False) -> Iterator[object]:
 
 def take(items: Iterator[object], active: bool = True) -> tuple[list[object], dict[Reason, int]]:
     tally = Refusals("segments", Instruments()).tally()
-    taken = list(_taking(items, tally, Context(active)))
+    taken = list(taking(items, tally, Context(active)))
     return taken, tally.refused
 
 

@@ -10,7 +10,7 @@ import pytest
 from skyoap.model.metrics import ServiceMetrics
 from skyoap.model.records import LogRecord
 from skyoap.model.stream import Words
-from skyoap.receiver.skywalking import Sinks
+from skyoap.receiver.intake import Sinks
 from skyoap.runtime.budget import ITEM_OVERHEAD_BYTES, HeldBytes, MemoryBudget, Overloaded, memory_size
 from skyoap.runtime.buffer import BufferQueue, BufferStrategy
 from skyoap.runtime.instruments import Instruments

@@ -36,7 +36,7 @@ from skyoap.proto.skywalking import (
     profile_pb2,
     tracing_pb2,
 )
-from skyoap.receiver.skywalking import segment_of
+from skyoap.receiver.traces import segment_of
 from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.malloc import AllocatorState, allocator_bytes

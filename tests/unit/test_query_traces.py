@@ -27,7 +27,7 @@ from skyoap.query.segment_data import (
     decode_segment,
 )
 from skyoap.receiver.segments import record_of
-from skyoap.receiver.skywalking import segment_of
+from skyoap.receiver.traces import segment_of
 from skyoap.storage.api import RecordSearch
 from skyoap.storage.embedded.db import Database
 from skyoap.storage.embedded.records import EmbeddedRecordDAO

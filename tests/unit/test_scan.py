@@ -15,7 +15,7 @@ from skyoap.model.checks import Refused
 from skyoap.model.spans import SEARCHABLE_TRACE_TAGS, Segment, SegmentRules
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.receiver import accelerator
-from skyoap.receiver.skywalking import checked_segment, segment_of
+from skyoap.receiver.traces import checked_segment, segment_of
 from tests.unit.test_segment_checks import LIMITS, NOW_MS
 
 RULES = SegmentRules(LIMITS, frozenset(SEARCHABLE_TRACE_TAGS))
