@@ -57,11 +57,11 @@ STAGES: list[tuple[str, re.Pattern[str]]] = [
         ("Elasticsearch client and HTTP", [r"elastic_transport/", r"elasticsearch/", r"urllib3/", r"http/"]),
         (
             "checks and guards",
-            [r"^(check|_passes|_refuse) ", r"cardinality", r"checks\.py", r"limits\.py"],
+            [r"^(check|_passes|_refuse|at_most_\w+) ", r"cardinality", r"checks\.py", r"limits\.py"],
         ),
         (
             "decoding",
-            [r"^(segment_of|checked_segment)", r"_too_many", r"searchable_tags", r"FromString", r"^Decoder"],
+            [r"^(segment_of|checked_segment)", r"searchable_tags", r"FromString", r"^Decoder"],
         ),
         ("record building", [r"^record_of", r"model/records\.py", r"model/stream\.py"]),
         ("measuring (spans to metrics)", [r"receiver/segments\.py", r"model/metrics\.py"]),
@@ -75,7 +75,10 @@ STAGES: list[tuple[str, re.Pattern[str]]] = [
         ),
         ("remote (L1 to L2)", [r"skyoap/remote/"]),
         ("L2 merge and persist", [r"skyoap/aggregator/", r"skyoap/storage/"]),
-        ("gRPC server and the handler's loop", [r"grpc/", r"skyoap/edge/", r"receiver/skywalking\.py"]),
+        (
+            "gRPC server and the handler's loop",
+            [r"grpc/", r"skyoap/edge/", r"receiver/skywalking/", r"receiver/(intake|traces)\.py"],
+        ),
     ]
 ]
 ELSE = "anything else"
