@@ -43,8 +43,12 @@ def _state(context: QueryContext) -> StateStore:
     return context.state
 
 
-def create_profile_task(context: QueryContext, creationRequest: Mapping[str, Any]) -> dict[str, Any]:
+def create_profile_task(
+    context: QueryContext, creationRequest: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """A new task, or why none was made (``errorReason``)."""
+    if creationRequest is None:
+        return {"id": None, "errorReason": "createProfileTask needs a creationRequest"}
     r = creationRequest
     service, normal = ids.read_service_id(r["serviceId"])
     endpoint = (r["endpointName"] or "").strip()

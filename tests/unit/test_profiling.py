@@ -155,6 +155,11 @@ def test_a_task_agents_cannot_run_is_refused_with_why(
     assert ask(storage, TASKS)["taskList"] == []
 
 
+def test_a_task_asked_without_its_request_is_refused_with_why(storage: OpenStorage) -> None:
+    refused = {"id": None, "errorReason": "createProfileTask needs a creationRequest"}
+    assert ask(storage, CREATE, r=None)["task"] == refused
+
+
 def test_tasks_are_listed_newest_first_by_service_and_endpoint(storage: OpenStorage) -> None:
     start = clock.now_ms() + 3_600_000
     first = ask(storage, CREATE, r=request(startTime=start))["task"]["id"]
