@@ -13,7 +13,11 @@ from typing import Any
 import grpc
 import pytest
 
+from skyoap.model.metrics import minute_bucket
+from skyoap.model.records import EventRecord
 from skyoap.proto.skywalking import common_pb2, event_pb2
+from skyoap.storage.api import RecordSearch
+from skyoap.storage.select import open_storage
 from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests.integration.helpers import eventually
@@ -85,6 +89,14 @@ def test_events_are_stored_as_reported_and_read_back_merged(
          "startTime": now, "endTime": now + 30_000, "layer": "GENERAL"},
     ]  # fmt: skip
     eventually(lambda: found() == expected)
+    # Three reports stored, one a row: the crash sent twice is stored once.
+    storage = open_storage(node_config.storage)
+    try:
+        window_rows = RecordSearch(first_bucket=minute_bucket(now), last_bucket=minute_bucket(now + 60_000))
+        stored = sorted(r.event_id for r in storage.records.search(EventRecord, window_rows))
+    finally:
+        storage.close()
+    assert stored == [f"crash/{now + 5_000}/{now + 9_000}", f"up/0/{now + 30_000}", f"up/{now}/0"]
     assert found(uuid="up", time=None) == expected[1:]
     assert found(type="Error") == expected[:1]
     assert found(source={"service": "stock"}) == []
