@@ -1,6 +1,7 @@
 """Dashboards users add, change and disable through SkyWalking's UI, on both
-storages: kept by the node that restarts on the same storage and answered
-by every node of it, listed and reset by ``skyoap dashboards``."""
+storages: answered at once by another node running on the same storage,
+kept by a node that restarts on it, listed and reset by ``skyoap
+dashboards``."""
 
 from __future__ import annotations
 
@@ -40,18 +41,20 @@ def dashboards_command(config: NodeConfig, *argv: str) -> list[str]:
 def test_dashboards_users_change_are_kept_by_every_node_and_reset(
     node_config: NodeConfig, start_node: Callable[[NodeConfig], Node]
 ) -> None:
-    first = start_node(node_config)
+    first, other = start_node(node_config), start_node(node_config)  # two nodes of one storage at once
     shipped = listed(first)
     mine = {"layer": "GENERAL", "entity": "Service", "name": "Mine", "isRoot": False, "children": []}
     added = change(first, ADD, setting={"configuration": json.dumps(mine)})["id"]
     service = {**shipped["General-Service"], "children": []}
     change(first, UPDATE, setting={"id": "General-Service", "configuration": json.dumps(service)})
     change(first, REMOVE, id="General-Endpoint")
-    first.close()
-
-    second = start_node(node_config)  # the same storage: a restart, or another node of the cluster
     expected = {**shipped, "General-Service": service, added: mine}
     del expected["General-Endpoint"]
+    assert listed(other) == expected
+    first.close()
+    other.close()
+
+    second = start_node(node_config)  # the same storage, restarted
     assert listed(second) == expected
     assert sorted(dashboards_command(node_config, "list")) == sorted(
         [
