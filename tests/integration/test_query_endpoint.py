@@ -428,9 +428,11 @@ def field_error(reply: Reply) -> str:
 
 
 def test_what_a_client_can_cause_is_answered_with_what_was_wrong(tmp_path: Path) -> None:
-    """Times at the ends of the calendar, windows and ranges past their
-    bounds, too many tags: each answered with what was wrong, none with
-    Python's own words, and the node answers on."""
+    """Record searches over any window answer (the UI's half hour by the
+    SECOND, ten years, the calendar's last minute and day); too many tags,
+    an expression's range past its bounds or the calendar's start, and an
+    expression too long are each answered with what was wrong, none with
+    Python's own words; and the node answers on."""
     node = start_node(tmp_path)
     try:
         asked_wrongly(node.query_url)
