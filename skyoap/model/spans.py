@@ -21,14 +21,14 @@ class _ProtocolEnum(enum.IntEnum):
     @property
     def label(self) -> str:
         """Its name in the query protocol."""
-        return self.name.title()
+        return _OWN_LABELS.get(self.name, self.name.title())
 
     @classmethod
     def label_of(cls, value: int) -> str:
         """The query protocol's name of ``value``; the first member's for a
         value it does not know."""
-        member = cls._value2member_map_.get(value)
-        return (member if isinstance(member, cls) else cls(0)).label
+        labels = _LABELS[cls]
+        return labels[value] if 0 <= value < len(labels) else labels[0]
 
 
 class SpanKind(_ProtocolEnum):
@@ -50,10 +50,6 @@ class SpanLayer(_ProtocolEnum):
     CACHE = 5
     FAAS = 6
 
-    @property
-    def label(self) -> str:
-        return {"RPC_FRAMEWORK": "RPCFramework", "MQ": "MQ", "FAAS": "FAAS"}.get(self.name, self.name.title())
-
 
 class RefType(_ProtocolEnum):
     """The protocol's ``RefType``."""
@@ -61,9 +57,16 @@ class RefType(_ProtocolEnum):
     CROSS_PROCESS = 0
     CROSS_THREAD = 1
 
-    @property
-    def label(self) -> str:
-        return self.name
+
+_OWN_LABELS = {
+    "RPC_FRAMEWORK": "RPCFramework", "MQ": "MQ", "FAAS": "FAAS",
+    "CROSS_PROCESS": "CROSS_PROCESS", "CROSS_THREAD": "CROSS_THREAD",
+}  # fmt: skip
+"""The names the query protocol spells otherwise than title case."""
+_LABELS: dict[type[_ProtocolEnum], tuple[str, ...]] = {
+    kind: tuple(member.label for member in kind) for kind in (SpanKind, SpanLayer, RefType)
+}
+"""Each enum's names by value (each runs from 0, as the accelerator takes them)."""
 
 
 ENTRY, EXIT = SpanKind.ENTRY, SpanKind.EXIT
