@@ -3,6 +3,7 @@ nodes built on the storage a test asks for."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import uuid
@@ -46,11 +47,11 @@ def pytest_report_header() -> list[str]:
     }
     found = [f"Elasticsearch: {ES_VERSION} (pinned)"]
     for name, (program, flag) in programs.items():
-        try:
-            done = subprocess.run([program or name, flag], capture_output=True, text=True, timeout=30)
-            said = (done.stdout or done.stderr).strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            said = "not installed"
+        said = "not installed"
+        if program is not None:
+            with contextlib.suppress(OSError, IndexError, subprocess.TimeoutExpired):
+                done = subprocess.run([program, flag], capture_output=True, text=True, timeout=30)
+                said = (done.stdout or done.stderr).strip().splitlines()[0]
         found.append(f"{name}: {said}")
     return found
 

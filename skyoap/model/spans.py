@@ -274,8 +274,3 @@ class SegmentRules:
                 limits.name("parentServiceInstance", ref.parent_instance, required=False)
                 limits.name("parentEndpoint", ref.parent_endpoint, required=False)
                 limits.name("networkAddressUsedAtPeer", ref.address, required=False)
-
-
-def check(segment: Segment, limits: TelemetryLimits, now_ms: int) -> None:
-    """Raises Refused if the segment breaks a rule of ``limits``."""
-    SegmentRules(limits).check(segment, now_ms)
