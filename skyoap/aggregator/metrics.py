@@ -41,9 +41,9 @@ import functools
 import logging
 import threading
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from skyoap.aggregator.spilled import Held, SpilledMetrics
 from skyoap.aggregator.topics import NotWritten, RowTopics, Unpublished
 from skyoap.model.checks import Reason, Refused
 from skyoap.model.metrics import Downsampling, Metrics, merge_into
@@ -54,7 +54,7 @@ from skyoap.runtime.buffer import BufferSpec
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
 from skyoap.runtime.ratelimit import RateLimitedLog
-from skyoap.runtime.spill import Spill, SpillDir, WorkerSpill
+from skyoap.runtime.spill import SpillDir, WorkerSpill
 from skyoap.runtime.worker import BufferedWorker
 from skyoap.storage.api import MetricsDAO, MetricsWrite, PutOutcome, Stored
 
@@ -65,42 +65,6 @@ MAX_ATTEMPTS = 5
 ROUNDS_KEPT_MS = 86_400_000
 """How long a row keeps another writer's round. A writer whose write stayed
 unconfirmed for longer, while others wrote the row, could add its delta twice."""
-
-
-@dataclass
-class Held:
-    """What one level holds for storage between rounds."""
-
-    waiting: dict[str, Metrics] = field(default_factory=dict)
-    """Deltas no write of which can have landed, merged by key."""
-    unconfirmed: dict[str, tuple[int, Metrics]] = field(default_factory=dict)
-    """Deltas written with an unknown outcome, each with the round of its first write."""
-
-    def __len__(self) -> int:
-        return len(self.waiting.keys() | self.unconfirmed.keys())
-
-
-@dataclass
-class Replay:
-    """Deltas an earlier start of the worker spilled at close, stored under
-    that start's writer name. Its ``held`` has only unconfirmed deltas: each
-    is on file as such before it is written."""
-
-    spill: Spill
-    writer: str
-    round: int
-    held: dict[Downsampling, Held]
-    behind: dict[Downsampling, dict[str, Metrics]]
-    """Deltas of a key that also has an unconfirmed one: written once that one is settled."""
-    nbytes: int = field(init=False)
-    """About what it held in memory when read (counted as held until it is stored whole)."""
-
-    def __post_init__(self) -> None:
-        deltas = [m for h in self.held.values() for _, m in h.unconfirmed.values()]
-        self.nbytes = memory_size(deltas + [m for b in self.behind.values() for m in b.values()])
-
-    def __len__(self) -> int:
-        return sum(len(h) for h in self.held.values()) + sum(len(b) for b in self.behind.values())
 
 
 @dataclass
@@ -160,16 +124,15 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
             ["worker"],
         ).labels(worker=name)
         self._error_log = RateLimitedLog(log)
-        self._spill = WorkerSpill(spill_dir, name, instruments, self.series.dropped("closing"))
-        self._replays: list[Replay] | None = None
-        """Taken from the spill directory at the first round."""
+        spill = WorkerSpill(spill_dir, name, instruments, self.series.dropped("closing"))
+        self._spilled = SpilledMetrics(model, name, spill, self._replay_bytes)
         self._round_failed = False
         """Whether storage failed a read or write of the last round."""
         self._closing = threading.Event()
 
     def _count(self, level: Downsampling) -> int:
-        replayed = sum(len(r.held[level]) + len(r.behind[level]) for r in self._replays or ())
-        return len(self._held[level]) + replayed + (len(self._fresh) if level is Downsampling.MINUTE else 0)
+        fresh = len(self._fresh) if level is Downsampling.MINUTE else 0
+        return len(self._held[level]) + self._spilled.count(level) + fresh
 
     def store_held(self) -> bool:
         """At close: persists what the worker took; True once storage took all
@@ -220,9 +183,11 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                     "storage_failed" if failed else "storage_down" if last.storage_failed else "storage_busy"
                 )
                 last.storage_failed |= failed
-                self._spill_held(round_no, reason)
+                self._spilled.keep(self.writer, round_no, self._held, self._held_bytes.value, reason)
+                self._held = {level: Held() for level in Downsampling}
+                self._held_bytes.set(0)
             else:
-                self._apply_spilled()
+                self._spilled.store(self._store, lambda: self._round_failed or self._closing.is_set())
 
     def interrupt(self) -> None:
         """The node closes: a round under way stops waiting on storage, and
@@ -392,96 +357,3 @@ class MetricsPersistentWorker(BufferedWorker[Metrics]):
                 "%s: the metrics held for storage passed %d bytes; the oldest %d rows dropped",
                 self.name, self.max_held_bytes, dropped,
             )  # fmt: skip
-
-    def _spill_held(self, round_no: int, reason: str) -> None:
-        """At close: writes what is still held to the spill directory, with
-        this start's writer name and the rounds of its unconfirmed writes;
-        without a directory, or if the file cannot be written, it is dropped,
-        counted and logged with its size."""
-        rows = sum(len(h) for h in self._held.values())
-        if not rows:
-            return
-        content = _spill_content(self.model, self.writer, round_no, self._held, {})
-        self._spill.keep(content, rows, "metric rows", self._held_bytes.value, reason)
-        self._held = {level: Held() for level in Downsampling}
-        self._held_bytes.set(0)
-
-    def _apply_spilled(self) -> None:
-        """Stores what earlier starts spilled, a round of each spill per round
-        of the worker; a spill stored whole is removed."""
-        if self._replays is None:
-            self._replays = [
-                Replay(spill, *parts) for spill, parts in self._spill.take(self.model.MODEL, self._replay_of)
-            ]
-            self._replay_bytes.set(sum(r.nbytes for r in self._replays))
-        for replay in list(self._replays):
-            if self._round_failed or self._closing.is_set():
-                return  # storage is failing: the spills wait for the next round
-            try:
-                self._apply(replay)
-            except OSError as e:
-                self._error_log.error(
-                    f"{self.name}-spill", "%s: cannot update %s: %s", self.name, replay.spill.path, e
-                )
-                continue
-            if not len(replay):
-                replay.spill.done()
-                self._replays.remove(replay)
-                self._replay_bytes.add(-replay.nbytes)
-                log.info("%s: stored what %s held", self.name, replay.spill.path)
-
-    def _apply(self, replay: Replay) -> None:
-        replay.round = round_no = max(replay.round + 1, clock.now_ms())
-        applied = 0
-        for level in Downsampling:
-            held, behind = replay.held[level], replay.behind[level]
-            for key in [k for k in behind if k not in held.unconfirmed]:
-                held.unconfirmed[key] = (round_no, behind.pop(key))
-        # On file before any write of this round: each of them may land.
-        replay.spill.save(_spill_content(self.model, replay.writer, round_no, replay.held, replay.behind))
-        for level in Downsampling:
-            held = replay.held[level]
-            before = len(held)
-            if before:
-                self._store(level, held, round_no, replay.writer)
-                applied += before - len(held)
-        self._spill.applied.inc(applied)
-        if len(replay):
-            replay.spill.save(_spill_content(self.model, replay.writer, round_no, replay.held, replay.behind))
-
-    def _replay_of(
-        self, content: dict[str, Any]
-    ) -> tuple[str, int, dict[Downsampling, Held], dict[Downsampling, dict[str, Metrics]]]:
-        """A spill file's writer, round, held and behind deltas (``Replay``)."""
-        held: dict[Downsampling, Held] = {}
-        behind: dict[Downsampling, dict[str, Metrics]] = {}
-        for level in Downsampling:
-            rows = content["levels"][level.value]
-            unconfirmed = {}
-            for r, row in rows["unconfirmed"]:
-                m = self.model.from_row(row)
-                unconfirmed[m.key()] = (int(r), m)
-            held[level] = Held(unconfirmed=unconfirmed)
-            behind[level] = {}
-            refused = merge_into(behind[level], (self.model.from_row(row) for row in rows["waiting"]))
-            if refused:
-                raise ValueError(f"its waiting {level.value} rows of one key sum past what storage holds")
-        return str(content["writer"]), int(content["round"]), held, behind
-
-
-def _spill_content(
-    model: type[Metrics],
-    writer: str,
-    round_no: int,
-    held: dict[Downsampling, Held],
-    behind: dict[Downsampling, dict[str, Metrics]],
-) -> dict[str, object]:
-    """A spill file's content; ``behind`` deltas are written as ``waiting``."""
-    levels = {}
-    for level in Downsampling:
-        waiting = [*held[level].waiting.values(), *behind.get(level, {}).values()]
-        levels[level.value] = {
-            "waiting": [m.to_row() for m in waiting],
-            "unconfirmed": [[r, m.to_row()] for r, m in held[level].unconfirmed.values()],
-        }
-    return {"model": model.MODEL, "writer": writer, "round": round_no, "levels": levels}

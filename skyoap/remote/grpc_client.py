@@ -3,13 +3,10 @@ sender thread streaming RemoteMessages over client-streaming calls."""
 
 from __future__ import annotations
 
-import itertools
 import logging
-import sys
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -19,6 +16,7 @@ from prometheus_client import Counter
 from skyoap.edge.auth import SendingToken
 from skyoap.model.stream import StreamData
 from skyoap.proto import remote_pb2
+from skyoap.remote.batches import Item, Outbox
 from skyoap.runtime.batching import BatchPolicy
 from skyoap.runtime.buffer import BufferQueue, BufferStrategy
 from skyoap.runtime.instruments import Instruments
@@ -28,8 +26,6 @@ log = logging.getLogger(__name__)
 
 CALL = "/skyoap.v1.RemoteService/call"
 CALL_BATCHED = "/skyoap.v1.RemoteService/callBatched"
-BATCH = BatchPolicy(max_items=500, max_bytes=512 * 1024)
-"""One RemoteBatch: far below any node's message limit."""
 STREAM = BatchPolicy(max_items=10_000, max_delay_s=2.0)
 """One stream of batches, confirmed by one RemoteAck."""
 RECONNECT = RetryPolicy(first_delay_s=0.1, multiplier=2.0, max_delay_s=5.0)
@@ -51,7 +47,7 @@ def encode(next_worker_id: int, item: StreamData) -> remote_pb2.RemoteMessage:
 
 
 def encode_batch(
-    items: list[tuple[int, StreamData]], sender_id: str = "", sequence: int = 0, incarnation: str = ""
+    items: list[Item], sender_id: str = "", sequence: int = 0, incarnation: str = ""
 ) -> remote_pb2.RemoteBatch:
     """Items in the columns of a RemoteBatch (``RemoteService.callBatched``),
     numbered ``sequence`` by the client ``sender_id``, for the run
@@ -80,15 +76,13 @@ def encode_batch(
     )
 
 
-Batch = tuple[int, list[tuple[int, StreamData]]]
-"""A batch's number and its items."""
 LEAVE_S = 10.0
 """How long a client whose target left tries to have its last batches confirmed."""
 
 
 class GrpcRemoteClient:
     """Items pushed here wait in the client's own queue; its thread sends them
-    in numbered batches (``BATCH``, ``RemoteService.callBatched``), in streams
+    in numbered batches (``batches.BATCH``, ``RemoteService.callBatched``), in streams
     of at most ``stream.max_items`` items or ``stream.max_delay_s`` seconds,
     each confirmed by the target's RemoteAck.
 
@@ -114,7 +108,7 @@ class GrpcRemoteClient:
         address: str,
         instruments: Instruments,
         buffer_size: int,
-        give_back: Callable[[list[tuple[int, StreamData]]], None],
+        give_back: Callable[[list[Item]], None],
         stream: BatchPolicy = STREAM,
         reconnect: RetryPolicy = RECONNECT,
         token: str = "",
@@ -132,23 +126,13 @@ class GrpcRemoteClient:
             raise ValueError("a stream of batches ends after max_delay_s: give one")
         self._stream, self._stream_s = stream, stream.max_delay_s
         self._reconnect = reconnect
-        self._queue: BufferQueue[tuple[int, StreamData]] = BufferQueue(
+        self._queue: BufferQueue[Item] = BufferQueue(
             f"remote_{address}", 1, buffer_size, BufferStrategy.BLOCKING, instruments
         )
         self._wake = threading.Event()
         self._queue.on_data = self._wake.set
-        self._pending: deque[tuple[int, StreamData]] = deque()  # taken from the queue, not yet sent
-        self._resend: deque[Batch] = deque()
-        """Batches of failed streams, to send again first."""
-        self._unacked: list[Batch] = []
-        """Batches of the stream under way."""
-        self._unacked_resent = 0
-        """How many of them (the first ones) failed streams carried before."""
-        self._open = False
-        """Whether the stream under way may take more batches."""
+        self._outbox = Outbox(self._queue)
         self._sender_id = uuid.uuid4().hex
-        self._numbers = itertools.count(1)
-        self._pending_lock = threading.Lock()
         self._closing = threading.Event()
         self._leaving = threading.Event()
         self._channel = channel or grpc.insecure_channel(address)
@@ -192,7 +176,7 @@ class GrpcRemoteClient:
             "skyoap_remote_held_items",
             "items taken from a client's queue and not yet confirmed by its target",
             ["target"],
-        ).labels(target=address).set_function(self._held)
+        ).labels(target=address).set_function(self._outbox.held)
         self._stream_seconds = instruments.histogram(
             "skyoap_remote_stream_seconds",
             "one stream of batches to a target, from its first batch to the target's acknowledgement",
@@ -213,44 +197,10 @@ class GrpcRemoteClient:
         self._queue.produce((next_worker_id, item))
         self._pushed.inc()
 
-    def _held(self) -> int:
-        with self._pending_lock:
-            return len(self._pending) + sum(len(items) for _, items in (*self._resend, *self._unacked))
-
-    def _take_batch(self) -> Batch | None:
-        """The next batch: one of a failed stream, else a new one of up to
-        ``BATCH.max_items`` items of about ``BATCH.max_bytes`` at most; None
-        when there is none, the stream ended or the client is closing (a
-        leaving client only sends again). Runs on gRPC's request thread,
-        hence the lock."""
-        with self._pending_lock:
-            if self._closing.is_set() or not self._open:
-                return None
-            if self._resend:
-                batch = self._resend.popleft()
-                self._unacked_resent += 1
-            elif self._leaving.is_set():
-                return None
-            else:
-                if not self._pending:
-                    self._pending.extend(self._queue.drain(0, BATCH.max_items))
-                items: list[tuple[int, StreamData]] = []
-                size = 0
-                max_bytes = BATCH.max_bytes or sys.maxsize
-                while self._pending and len(items) < BATCH.max_items and size < max_bytes:
-                    entry = self._pending.popleft()
-                    items.append(entry)
-                    size += entry[1].size_hint()
-                if not items:
-                    return None
-                batch = (next(self._numbers), items)
-            self._unacked.append(batch)
-            return batch
-
     def _batches(self, carried: list[int], incarnation: str) -> Iterator[remote_pb2.RemoteBatch]:
         deadline = time.monotonic() + self._stream_s
         while carried[0] < self._stream.max_items:
-            batch = self._take_batch()
+            batch = None if self._closing.is_set() else self._outbox.take(self._leaving.is_set())
             if batch is None:
                 return  # idle or closing: end the stream, get the ack
             number, items = batch
@@ -260,9 +210,7 @@ class GrpcRemoteClient:
                 return
 
     def _has_work(self) -> bool:
-        if self._leaving.is_set():
-            return bool(self._resend)
-        return bool(self._resend or self._pending or self._queue.depth())
+        return self._outbox.has_work(self._leaving.is_set())
 
     def _run(self) -> None:
         failures = 0
@@ -277,8 +225,7 @@ class GrpcRemoteClient:
                 continue
             carried = [0]
             incarnation = self._incarnation  # one for the whole stream
-            with self._pending_lock:
-                self._open, self._unacked_resent = True, 0
+            self._outbox.open()
             self._streaming = True
             try:
                 self._future = self._call.future(
@@ -291,7 +238,7 @@ class GrpcRemoteClient:
             except grpc.FutureCancelledError:
                 break  # close() gave up on the stream; _stop() counts what it carried
             except grpc.RpcError as e:
-                self._end_stream(failed=True)
+                self._outbox.end(failed=True)
                 self._reachable = False
                 if self._closing.is_set():
                     break
@@ -300,20 +247,11 @@ class GrpcRemoteClient:
             finally:
                 self._streaming = False
 
-    def _end_stream(self, failed: bool) -> None:
-        """No batch joins the stream any more (gRPC may still ask for one after
-        the call ended); a failed stream's batches are to be sent again first."""
-        with self._pending_lock:
-            self._open = False
-            if failed:
-                self._resend.extendleft(reversed(self._unacked))
-            self._unacked.clear()
-
     def _acked(self, ack: remote_pb2.RemoteAck, incarnation: str) -> None:
         if incarnation and ack.incarnation and ack.incarnation != incarnation:
             self._readdress(ack.incarnation, incarnation)
             return
-        self._end_stream(failed=False)
+        self._outbox.end(failed=False)
         if not self._incarnation:
             self._incarnation = ack.incarnation
         self._sent.inc(ack.received)
@@ -324,15 +262,8 @@ class GrpcRemoteClient:
         addressed to ``earlier``. What failed streams carried (to the earlier
         run, which may have taken it) is unconfirmed, as for a target that
         left; the batches this stream carried first go to the new run."""
-        with self._pending_lock:
-            self._open = False
-            carried_before = [*self._unacked[: self._unacked_resent], *self._resend]
-            never_taken = [entry for _, items in self._unacked[self._unacked_resent :] for entry in items]
-            self._pending.extendleft(reversed(never_taken))
-            self._unacked.clear()
-            self._resend.clear()
-            self._incarnation = incarnation
-        unconfirmed = sum(len(items) for _, items in carried_before)
+        unconfirmed = self._outbox.readdress()
+        self._incarnation = incarnation
         self._restarts.inc()
         self._unconfirmed.inc(unconfirmed)
         log.warning(
@@ -408,7 +339,9 @@ class GrpcRemoteClient:
         self._wake.set()
         deadline = time.monotonic() + LEAVE_S
         while (
-            (self._streaming or self._resend) and time.monotonic() < deadline and not self._closing.is_set()
+            (self._streaming or self._outbox.has_work(leaving=True))
+            and time.monotonic() < deadline
+            and not self._closing.is_set()
         ):
             time.sleep(0.01)
         never_sent, unconfirmed = self._stop()
@@ -426,7 +359,7 @@ class GrpcRemoteClient:
             self._given_back.inc(len(never_sent))
             self._give_back(never_sent)
 
-    def _stop(self) -> tuple[list[tuple[int, StreamData]], list[tuple[int, StreamData]]]:
+    def _stop(self) -> tuple[list[Item], list[Item]]:
         """Stops the thread and the channel; returns the items never sent and
         those sent but not confirmed (nothing the second time)."""
         if self._closing.is_set():
@@ -439,11 +372,6 @@ class GrpcRemoteClient:
             future.cancel()
         if self._thread is not None:
             self._thread.join(10)
-        with self._pending_lock:
-            never_sent = list(self._pending) + self._queue.drain(0, self._queue.capacity)
-            unconfirmed = [item for _, items in (*self._resend, *self._unacked) for item in items]
-            self._pending.clear()
-            self._resend.clear()
-            self._unacked.clear()
+        never_sent, unconfirmed = self._outbox.empty()
         self._channel.close()
         return never_sent, unconfirmed

@@ -54,7 +54,7 @@ def close(w: MetricsPersistentWorker) -> None:
 
 def killed(w: MetricsPersistentWorker) -> None:
     """The process of ``w`` dies: its spill files' locks go with it."""
-    for replay in w._replays or ():
+    for replay in w._spilled.replays or ():
         replay.spill.release()
 
 
