@@ -58,7 +58,7 @@ from skyoap.model.metrics import (
 from skyoap.model.records import RECORD_TYPES, SegmentRecord
 from skyoap.model.stream import Text
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.dashboards import dashboards
 from skyoap.query.execution import Execution
 from skyoap.query.promql.api import PromQLApi
@@ -68,6 +68,7 @@ from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.vocabulary.ttl import TimesToLive
 
 MINUTES = 1440
 WINDOW_MINUTES = 30
@@ -355,7 +356,7 @@ def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figu
         Recorder(storage.metrics),
         Recorder(storage.records),
     )
-    context = QueryContext(inventory, metrics, records, TimesToLive(3, 1, 7, 90, 7))
+    context = QueryContext(inventory, metrics, records, TimesToLive(3, 1, 7, 90, 7, 7))
     execution = Execution(resolvers(), context, threads=8, max_waiting=32, deadline_s=60.0, max_depth=15)
     server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20, promql=(0, PromQLApi(context)))
     server.start()

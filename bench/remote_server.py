@@ -15,13 +15,13 @@ from skyoap.edge.server import GrpcServer
 from skyoap.model.inventory import INVENTORY_TYPES, Inventory
 from skyoap.model.stream import Stage, StreamTypes, worker_id
 from skyoap.proto import remote_pb2
+from skyoap.receiver.config import LimitsConfig
 from skyoap.remote.service import RemoteService
 from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.buffer import BufferSpec, BufferStrategy
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
 from skyoap.runtime.worker import BufferedWorker, Workers
-from skyoap.wiring.config import LimitsConfig
 
 
 class Discard(BufferedWorker[Inventory]):

@@ -37,13 +37,14 @@ from bench.cpu import Usage, measuring
 from bench.query import populate
 from bench.results import Figure, at_most, pct, record
 from skyoap.deploy.servers import chromium_path
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import open_storage
+from skyoap.vocabulary.ttl import TimesToLive
 
 MINUTES = 30
 VIEWPORT: ViewportSize = {"width": 1366, "height": 800}  # a laptop's screen, as the UI's tests
@@ -100,7 +101,7 @@ def serving(services: int) -> Iterator[str]:
         now_minute = int(time.time()) // 60
         populate(storage, services, 5, now_minute - MINUTES + 1, 200, minutes=MINUTES)
         context = QueryContext(
-            storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7)
+            storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7)
         )  # fmt: skip
         execution = Execution(resolvers(), context, threads=8, max_waiting=32, deadline_s=60.0, max_depth=15)
         server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20)

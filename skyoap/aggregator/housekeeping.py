@@ -9,7 +9,7 @@ import datetime
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from skyoap.aggregator.topics import RowTopics, Unpublished
 from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
@@ -19,6 +19,7 @@ from skyoap.model.topics import Retention, Table, Topic
 from skyoap.runtime import clock
 from skyoap.runtime.periodic import Periodic
 from skyoap.storage.api import I, InventoryDAO, MetricsDAO, SequenceAllocator, Stored, TopicDAO
+from skyoap.vocabulary.ttl import TimesToLive
 
 log = logging.getLogger(__name__)
 
@@ -94,19 +95,6 @@ class TopicRetention:
         self._task.close(timeout_s)
 
 
-@dataclasses.dataclass(frozen=True)
-class Ttl:
-    """How many whole days (UTC) each kind of data is kept: the data of a
-    day goes once that day is more than its time to live ago."""
-
-    records_days: int
-    metrics_days: Mapping[Downsampling, int]
-    inactive_instance_days: int
-    """An inactive instance goes this long after its last heartbeat."""
-    unused_endpoint_days: int
-    """An endpoint goes once it was registered this long ago and measured on none of these days."""
-
-
 class TimeToLive:
     """Every ``interval_s`` removes what outlived its time to live: the
     records (with their topics), the metrics of each level, inactive instances
@@ -122,7 +110,7 @@ class TimeToLive:
 
     def __init__(
         self,
-        ttl: Ttl,
+        ttl: TimesToLive,
         inventory: InventoryDAO,
         metrics: MetricsDAO,
         topics: TopicDAO,

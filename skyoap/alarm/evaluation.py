@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from skyoap.alarm.settings import Rule
+from skyoap.layers import CATALOGUE
 from skyoap.model.metrics import SEP, Downsampling
 from skyoap.mqe import syntax, vectorized
 from skyoap.mqe.arithmetic import ExpressionError, Flags
@@ -26,7 +27,7 @@ from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.vectorized import Frames, Population
 from skyoap.storage.api import MetricsDAO
 from skyoap.vocabulary.alarm_identity import AlarmScope
-from skyoap.vocabulary.catalogue import CATALOGUE, ENTITY_COLUMNS, MetricDef
+from skyoap.vocabulary.catalogue import ENTITY_COLUMNS, MetricDef
 from skyoap.vocabulary.duration import Duration, Step
 from skyoap.vocabulary.entity import Entity, Scope
 

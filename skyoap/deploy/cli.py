@@ -468,10 +468,10 @@ def _add_profile_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _profile(args: argparse.Namespace) -> int:
+    from skyoap.aggregator.config import TtlConfig
     from skyoap.deploy import profiling
     from skyoap.query.context import QueryContext
     from skyoap.storage.select import open_storage
-    from skyoap.wiring.config import TtlConfig
 
     if args.action == "create" and not (args.service and args.endpoint):
         raise ValueError("profile create needs --service and --endpoint")
@@ -482,7 +482,7 @@ def _profile(args: argparse.Namespace) -> int:
         return 0
     storage = open_storage(config)
     try:
-        ttl = TtlConfig().as_read()
+        ttl = TtlConfig().ttl()
         context = QueryContext(storage.inventory, storage.metrics, storage.records, ttl, storage.state)
         if args.action == "create":
             settings = {

@@ -21,11 +21,12 @@ from skyoap.agent import Agent
 from skyoap.agent.traces import chain_trace, report
 from skyoap.deploy.inventory_table import print_inventory
 from skyoap.deploy.query import print_query
+from skyoap.edge.config import ServerConfig
 from skyoap.query.config import QueryConfig
 from skyoap.runtime import clock
 from skyoap.storage.config import StorageConfig
 from skyoap.storage.select import open_storage
-from skyoap.wiring.config import NodeConfig, ServerConfig
+from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 
 log = logging.getLogger(__name__)

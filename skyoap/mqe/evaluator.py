@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from skyoap.layers import CATALOGUE
 from skyoap.mqe import operations as ops
 from skyoap.mqe import syntax as s
 from skyoap.mqe.arithmetic import (
@@ -38,7 +39,7 @@ from skyoap.mqe.reader import (
     TopNCondition,
 )
 from skyoap.mqe.results import Evaluated, ExpressionResult, ExpressionResultType, Owner, Point, Series
-from skyoap.vocabulary.catalogue import CATALOGUE, MetricDef, MetricsType
+from skyoap.vocabulary.catalogue import MetricDef, MetricsType
 from skyoap.vocabulary.duration import Duration, DurationError
 from skyoap.vocabulary.entity import Entity, Scope
 from skyoap.vocabulary.ids import endpoint_id, instance_id, service_id

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from skyoap.layers import CATALOGUE
 from skyoap.model.metrics import LATENCY_BUCKETS_MS, CallMetrics, Downsampling, Metrics
 from skyoap.mqe import syntax as s
 from skyoap.mqe.arithmetic import (
@@ -40,7 +41,7 @@ from skyoap.mqe.arithmetic import (
 from skyoap.mqe.reader import LabelSelector
 from skyoap.mqe.results import KeyValue, Series
 from skyoap.storage.api import MetricsDAO
-from skyoap.vocabulary.catalogue import CATALOGUE, ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
+from skyoap.vocabulary.catalogue import ENTITY_COLUMNS, PERCENTILE_LABEL, MetricDef, MetricsType
 from skyoap.vocabulary.duration import Duration, DurationError
 from skyoap.vocabulary.entity import Entity
 

@@ -6,17 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skyoap.storage.api import InventoryDAO, MetricsDAO, RecordDAO, StateStore
-
-
-@dataclass(frozen=True)
-class TimesToLive:
-    """How many days each kind of data is kept (the node's ``--*-ttl-days``)."""
-
-    records_days: int
-    minute_metrics_days: int
-    hour_metrics_days: int
-    day_metrics_days: int
-    inactive_instance_days: int
+from skyoap.vocabulary.ttl import TimesToLive
 
 
 @dataclass(frozen=True)

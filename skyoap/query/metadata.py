@@ -3,9 +3,9 @@ SkyWalking's metadata queries (v2, and the v1 ones its CLI still sends)
 answer them.
 
 Every service that runs an agent is in the GENERAL layer. The databases,
-caches and message brokers they call (``receiver/virtual.py``) are services
-of the VIRTUAL_DATABASE, VIRTUAL_CACHE and VIRTUAL_MQ layers, known from
-their metrics: those called within ``--inactive-instance-ttl-days``; a
+caches and message brokers they call are services of the layers known by
+their callers (``layers.KNOWN_BY_CALLERS``: VIRTUAL_DATABASE, VIRTUAL_CACHE
+and VIRTUAL_MQ), known from their metrics: those called within ``--inactive-instance-ttl-days``; a
 broker's topics and queues are its endpoints. Any other peer nobody
 reports from is no service here; it is a node of the topology
 (``topology.py``)."""
@@ -15,13 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from skyoap.layers import KNOWN_BY_CALLERS
 from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
 from skyoap.model.metrics import (
-    CacheAccessMetrics,
     DatabaseAccessMetrics,
     Downsampling,
-    Metrics,
-    MQAccessMetrics,
     MQEndpointAccessMetrics,
 )
 from skyoap.query.context import QueryContext
@@ -73,14 +71,6 @@ def _stored_service(context: QueryContext, name: str) -> ServiceInventory | None
     return found.item if found else None
 
 
-VIRTUAL_LAYERS: Mapping[str, type[Metrics]] = {
-    "VIRTUAL_DATABASE": DatabaseAccessMetrics,
-    "VIRTUAL_CACHE": CacheAccessMetrics,
-    "VIRTUAL_MQ": MQAccessMetrics,
-}
-"""The layers of the services known from their callers, and the metrics they are known by."""
-
-
 def _virtual(name: str, layer: str) -> dict[str, Any]:
     return {"id": ids.service_id(name, False), "name": name, "group": "", "shortName": name,
             "layers": [layer], "normal": False}  # fmt: skip
@@ -91,26 +81,26 @@ def _virtual_names(context: QueryContext, layer: str, first_day: int | None = No
     bucket; by default, within ``--inactive-instance-ttl-days``)."""
     if first_day is None:
         first_day = Downsampling.DAY.bucket_of(clock.now_ms() - context.ttl.inactive_instance_days * DAY_MS)
-    found = context.metrics.distinct(VIRTUAL_LAYERS[layer], Downsampling.DAY, first_day, ("service",))
+    found = context.metrics.distinct(KNOWN_BY_CALLERS[layer], Downsampling.DAY, first_day, ("service",))
     return sorted(name for (name,) in found)
 
 
 def list_layers(context: QueryContext) -> list[str]:
     layers = [GENERAL] if _services(context) else []
-    return layers + [layer for layer in VIRTUAL_LAYERS if _virtual_names(context, layer)]
+    return layers + [layer for layer in KNOWN_BY_CALLERS if _virtual_names(context, layer)]
 
 
 def list_services(context: QueryContext, layer: str | None = None) -> list[dict[str, Any]]:
     """The services of ``layer``: those that report (GENERAL), or those known
     from their callers (a virtual layer); of every layer when none is given."""
-    if layer is not None and layer in VIRTUAL_LAYERS:
+    if layer is not None and layer in KNOWN_BY_CALLERS:
         return [_virtual(name, layer) for name in _virtual_names(context, layer)]
     if layer not in (None, GENERAL):
         return []
     found = [_service(s) for s in _services(context)]
     if layer is None:
         found += [
-            _virtual(n, virtual) for virtual in VIRTUAL_LAYERS for n in _virtual_names(context, virtual)
+            _virtual(n, virtual) for virtual in KNOWN_BY_CALLERS for n in _virtual_names(context, virtual)
         ]
     return found
 
@@ -161,7 +151,7 @@ def get_service(context: QueryContext, serviceId: str) -> dict[str, Any] | None:
 
 
 def _virtual_service(context: QueryContext, name: str) -> dict[str, Any] | None:
-    layers = [layer for layer in VIRTUAL_LAYERS if name in _virtual_names(context, layer)]
+    layers = [layer for layer in KNOWN_BY_CALLERS if name in _virtual_names(context, layer)]
     return {**_virtual(name, layers[0]), "layers": layers} if layers else None
 
 

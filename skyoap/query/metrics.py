@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from skyoap.layers import CATALOGUE
 from skyoap.mqe.arithmetic import ExpressionError
 from skyoap.mqe.evaluator import Evaluator, reads
 from skyoap.mqe.parser import parse
@@ -17,10 +18,7 @@ from skyoap.mqe.results import Evaluated, ExpressionResultType
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.syntax import Expression
 from skyoap.query.context import QueryContext
-from skyoap.vocabulary.catalogue import (
-    CATALOGUE,
-    MetricDef,
-)
+from skyoap.vocabulary.catalogue import MetricDef
 from skyoap.vocabulary.duration import Duration
 from skyoap.vocabulary.entity import Entity, entity_of
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from skyoap.layers import CATALOGUE
 from skyoap.mqe.evaluator import RANKED_SCOPES, ranked_name
 from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, TopNCondition
 from skyoap.mqe.results import KeyValue
@@ -19,7 +20,7 @@ from skyoap.mqe.stored import StoredMetrics
 from skyoap.mqe.syntax import Order
 from skyoap.query.context import QueryContext
 from skyoap.vocabulary import ids
-from skyoap.vocabulary.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricDef, MetricsType
+from skyoap.vocabulary.catalogue import PERCENTILE_LABEL, MetricDef, MetricsType
 from skyoap.vocabulary.duration import Duration, PointOfTime
 from skyoap.vocabulary.entity import Entity, Scope, entity_of
 

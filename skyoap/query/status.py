@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from skyoap.query.context import TimesToLive
+from skyoap.vocabulary.ttl import TimesToLive
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ Calls carry the names of the components each side measured them through,
 and service nodes the type SkyWalking gives them (``_Types``); instance and
 endpoint nodes have none, as in SkyWalking. A service that reports is of the
 ``GENERAL`` layer; a database or a cache, of its virtual layer
-(``metadata.VIRTUAL_LAYERS``); any other address, of none (``UNDEFINED``).
+(``layers.KNOWN_BY_CALLERS``); any other address, of none (``UNDEFINED``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from skyoap.layers import KNOWN_BY_CALLERS
 from skyoap.model.inventory import DetectPoint, ServiceInventory
 from skyoap.model.metrics import (
     CallMetrics,
@@ -34,7 +35,6 @@ from skyoap.query import conditions
 from skyoap.query.components import component_name, priority, server_name
 from skyoap.query.conditions import UNDEFINED
 from skyoap.query.context import QueryContext
-from skyoap.query.metadata import VIRTUAL_LAYERS
 from skyoap.vocabulary import ids
 from skyoap.vocabulary.duration import Duration
 
@@ -193,7 +193,7 @@ def virtual_layers(context: QueryContext, window: Duration, names: Iterable[str]
     if not wanted:
         return found
     level = window.step.downsampling()
-    for layer, model in VIRTUAL_LAYERS.items():
+    for layer, model in KNOWN_BY_CALLERS.items():
         for (name,) in context.metrics.distinct(model, level, window.start_bucket, ("service",)):
             if name in wanted:
                 found.setdefault(name, []).append(layer)

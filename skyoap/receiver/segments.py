@@ -12,6 +12,7 @@ import base64
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from skyoap.layers.spans import DEFAULT_SLOW, SlowThresholds
 from skyoap.model.inventory import OTHER, DetectPoint
 from skyoap.model.metrics import (
     LATENCY_BUCKETS_MS,
@@ -297,7 +298,7 @@ def analyse(
     segments: list[Segment],
     apdex: ApdexThresholds = DEFAULT_APDEX,
     aliases: Aliases | None = None,
-    slow: virtual.SlowThresholds = virtual.DEFAULT_SLOW,
+    slow: SlowThresholds = DEFAULT_SLOW,
 ) -> Analysed:
     """What the spans of ``segments`` count for: each entry span one call for
     its service, instance and endpoint and one for each caller its references
@@ -402,7 +403,7 @@ def _summed(segments: list[Segment], apdex: ApdexThresholds) -> _Summed:
     return _Summed(entries, exits, seen, called)
 
 
-_VIRTUAL = virtual.LAYERS
+_VIRTUAL = virtual.SPAN_LAYERS
 
 
 _USER_CALLER = (Caller(USER, USER, USER),)

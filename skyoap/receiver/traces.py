@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from skyoap.edge.decoding import DecodeCost
+from skyoap.layers.spans import DEFAULT_SLOW, SlowThresholds
 from skyoap.model.checks import Refused
 from skyoap.model.metrics import ApdexThresholds
 from skyoap.model.spans import (
@@ -27,7 +28,6 @@ from skyoap.receiver.checks import Tally
 from skyoap.receiver.intake import Intake, TelemetryService
 from skyoap.receiver.sampling import Sampler
 from skyoap.receiver.segments import DEFAULT_APDEX, Aliases, analyse, record_of
-from skyoap.receiver.virtual import DEFAULT_SLOW, SlowThresholds
 from skyoap.runtime import clock
 
 _SEGMENT_COST = DecodeCost(tracing_pb2.SegmentObject)

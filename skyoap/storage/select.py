@@ -7,6 +7,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from skyoap.model.inventory import INVENTORY_TYPES
+from skyoap.model.metrics import METRICS_TYPES
+from skyoap.model.records import RECORD_TYPES
+from skyoap.model.topics import Topic
 from skyoap.storage.api import (
     InventoryDAO,
     MetricsDAO,
@@ -32,6 +36,15 @@ class OpenStorage:
     inventory_within: Callable[[float], InventoryDAO]
     """The inventory, read with one try of at most the given seconds (what an
     agent's call waits on); closing it closes nothing."""
+
+    def install(self, partitions: int) -> None:
+        """Creates what is missing of the indices, tables and topics (each
+        topic of ``partitions``); each step leaves what exists as it is, so it
+        can be run again."""
+        self.inventory.install(INVENTORY_TYPES)
+        self.metrics.install(METRICS_TYPES)
+        self.records.install(RECORD_TYPES)
+        self.topics.install({t.value: partitions for t in Topic})
 
     def close(self) -> None:
         """Closes the allocators and the DAOs (which share one connection)."""

@@ -2,12 +2,13 @@
 whether it is one value or labeled, and which of skyoap's rows and derived
 values it reads.
 
-The names are those of SkyWalking's ``core.oal`` that its dashboards draw. A
-few of them skyoap does not measure (message-queue consumption): they are
-listed without a model, so that a dashboard asking for them draws no data,
-as SkyWalking's does when nothing was measured, rather than an error. The
-sampled records (slow statements and commands) are read from records, not
-rows (``MetricReader.samples``). An agent's
+Each layer lists its own (``layers/``), and ``skyoap.layers.CATALOGUE``
+holds them all, by name: those of SkyWalking's ``core.oal`` that its
+dashboards draw. A few of them skyoap does not measure (message-queue
+consumption): they are listed without a model, so that a dashboard asking
+for them draws no data, as SkyWalking's does when nothing was measured,
+rather than an error. The sampled records (slow statements and commands)
+are read from records, not rows (``MetricReader.samples``). An agent's
 meters are not listed (but for the Python agent's that skyoap's dashboards
 draw): their names are whatever agents report, and the reader finds them
 (``MetricReader.meter``).
@@ -15,12 +16,10 @@ draw): their names are whatever agents report, and the reader finds them
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from skyoap.model.inventory import DetectPoint
 from skyoap.model.metrics import (
     PERCENTILES,
     CacheAccessMetrics,
@@ -131,12 +130,10 @@ def meter(name: str, labeled: bool, stored_name: str | None = None) -> MetricDef
     )
 
 
-PYTHON_METERS = ("process_cpu_utilization", "process_mem_utilization", "thread_active_count")
-
 _PERCENTILE_COLUMNS = {str(p): f"p{p}" for p in PERCENTILES}
 
 
-def _calls(
+def calls(
     prefix: str,
     model: type[Metrics] | None,
     scope: Scope,
@@ -164,71 +161,12 @@ def _calls(
     return [regular("cpm", "cpm"), regular("resp_time", "resp_time"), regular(sla, "sla"), percentile]
 
 
-def _unmeasured(name: str, scope: Scope, kind: MetricsType = MetricsType.REGULAR_VALUE) -> MetricDef:
+def unmeasured(name: str, scope: Scope, kind: MetricsType = MetricsType.REGULAR_VALUE) -> MetricDef:
     return MetricDef(name=name, type=kind, scope=scope, model=None)
 
 
-def _queue(prefix: str, model: type[Metrics], scope: Scope) -> list[MetricDef]:
-    """A broker's (or its topic's) messages, as SkyWalking names them: those
-    consumed by load, success rate, time in transit and its percentiles;
-    those produced by load and success rate."""
-    consumed = _calls(f"{prefix}_consume", model, scope, where={"operation": "consume"}, normal=False)
-    produced = _calls(f"{prefix}_produce", model, scope, where={"operation": "produce"}, normal=False)
-    latency = dataclasses.replace(consumed[1], name=f"{prefix}_consume_latency")
-    return [consumed[0], consumed[2], latency, consumed[3], produced[0], produced[2]]
-
-
-def _sampled(name: str, normal: bool) -> MetricDef:
+def sampled(name: str, normal: bool) -> MetricDef:
     """A list of sampled records (slow calls) of each service, virtual or not."""
     return MetricDef(
         name=name, type=MetricsType.SAMPLED_RECORD, scope=Scope.SERVICE, model=None, normal=normal
     )
-
-
-_CLIENT = {"detect_point": DetectPoint.CLIENT.value}
-_SERVER = {"detect_point": DetectPoint.SERVER.value}
-_LAYER = (Attribute.LAYER,)
-
-_DEFS = [
-    *_calls("service", ServiceMetrics, Scope.SERVICE, attributes=_LAYER),
-    MetricDef(
-        name="service_apdex", type=MetricsType.REGULAR_VALUE, scope=Scope.SERVICE, model=ServiceMetrics,
-        column="apdex", attributes=_LAYER,
-    ),
-    *_calls("service_instance", ServiceInstanceMetrics, Scope.SERVICE_INSTANCE),
-    *_calls("endpoint", EndpointMetrics, Scope.ENDPOINT, attributes=_LAYER),
-    *_calls("service_relation_client", ServiceRelationMetrics, Scope.SERVICE_RELATION, "call_sla", _CLIENT),
-    *_calls("service_relation_server", ServiceRelationMetrics, Scope.SERVICE_RELATION, "call_sla", _SERVER),
-    *_calls(
-        "service_instance_relation_server", ServiceInstanceRelationMetrics, Scope.SERVICE_INSTANCE_RELATION,
-        "call_sla", _SERVER,
-    ),
-    *_calls(
-        "service_instance_relation_client", ServiceInstanceRelationMetrics, Scope.SERVICE_INSTANCE_RELATION,
-        "call_sla", _CLIENT,
-    ),
-    *_calls("endpoint_relation", EndpointRelationMetrics, Scope.ENDPOINT_RELATION),
-    _unmeasured("service_mq_consume_count", Scope.SERVICE),
-    _unmeasured("service_mq_consume_latency", Scope.SERVICE),
-    _unmeasured("endpoint_mq_consume_latency", Scope.ENDPOINT),
-    *_calls("database_access", DatabaseAccessMetrics, Scope.SERVICE, normal=False),
-    *(
-        metric
-        for operation, prefix in (("read", "cache_read"), ("write", "cache_write"), ("all", "cache_access"))
-        for metric in _calls(
-            prefix, CacheAccessMetrics, Scope.SERVICE, where={"operation": operation}, normal=False
-        )
-    ),
-    *_queue("mq_service", MQAccessMetrics, Scope.SERVICE),
-    *_queue("mq_endpoint", MQEndpointAccessMetrics, Scope.ENDPOINT),
-    _sampled("top_n_database_statement", normal=False),
-    _sampled("top_n_service_database_statement", normal=True),
-    _sampled("top_n_cache_read_command", normal=False),
-    _sampled("top_n_cache_write_command", normal=False),
-    # What SkyWalking's Python agent reports of its process, which skyoap's
-    # dashboards draw: listed, so that an instance without them draws no data.
-    *(meter(f"instance_pvm_{name}", labeled=False) for name in PYTHON_METERS),
-]  # fmt: skip
-
-CATALOGUE: Mapping[str, MetricDef] = {d.name: d for d in _DEFS}
-"""The metrics of fixed names, by name."""

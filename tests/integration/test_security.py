@@ -29,10 +29,11 @@ from skyoap.model.records import SegmentRecord
 from skyoap.model.stream import Stage, worker_id
 from skyoap.proto import remote_pb2
 from skyoap.remote.cluster import Member, RedisCluster, Role
+from skyoap.remote.config import ClusterKind
 from skyoap.remote.grpc_client import CALL, CALL_BATCHED, encode, encode_batch
 from skyoap.storage.config import StorageKind
 from skyoap.storage.select import open_storage
-from skyoap.wiring.config import ClusterKind, NodeConfig
+from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests.certs import TestCa
 from tests.conftest import wipe

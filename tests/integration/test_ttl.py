@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pytest
 from elasticsearch import ApiError, Elasticsearch
 
+from skyoap.aggregator.config import TtlConfig
 from skyoap.aggregator.housekeeping import TimeToLive
 from skyoap.aggregator.topics import Topics
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
@@ -34,7 +35,7 @@ from skyoap.storage.api import MetricsWrite
 from skyoap.storage.elasticsearch.client import ElasticsearchClient
 from skyoap.storage.elasticsearch.metrics import ElasticsearchMetricsDAO
 from skyoap.storage.select import OpenStorage
-from skyoap.wiring.config import NodeConfig, TtlConfig
+from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.node import Node
 from tests.conftest import wipe
 from tests.integration.helpers import eventually, stored

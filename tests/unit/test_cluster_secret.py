@@ -13,12 +13,14 @@ from skyoap.edge.server import GrpcServer
 from skyoap.model.inventory import INVENTORY_TYPES, ServiceInventory
 from skyoap.model.stream import Stage, StreamTypes, worker_id
 from skyoap.proto import remote_pb2
+from skyoap.receiver.config import LimitsConfig
+from skyoap.remote.config import ClusterKind
 from skyoap.remote.grpc_client import CALL_BATCHED, encode_batch
 from skyoap.remote.service import RemoteService
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.worker import Workers
 from skyoap.storage.config import StorageKind
-from skyoap.wiring.config import ClusterKind, LimitsConfig, NodeConfig
+from skyoap.wiring.config import NodeConfig
 from tests.unit.fakes import Collect
 
 

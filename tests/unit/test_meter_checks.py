@@ -27,13 +27,13 @@ from skyoap.model.metrics import (
 )
 from skyoap.model.stream import Stage, StreamData, StreamTypes, worker_id
 from skyoap.receiver.aggregate import MetricsAggregateWorker
+from skyoap.receiver.config import LimitsConfig
 from skyoap.remote.grpc_client import encode_batch
 from skyoap.remote.service import RemoteService
 from skyoap.runtime.buffer import BufferSpec, BufferStrategy
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.pools import DrainPool
 from skyoap.runtime.worker import Workers
-from skyoap.wiring.config import LimitsConfig
 from tests.unit.fakes import Collect, MemoryMetricsDAO
 
 LIMITS = LimitsConfig().items()

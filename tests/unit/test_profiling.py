@@ -15,11 +15,12 @@ import pytest
 from skyoap.model.metrics import minute_bucket
 from skyoap.model.records import RECORD_TYPES, ProfileSnapshotRecord
 from skyoap.model.stream import Text
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.resolvers import resolvers
 from skyoap.runtime import clock
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.vocabulary.ttl import TimesToLive
 
 SHOP = "c2hvcA==.1"
 ANALYZE = """query($q: [SegmentProfileAnalyzeQuery!]!) {
@@ -68,7 +69,7 @@ def storage(tmp_path: Path) -> Iterator[OpenStorage]:
 
 def ask(storage: OpenStorage, query: str, **variables: Any) -> Any:
     context = QueryContext(
-        storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7), storage.state
+        storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7), storage.state
     )
     binder = resolvers()
     result = graphql.graphql_sync(

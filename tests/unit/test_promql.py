@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.promql.api import PromQLApi
 from skyoap.storage.select import OpenStorage
+from skyoap.vocabulary.ttl import TimesToLive
 from tests.unit.test_query_reads import storage as reads_storage
 
 T = 1_795_514_400
@@ -28,7 +29,7 @@ storage = reads_storage
 @pytest.fixture
 def api(storage: OpenStorage) -> Iterator[PromQLApi]:
     yield PromQLApi(
-        QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7))
+        QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7))
     )
 
 
@@ -225,7 +226,7 @@ def test_what_cannot_be_answered_is_bad_data_with_why(
 
 def test_an_answer_past_the_bound_is_refused(storage: OpenStorage) -> None:
     small = PromQLApi(
-        QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7)), 200
+        QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7)), 200
     )
     status, body = ask(small, "query_range", query=f"service_cpm{{{SHOP}}}", start=T, end=T + 3000, step="1")
     assert (status, body["errorType"]) == (422, "execution")

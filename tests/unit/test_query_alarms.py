@@ -14,12 +14,13 @@ import pytest
 
 from skyoap.model.records import RECORD_TYPES, AlarmRecord
 from skyoap.query import alarms
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.api import RecordSearch
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
 from skyoap.vocabulary import ids
+from skyoap.vocabulary.ttl import TimesToLive
 from tests import alarm_records
 from tests.alarm_records import SHOP, SHOP_INST, STOCK
 from tests.unit.test_query_schema import CLIENT_QUERIES
@@ -43,7 +44,9 @@ def storage(tmp_path: Path) -> Iterator[OpenStorage]:
 
 
 def ask(storage: OpenStorage, query: str, **variables: Any) -> tuple[Any, list[str]]:
-    context = QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7))
+    context = QueryContext(
+        storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7)
+    )
     binder = resolvers()
     result = graphql.graphql_sync(
         binder.schema, query, variable_values=variables, context_value=context, field_resolver=binder.resolve

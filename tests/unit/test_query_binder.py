@@ -26,7 +26,7 @@ from skyoap.model.inventory import INVENTORY_TYPES
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, ServiceMetrics
 from skyoap.model.records import RECORD_TYPES
 from skyoap.query.binder import EMPTY, Binder, empty
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution, Outcome, QueryRequest
 from skyoap.query.identity import server_version
 from skyoap.query.resolvers import resolvers
@@ -34,6 +34,7 @@ from skyoap.query.schema import load_schema
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import open_storage
+from skyoap.vocabulary.ttl import TimesToLive
 
 
 def execution(binder: Binder | None = None) -> Execution:
@@ -225,7 +226,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Execution
     row = ServiceMetrics(time_bucket=202601010010, service="shop", calls=30, errors=3, latency_sum_ms=300,
                          histogram=(0,) * 6 + (30,) + (0,) * 22)  # fmt: skip
     storage.metrics.put(ServiceMetrics, Downsampling.MINUTE, [MetricsWrite(None, row, {})])
-    context = QueryContext(storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7))
+    context = QueryContext(
+        storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7)
+    )
     binder = resolvers()
     yield Execution(binder, context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15), binder
     storage.close()

@@ -30,13 +30,14 @@ from skyoap.model.metrics import (
 from skyoap.model.records import RECORD_TYPES
 from skyoap.mqe import stored
 from skyoap.query import status
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.runtime.config import effective
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import OpenStorage, open_storage
+from skyoap.vocabulary.ttl import TimesToLive
 from skyoap.wiring.config import NodeConfig
 
 MINUTE = 202611241000
@@ -122,7 +123,7 @@ def storage(tmp_path: Path) -> Iterator[OpenStorage]:
 
 
 def ask(storage: OpenStorage, query: str, **variables: Any) -> Any:
-    ttl = TimesToLive(3, 1, 7, 90, 7)
+    ttl = TimesToLive(3, 1, 7, 90, 7, 7)
     context = QueryContext(storage.inventory, storage.metrics, storage.records, ttl)
     binder = resolvers()
     result = graphql.graphql_sync(
@@ -362,7 +363,7 @@ def test_the_menu_shows_the_general_layer_once_it_has_services(storage: OpenStor
 
 
 def test_status_pages_give_the_times_to_live_and_the_nodes() -> None:
-    ttl = status.ttl_page(TimesToLive(3, 1, 7, 90, 7))
+    ttl = status.ttl_page(TimesToLive(3, 1, 7, 90, 7, 7))
     records = ("normal", "trace", "zipkinTrace", "log", "browserErrorLog")
     assert ttl(False).body.decode().splitlines() == [
         "metrics.minute=1", "metrics.hour=7", "metrics.day=90", *(f"records.{r}=3" for r in records),
@@ -410,7 +411,7 @@ class CountedReads:
 def test_a_list_of_entities_in_one_request_reads_their_rows_at_once(storage: OpenStorage) -> None:
     """As the UI's service list asks: an average per service, aliased."""
     counted = CountedReads(storage.metrics)
-    context = QueryContext(storage.inventory, counted, storage.records, TimesToLive(3, 1, 7, 90, 7))
+    context = QueryContext(storage.inventory, counted, storage.records, TimesToLive(3, 1, 7, 90, 7, 7))
     execution = Execution(resolvers(), context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15)
     names = ["shop", "pay::checkout", "gone", "shop"]
     fields = " ".join(

@@ -22,11 +22,12 @@ from skyoap.model.metrics import (
     ServiceRelationMetrics,
 )
 from skyoap.query import topology
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution, Outcome, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.api import M, check_where
 from skyoap.vocabulary import ids
+from skyoap.vocabulary.ttl import TimesToLive
 from tests.unit.fakes import MemoryInventoryDAO, MemoryMetricsDAO
 
 A, B, D = "QQ==.1", "Qg==.1", "RA==.1"
@@ -163,7 +164,7 @@ def ask(metrics: QueriedMetricsDAO, query: str, **variables: Any) -> tuple[Outco
     inventory = MemoryInventoryDAO()
     services = [ServiceInventory(name=name, sequence=n) for n, name in enumerate("ABCDE", 1)]
     inventory.insert(ServiceInventory, services)
-    context = QueryContext(inventory, metrics, None, TimesToLive(3, 1, 7, 90, 7))  # type: ignore[arg-type]
+    context = QueryContext(inventory, metrics, None, TimesToLive(3, 1, 7, 90, 7, 7))  # type: ignore[arg-type]
     run = Execution(resolvers(), context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15).run
     answer = run(QueryRequest(query, {"duration": WINDOW, **variables}))
     return answer.outcome, json.loads(answer.body)

@@ -16,7 +16,7 @@ from skyoap.model.spans import SegmentRules
 from skyoap.model.stream import ColumnType, Text, Words
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query import logs, traces
-from skyoap.query.context import QueryContext, TimesToLive
+from skyoap.query.context import QueryContext
 from skyoap.query.paging import Page, Window
 from skyoap.query.segment_data import (
     Ref,
@@ -32,6 +32,7 @@ from skyoap.storage.api import RecordSearch
 from skyoap.storage.embedded.db import Database
 from skyoap.storage.embedded.records import EmbeddedRecordDAO
 from skyoap.vocabulary.ids import BadId, service_name
+from skyoap.vocabulary.ttl import TimesToLive
 from skyoap.wiring.config import NodeConfig
 from tests.unit.fakes import MemoryInventoryDAO, MemoryMetricsDAO
 
@@ -250,7 +251,7 @@ def test_ids_name_what_they_were_built_from() -> None:
 def context() -> Iterator[QueryContext]:
     dao = EmbeddedRecordDAO(Database(":memory:"))
     dao.install([SegmentRecord, LogRecord])
-    yield QueryContext(MemoryInventoryDAO(), MemoryMetricsDAO(), dao, TimesToLive(3, 1, 7, 90, 7))
+    yield QueryContext(MemoryInventoryDAO(), MemoryMetricsDAO(), dao, TimesToLive(3, 1, 7, 90, 7, 7))
     dao.close()
 
 

@@ -28,13 +28,13 @@ from skyoap.model.metrics import (
 )
 from skyoap.model.stream import Stage, StreamData, StreamTypes, worker_id
 from skyoap.proto import remote_pb2
+from skyoap.receiver.config import LimitsConfig
 from skyoap.remote.grpc_client import CALL, CALL_BATCHED, GrpcRemoteClient, encode, encode_batch
 from skyoap.remote.service import RemoteService
 from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.retry import RetryPolicy
 from skyoap.runtime.worker import Workers
-from skyoap.wiring.config import LimitsConfig
 from tests.unit.fakes import Collect, FillsTheBudget
 
 L2 = worker_id(ServiceInventory, Stage.L2)

@@ -12,12 +12,14 @@ from typing import Any
 import graphql
 import pytest
 
+from skyoap.layers.widgets import EVENTS_HEIGHT, TAB_HEIGHT
 from skyoap.query import ui_templates
-from skyoap.query.context import QueryContext, TimesToLive
-from skyoap.query.dashboards import EVENTS_HEIGHT, TAB_HEIGHT, dashboards
+from skyoap.query.context import QueryContext
+from skyoap.query.dashboards import dashboards
 from skyoap.query.resolvers import resolvers
 from skyoap.storage.embedded.db import Database
 from skyoap.storage.embedded.topics import EmbeddedStateStore
+from skyoap.vocabulary.ttl import TimesToLive
 from tests.unit.fakes import MemoryInventoryDAO, MemoryMetricsDAO
 
 # SkyWalking's UI's texts (src/graphql/query/dashboard.ts).
@@ -115,7 +117,8 @@ def state(path: str) -> Iterator[EmbeddedStateStore]:
 
 
 def ask(state: EmbeddedStateStore | None, query: str, **variables: Any) -> Any:
-    context = QueryContext(MemoryInventoryDAO(), MemoryMetricsDAO(), None, TimesToLive(3, 1, 7, 90, 7), state)  # type: ignore[arg-type]
+    ttl = TimesToLive(3, 1, 7, 90, 7, 7)
+    context = QueryContext(MemoryInventoryDAO(), MemoryMetricsDAO(), None, ttl, state)  # type: ignore[arg-type]
     binder = resolvers()
     result = graphql.graphql_sync(
         binder.schema, query, variable_values=variables, context_value=context, field_resolver=binder.resolve

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from skyoap.layers.spans import SlowThresholds, Thresholds
 from skyoap.model.metrics import (
     CacheAccessMetrics,
     CallMetrics,
@@ -23,7 +24,6 @@ from skyoap.model.records import SampledRecord
 from skyoap.model.spans import CROSS_PROCESS, ENTRY, EXIT, Segment, Span, SpanKind, SpanRef
 from skyoap.model.stream import ColumnType
 from skyoap.receiver.segments import analyse
-from skyoap.receiver.virtual import SlowThresholds, Thresholds
 
 NOW = 1_795_514_400_000
 """2026-11-24 10:00 UTC."""

@@ -23,6 +23,7 @@ from typing import Any
 
 import promql_parser as pp
 
+from skyoap.layers import CATALOGUE, KNOWN_BY_CALLERS
 from skyoap.model.layers import LAYERS
 from skyoap.mqe.stored import StoredMetrics
 from skyoap.query import metadata
@@ -43,7 +44,7 @@ from skyoap.query.promql.evaluation import (
 )
 from skyoap.runtime import clock
 from skyoap.vocabulary import ids
-from skyoap.vocabulary.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricsType
+from skyoap.vocabulary.catalogue import PERCENTILE_LABEL, MetricsType
 from skyoap.vocabulary.duration import SERVER_ZONE
 from skyoap.vocabulary.entity import Scope
 
@@ -233,7 +234,7 @@ class PromQLApi:
         service = given.get("service", "")
         if not service:
             raise BadData(f"label {{service}} should not be empty. ({name})")
-        normal = layer not in metadata.VIRTUAL_LAYERS
+        normal = layer not in KNOWN_BY_CALLERS
         if name == "instance_traffic":
             # Those alive (a heartbeat) since the start asked, or within the day before its end.
             end = _time(_one(params, "end"), "end") if _one(params, "end") else clock.now_ms()

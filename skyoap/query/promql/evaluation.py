@@ -1,5 +1,5 @@
 """PromQL over skyoap's metrics, as SkyWalking's PromQL service names them:
-a selector reads a metric of the catalogue (``vocabulary/catalogue.py``) through
+a selector reads a metric of the catalogue (``layers.CATALOGUE``) through
 the MQE reader, for the entity its labels name (``layer`` always;
 ``service``, ``service_instance``, ``endpoint`` and their ``dest_`` twins as
 its scope needs; ``p`` for a percentile's ranks; ``top_n``, ``order`` and
@@ -29,12 +29,13 @@ from typing import Any
 
 import promql_parser as pp
 
+from skyoap.layers import CATALOGUE
 from skyoap.model.layers import LAYERS
 from skyoap.mqe import results, syntax
 from skyoap.mqe.arithmetic import ExpressionError
 from skyoap.mqe.evaluator import RANKED_SCOPES, Evaluator
 from skyoap.mqe.reader import MetricReader
-from skyoap.vocabulary.catalogue import CATALOGUE, PERCENTILE_LABEL, MetricDef, MetricsType
+from skyoap.vocabulary.catalogue import PERCENTILE_LABEL, MetricDef, MetricsType
 from skyoap.vocabulary.duration import MAX_STEPS, SERVER_ZONE, Duration, DurationError, Step
 from skyoap.vocabulary.entity import Entity, Scope
 

@@ -14,6 +14,7 @@ import logging
 from google.protobuf import descriptor
 
 from skyoap.edge.server import GrpcServer
+from skyoap.layers.spans import DEFAULT_SLOW, SlowThresholds
 from skyoap.model.metrics import ApdexThresholds
 from skyoap.model.spans import SEARCHABLE_TRACE_TAGS
 from skyoap.proto.skywalking import (
@@ -37,7 +38,6 @@ from skyoap.receiver.skywalking.management import ManagementService
 from skyoap.receiver.skywalking.meters import MeterReportService
 from skyoap.receiver.skywalking.profiling import ProfileTaskService
 from skyoap.receiver.skywalking.tracing import TraceSegmentReportService
-from skyoap.receiver.virtual import DEFAULT_SLOW, SlowThresholds
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,41 @@
+"""What a layer declares: everything skyoap knows of one of SkyWalking's
+layers (``model/layers.py``), in the layer's own file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from skyoap.layers.spans import Measure
+from skyoap.model.metrics import Metrics
+from skyoap.model.spans import SpanLayer
+from skyoap.vocabulary.catalogue import MetricDef
+
+
+@dataclass(frozen=True)
+class MenuItem:
+    """The layer's entry in SkyWalking's UI menu (``getMenuItems``)."""
+
+    title: str
+    key: str
+    """Its i18n key, after ``general_service_``."""
+    description: str
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    """SkyWalking's name of the layer (``GENERAL``, ``VIRTUAL_DATABASE``, …)."""
+    menu: MenuItem
+    metrics: tuple[MetricDef, ...]
+    """The metrics of the layer by SkyWalking's names: its part of the catalogue."""
+    dashboards: Callable[[], tuple[dict[str, Any], ...]]
+    """Its pages in SkyWalking's UI (``layers/widgets.py``), built when first asked for."""
+    known_by: type[Metrics] | None = None
+    """For a layer of services nobody reports from (what their callers
+    named): the metrics its services are known by. None: its services report
+    themselves (and are registered)."""
+    span_layer: SpanLayer | None = None
+    """The layer of the spans whose calls ``measure`` counts, if any."""
+    measure: Measure | None = None
