@@ -59,11 +59,11 @@ from skyoap.model.records import RECORD_TYPES, SegmentRecord
 from skyoap.model.stream import Text
 from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.query.context import QueryContext
-from skyoap.query.dashboards import dashboards
 from skyoap.query.execution import Execution
 from skyoap.query.promql.api import PromQLApi
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
+from skyoap.query.ui.dashboards import dashboards
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind

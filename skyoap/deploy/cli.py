@@ -422,7 +422,7 @@ def _add_dashboards_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _dashboards(args: argparse.Namespace) -> int:
-    from skyoap.query import ui_templates
+    from skyoap.query.ui import templates as ui_templates
     from skyoap.storage.select import topics_of
 
     config = config_from(args, StorageConfig)

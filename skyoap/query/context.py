@@ -20,7 +20,7 @@ class QueryContext:
     records: RecordDAO
     ttl: TimesToLive
     state: StateStore | None = None
-    """The storage's shared state: the dashboards users changed (``ui_templates.py``)."""
+    """The storage's shared state: the dashboards users changed (``ui/templates.py``)."""
     shared: dict[Any, Any] = field(default_factory=dict, compare=False)
     """What the resolvers of one request share, by the key of whoever keeps
     it there (``mqe/stored.py``'s windows of rows); empty in each request's context."""

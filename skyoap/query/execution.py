@@ -1,5 +1,5 @@
 """Running queries: parse (at most ``max_tokens``), measure (depth and
-fields, ``bounds.py``), validate with the schema's rules, execute with the
+fields, ``complexity.py``), validate with the schema's rules, execute with the
 bound resolvers, and the answer as JSON, on a bounded pool of threads, since
 resolvers read storage with blocking clients. A valid text is kept, parsed,
 for the next request that sends it; the root fields of a batch resolver are
@@ -55,8 +55,8 @@ from graphql.execution.values import VariableValues
 from graphql.pyutils import Path
 
 from skyoap.query.binder import Answers, BatchResolver, Binder
-from skyoap.query.bounds import size_error
 from skyoap.query.completion import Complete, GiveUp, Plan, completer, selection_text, typename
+from skyoap.query.complexity import size_error
 from skyoap.runtime import deadline
 from skyoap.runtime.cache import TextCache
 from skyoap.runtime.ratelimit import RateLimitedLog

@@ -1,6 +1,6 @@
 """Metrics as SkyWalking's ``execExpression`` answers them (MQE, evaluated
 by ``skyoap/mqe/``), over the rows storage holds (``mqe/stored.py``'s
-``StoredMetrics``; the older reads are ``metrics_v2.py``'s). A request's
+``StoredMetrics``; the older reads are ``legacy_metrics.py``'s). A request's
 ``execExpression`` are evaluated together, what they read read at once for
 all their entities (``StoredMetrics.read_ahead``)."""
 

@@ -13,20 +13,20 @@ from graphql import GraphQLSchema
 
 from skyoap.query import (
     alarms,
-    dashboards,
     events,
     identity,
+    legacy_metrics,
     logs,
     metadata,
     metrics,
-    metrics_v2,
     profiling,
     topology,
     traces,
-    ui_templates,
 )
 from skyoap.query.binder import Binder
 from skyoap.query.schema import load_schema
+from skyoap.query.ui import dashboards
+from skyoap.query.ui import templates as ui_templates
 
 _ONE_LAYER = "skyoap's services are each of one layer, in no hierarchy of layers"
 _NO_PROCESSES = "skyoap takes no process telemetry (SkyWalking's eBPF agent's)"
@@ -68,16 +68,16 @@ def _served(binder: Binder) -> Binder:
         .query("getMetricsTTL", metadata.metrics_ttl)
         .query("getRecordsTTL", metadata.records_ttl)
         .query_batch("execExpression", metrics.exec_expressions)
-        .query("readMetricsValues", metrics_v2.read_metrics_values)
-        .query("readMetricsValue", metrics_v2.read_metrics_value)
-        .query("readNullableMetricsValue", metrics_v2.read_nullable_metrics_value)
-        .query("readLabeledMetricsValues", metrics_v2.read_labeled_metrics_values)
-        .query("sortMetrics", metrics_v2.sort_metrics)
-        .query("listMetrics", metrics_v2.list_metrics)
-        .query("typeOfMetrics", metrics_v2.type_of_metrics)
-        .query("readRecords", metrics_v2.read_records)
-        .query("readSampledRecords", metrics_v2.read_sampled_records)
-        .query("getTopNRecords", metrics_v2.get_top_n_records)
+        .query("readMetricsValues", legacy_metrics.read_metrics_values)
+        .query("readMetricsValue", legacy_metrics.read_metrics_value)
+        .query("readNullableMetricsValue", legacy_metrics.read_nullable_metrics_value)
+        .query("readLabeledMetricsValues", legacy_metrics.read_labeled_metrics_values)
+        .query("sortMetrics", legacy_metrics.sort_metrics)
+        .query("listMetrics", legacy_metrics.list_metrics)
+        .query("typeOfMetrics", legacy_metrics.type_of_metrics)
+        .query("readRecords", legacy_metrics.read_records)
+        .query("readSampledRecords", legacy_metrics.read_sampled_records)
+        .query("getTopNRecords", legacy_metrics.get_top_n_records)
         .query("getMenuItems", dashboards.menu_items)
         .query("getAllTemplates", ui_templates.all_templates)
         .query("getTemplate", ui_templates.template)

@@ -44,7 +44,7 @@ from skyoap.query.execution import Busy, Execution, QueryRequest
 from skyoap.query.promql.api import PREFIX as PROMQL_PREFIX
 from skyoap.query.promql.api import PromQLApi, failure
 from skyoap.query.status import Page, StatusPage
-from skyoap.query.ui_files import UI_HEADERS, ui_files
+from skyoap.query.ui.files import UI_HEADERS, ui_files
 from skyoap.runtime.instruments import Instruments
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ async def _harden(_: web.Request, response: web.StreamResponse) -> None:
 
 
 def _ui_file(file: Page) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """The handler of one of the web UI's files (``ui_files.py``)."""
+    """The handler of one of the web UI's files (``ui/files.py``)."""
 
     async def answer(_: web.Request) -> web.Response:
         return web.Response(

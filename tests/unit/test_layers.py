@@ -8,7 +8,7 @@ from skyoap.layers import CATALOGUE, KNOWN_BY_CALLERS, LAYERS
 from skyoap.model.layers import LAYERS as SKYWALKING_LAYERS
 from skyoap.model.metrics import CacheAccessMetrics, DatabaseAccessMetrics, MQAccessMetrics
 from skyoap.model.spans import SpanLayer
-from skyoap.query.dashboards import dashboards
+from skyoap.query.ui.dashboards import dashboards
 from skyoap.receiver.virtual import SPAN_LAYERS
 
 

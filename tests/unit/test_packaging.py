@@ -41,8 +41,8 @@ def test_the_wheel_holds_the_skyoap_package_alone_and_spark_only_as_an_extra(tmp
         "skyoap/proto/register_pb2.pyi",
         "skyoap/mqe/mqe.lark",
         # The web UI the query port serves.
-        "skyoap/query/ui/index.html",
-        "skyoap/query/ui/app.js",
+        "skyoap/query/ui/static/index.html",
+        "skyoap/query/ui/static/app.js",
         # The query protocol's schema is read from these at run time.
         *(f"skyoap/query/sdl/{f.name}" for f in sdl_files()),
     }

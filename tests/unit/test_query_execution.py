@@ -14,7 +14,7 @@ import pytest
 
 from skyoap.query import execution as query_execution
 from skyoap.query.binder import Binder
-from skyoap.query.bounds import size_error
+from skyoap.query.complexity import size_error
 from skyoap.query.execution import Busy, Execution, Outcome, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.query.schema import load_schema

@@ -19,7 +19,7 @@ from skyoap.query.schema import load_schema
 from skyoap.query.server import QueryServer
 from skyoap.runtime.instruments import Instruments
 
-UI = Path(__file__).resolve().parents[2] / "skyoap" / "query" / "ui"
+UI = Path(__file__).resolve().parents[2] / "skyoap" / "query" / "ui" / "static"
 
 
 def server(auth: HttpAuth | None = None) -> QueryServer:

@@ -13,10 +13,10 @@ import graphql
 import pytest
 
 from skyoap.layers.widgets import EVENTS_HEIGHT, TAB_HEIGHT
-from skyoap.query import ui_templates
 from skyoap.query.context import QueryContext
-from skyoap.query.dashboards import dashboards
 from skyoap.query.resolvers import resolvers
+from skyoap.query.ui import templates as ui_templates
+from skyoap.query.ui.dashboards import dashboards
 from skyoap.storage.embedded.db import Database
 from skyoap.storage.embedded.topics import EmbeddedStateStore
 from skyoap.vocabulary.ttl import TimesToLive

@@ -1,7 +1,7 @@
 """The web UI a node serves on its query port: ``GET /`` and ``GET /ui/NAME``,
-files shipped in the package (``skyoap/query/ui/``), written here, with no
+files shipped in the package (``skyoap/query/ui/static/``), written here, with no
 build step. Its pages ask the node's own GraphQL endpoint what SkyWalking's
-UI asks (``ui/api.js``)."""
+UI asks (``static/api.js``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ _NAME = re.compile(r"[a-z][a-z0-9_-]*\.(html|js|css|svg)")
 @functools.cache
 def ui_files() -> dict[str, Page]:
     """Every file of the UI by its name, read once."""
-    folder = importlib.resources.files(__package__).joinpath("ui")
+    folder = importlib.resources.files(__package__).joinpath("static")
     return {
         f.name: Page(CONTENT_TYPES[f.name[f.name.rindex(".") :]], f.read_bytes())
         for f in folder.iterdir()

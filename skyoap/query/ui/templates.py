@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyoap.query.context import QueryContext
-from skyoap.query.dashboards import dashboards
+from skyoap.query.ui.dashboards import dashboards
 from skyoap.storage.api import StateStore
 
 PREFIX = "ui-template:"

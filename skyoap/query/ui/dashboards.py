@@ -1,7 +1,7 @@
 """What SkyWalking's UI draws, served as it asks for it: the menu
 (``getMenuItems``) and the dashboards (``getAllTemplates``) of the layers
 skyoap has, each declared by its layer (``layers/``, laid out with
-``layers/widgets.py``). They are the defaults users change (``ui_templates.py``)."""
+``layers/widgets.py``). They are the defaults users change (``templates.py``)."""
 
 from __future__ import annotations
 
