@@ -64,6 +64,7 @@ from skyoap.query.promql.api import PromQLApi
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
 from skyoap.query.ui.dashboards import dashboards
+from skyoap.runtime.admission import Admission
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
@@ -357,8 +358,16 @@ def run(label: str, storage: OpenStorage, args: argparse.Namespace) -> list[Figu
         Recorder(storage.records),
     )
     context = QueryContext(inventory, metrics, records, TimesToLive(3, 1, 7, 90, 7, 7))
-    execution = Execution(resolvers(), context, threads=8, max_waiting=32, deadline_s=60.0, max_depth=15)
-    server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20, promql=(0, PromQLApi(context)))
+    execution = Execution(resolvers(), context, deadline_s=60.0, max_depth=15)
+    server = QueryServer(
+        "127.0.0.1",
+        0,
+        Admission(8, 32, 60.0),
+        execution,
+        Instruments(),
+        1 << 20,
+        promql=(0, PromQLApi(context)),
+    )
     server.start()
     client = Client(server.url)
     recorders = [inventory, metrics, records]

@@ -41,6 +41,7 @@ from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
+from skyoap.runtime.admission import Admission
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import open_storage
@@ -103,8 +104,8 @@ def serving(services: int) -> Iterator[str]:
         context = QueryContext(
             storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7)
         )  # fmt: skip
-        execution = Execution(resolvers(), context, threads=8, max_waiting=32, deadline_s=60.0, max_depth=15)
-        server = QueryServer("127.0.0.1", 0, execution, Instruments(), 1 << 20)
+        execution = Execution(resolvers(), context, deadline_s=60.0, max_depth=15)
+        server = QueryServer("127.0.0.1", 0, Admission(8, 32, 60.0), execution, Instruments(), 1 << 20)
         server.start()
         try:
             yield server.url.removesuffix("graphql")

@@ -39,8 +39,8 @@ from skyoap.consumer.group import HEARTBEAT_INTERVAL_S, SESSION_TIMEOUT_S, Group
 from skyoap.consumer.lag import LagCollector, lags
 from skyoap.consumer.membership import Callback, Membership
 from skyoap.consumer.subscription import PartitionState, SubscriptionState, TopicPartition
+from skyoap.edge.admin import AdminServer
 from skyoap.model.topics import Topic, TopicRecord
-from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.api import StateStore, TopicDAO
 from skyoap.storage.config import StorageConfig

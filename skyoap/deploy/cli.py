@@ -471,6 +471,7 @@ def _profile(args: argparse.Namespace) -> int:
     from skyoap.aggregator.config import TtlConfig
     from skyoap.deploy import profiling
     from skyoap.query.context import QueryContext
+    from skyoap.query.profiling import TaskSettings
     from skyoap.storage.select import open_storage
 
     if args.action == "create" and not (args.service and args.endpoint):
@@ -482,17 +483,18 @@ def _profile(args: argparse.Namespace) -> int:
         return 0
     storage = open_storage(config)
     try:
-        ttl = TtlConfig().ttl()
-        context = QueryContext(storage.inventory, storage.metrics, storage.records, ttl, storage.state)
         if args.action == "create":
-            settings = {
-                "duration": args.minutes, "minDurationThreshold": args.min_duration_ms,
-                "dumpPeriod": args.dump_period_ms, "maxSamplingCount": args.max_sampling_count,
-            }  # fmt: skip
-            return profiling.create(context, args.service, args.endpoint, settings, sys.stdout)
+            settings = TaskSettings(
+                args.minutes, args.min_duration_ms, args.dump_period_ms, args.max_sampling_count
+            )
+            records_days = TtlConfig().records_days
+            return profiling.create(storage, records_days, args.service, args.endpoint, settings, sys.stdout)
         if args.action == "list":
-            profiling.print_tasks(context, args.service, sys.stdout)
+            profiling.print_tasks(storage, args.service, sys.stdout)
         else:
+            context = QueryContext(
+                storage.inventory, storage.metrics, storage.records, TtlConfig().ttl(), storage.state
+            )
             profiling.print_analysis(context, args.task, sys.stdout)
     finally:
         storage.close()

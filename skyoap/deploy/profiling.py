@@ -1,44 +1,38 @@
 """``skyoap profile``: trace profiling tasks created, listed, and their
-analysis printed, through the query side's own functions over a storage."""
+analysis printed, through the query side's own functions over a storage
+(``query/profiling.py``: the same the GraphQL resolvers call)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, TextIO
 
 from skyoap.deploy.tables import table, utc_ms
 from skyoap.query import profiling
 from skyoap.query.context import QueryContext
-from skyoap.vocabulary import ids
+from skyoap.query.profiling import TaskSettings
+from skyoap.storage.select import OpenStorage
 
 
 def create(
-    context: QueryContext, service: str, endpoint: str, settings: Mapping[str, int], out: TextIO
+    storage: OpenStorage, records_days: int, service: str, endpoint: str, settings: TaskSettings, out: TextIO
 ) -> int:
     """Creates a task starting now; prints its id, or why none was made (and returns 1)."""
-    request = {
-        "serviceId": ids.service_id(service, True),
-        "endpointName": endpoint,
-        "startTime": None,
-        **settings,
-    }
-    made = profiling.create_profile_task(context, request)
-    if made["errorReason"]:
-        out.write(f"no task: {made['errorReason']}\n")
+    try:
+        task = profiling.create_task(storage.state, records_days, service, endpoint, None, settings)
+    except profiling.TaskRefused as e:
+        out.write(f"no task: {e}\n")
         return 1
-    out.write(f"{made['id']}\n")
+    out.write(f"{task.id}\n")
     return 0
 
 
-def print_tasks(context: QueryContext, service: str | None, out: TextIO) -> None:
-    tasks = profiling.profile_task_list(context, ids.service_id(service, True) if service else None)
+def print_tasks(storage: OpenStorage, service: str | None, out: TextIO) -> None:
     rows = [
         [
-            t["id"], t["serviceName"], t["endpointName"], utc_ms(t["startTime"]), t["duration"],
-            t["minDurationThreshold"], t["dumpPeriod"], t["maxSamplingCount"],
-            ", ".join(f"{g['instanceName']} {g['operationType']}" for g in t["logs"]) or "-",
+            t.id, t.service, t.endpoint, utc_ms(t.start_time), t.minutes, t.min_duration_ms, t.dump_period_ms,
+            t.max_sampling_count, ", ".join(f"{g.instance} {g.operation.value}" for g in t.logs) or "-",
         ]
-        for t in tasks
+        for t in profiling.tasks_of(storage.state, service)
     ]  # fmt: skip
     headers = ["id", "service", "endpoint", "start (UTC)", "minutes", "min ms", "period ms", "samples", "log"]
     out.write(table(headers, rows) + "\n")
@@ -50,10 +44,8 @@ def print_analysis(context: QueryContext, task_id: str, out: TextIO) -> None:
         spans = [s for s in segment["spans"] if s["profiled"]]
         if not spans:
             continue
-        window = {"start": min(s["startTime"] for s in spans), "end": max(s["endTime"] for s in spans)}
-        analysis = profiling.segments_profile_analyze(
-            context, [{"segmentId": spans[0]["segmentId"], "timeRange": window}]
-        )
+        window = (spans[0]["segmentId"], min(s["startTime"] for s in spans), max(s["endTime"] for s in spans))
+        analysis = profiling.analyze(context.records, [window])
         out.write(
             f"segment {spans[0]['segmentId']} of trace {segment['traceId']}, {segment['instanceName']}, "
             f"{', '.join(segment['endpointNames'])}, {segment['duration']} ms\n"

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
+from skyoap.edge.admin import AdminServer
 from skyoap.query.config import OFF
-from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.process import WORKER_LOG_FORMAT, prepare
 from skyoap.runtime.ratelimit import RateLimitedLog

@@ -7,17 +7,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from skyoap.edge.admin import MOST_CONNECTIONS
+from skyoap.edge.auth import HttpAuth
+from skyoap.edge.http import ConnectionLimits
 from skyoap.edge.tls import HttpsTls
-from skyoap.query.auth import HttpAuth
 from skyoap.query.config import QueryConfig
-from skyoap.query.connections import ConnectionLimits
 from skyoap.query.context import QueryContext
 from skyoap.query.execution import Execution
 from skyoap.query.promql.api import PromQLApi
 from skyoap.query.resolvers import resolvers
 from skyoap.query.server import QueryServer
 from skyoap.query.status import StatusPage, ttl_page
-from skyoap.runtime import admin, descriptors
+from skyoap.runtime import descriptors
+from skyoap.runtime.admission import Admission
 from skyoap.runtime.instruments import Instruments
 from skyoap.storage.select import OpenStorage
 from skyoap.vocabulary.ttl import TimesToLive
@@ -41,8 +43,6 @@ def query_endpoint(
     execution = Execution(
         resolvers(),
         context,
-        q.threads,
-        q.max_waiting,
         q.deadline_s,
         q.max_depth,
         max_fields=q.max_fields,
@@ -54,6 +54,7 @@ def query_endpoint(
     return QueryServer(
         q.host,
         q.port,
+        Admission(q.threads, q.max_waiting, q.deadline_s),
         execution,
         instruments,
         q.max_body_bytes,
@@ -69,7 +70,7 @@ def query_endpoint(
 def _connections(wanted: int) -> int:
     """``--query-max-connections``, or fewer when the descriptors free
     now would not leave as many again for agents, storage and the cluster."""
-    held = descriptors.share(wanted, reserved=admin.MOST_CONNECTIONS)
+    held = descriptors.share(wanted, reserved=MOST_CONNECTIONS)
     if held < wanted:
         log.warning(
             "the query port holds at most %d connections, not %d (--query-max-connections): the "

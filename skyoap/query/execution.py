@@ -1,33 +1,27 @@
 """Running queries: parse (at most ``max_tokens``), measure (depth and
 fields, ``complexity.py``), validate with the schema's rules, execute with the
-bound resolvers, and the answer as JSON, on a bounded pool of threads, since
-resolvers read storage with blocking clients. A valid text is kept, parsed,
+bound resolvers, and the answer as JSON. A valid text is kept, parsed,
 for the next request that sends it; the root fields of a batch resolver are
 resolved at once (``binder.py``), and answers completed by plans made once
 per selection (``completion.py``).
 
-At most ``threads`` queries run at once and ``max_waiting`` more wait for a
-thread; one past them is refused at once (``Busy``) rather than queued
-without end. A query must answer within ``deadline_s`` of its arrival,
-waiting included: its thread runs under that deadline
-(``runtime/deadline.py``), so storage reads made for it wait at most what is
-left, validation and execution stop where they are once it passes, and the
-query is answered with an error saying so. An answer is weighed as its
-fields resolve: one past ``max_answer_bytes`` stops there and says so.
+A query runs on a thread of the endpoint's admission (``runtime/admission.py``:
+bounded, under a deadline from its arrival), since resolvers read storage with
+blocking clients: validation and execution stop where they are once the
+deadline passes, and the query is answered with an error saying so. An answer
+is weighed as its fields resolve: one past ``max_answer_bytes`` stops there
+and says so.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
-from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, cast
 
 import orjson
 from graphql import (
@@ -57,15 +51,13 @@ from graphql.pyutils import Path
 from skyoap.query.binder import Answers, BatchResolver, Binder
 from skyoap.query.completion import Complete, GiveUp, Plan, completer, selection_text, typename
 from skyoap.query.complexity import size_error
+from skyoap.query.serving import Outcome
 from skyoap.runtime import deadline
 from skyoap.runtime.cache import TextCache
 from skyoap.runtime.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 _failures = RateLimitedLog(log)
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 PLANS_CACHED_CHARS = 64 * 1024
@@ -77,18 +69,6 @@ asks the same queries again and again, with other variables, and parsing and
 validating a list of 400 aliased fields takes longer than answering it. A
 parsed document holds about 100 bytes per character of its text: some 26 MB
 at most."""
-
-
-class Outcome(enum.Enum):
-    ANSWERED = "answered"
-    """Every field answered."""
-    FAILED = "failed"
-    """A field failed (its error beside what the others answered)."""
-    INVALID = "invalid"
-    """Not a query this node runs: a syntax error, an unknown field, a
-    variable of the wrong type, nesting past the depth bound."""
-    DEADLINE = "deadline"
-    """Not answered within the deadline."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +87,6 @@ class Answer:
     """``{"data": ..., "errors": [...]}`` as JSON (``errors`` only when there are some)."""
 
 
-class Busy(Exception):
-    """Every thread runs a query and as many wait as may: try again later."""
-
-
 def encode(result: ExecutionResult) -> bytes:
     """``result`` as compact JSON in UTF-8. orjson writes the strings, numbers
     and lists of an answer as the json module does, in a tenth of its time;
@@ -127,8 +103,6 @@ class Execution:
         self,
         binder: Binder,
         context: object,
-        threads: int,
-        max_waiting: int,
         deadline_s: float,
         max_depth: int,
         max_fields: int = 5000,
@@ -140,8 +114,6 @@ class Execution:
         resolvers share, such as the rows it read)."""
         self._binder = binder
         self._context: Callable[[], object] = getattr(context, "for_request", lambda: context)
-        self.threads = threads
-        self.max_pending = threads + max_waiting
         self.deadline_s = deadline_s
         self._max_depth, self._max_fields, self._max_tokens = max_depth, max_fields, max_tokens
         self._max_answer_bytes = max_answer_bytes
@@ -151,8 +123,6 @@ class Execution:
         self._reading: dict[str, threading.Event] = {}
         """Texts being parsed and checked, each by the first request that sent it."""
         self._lock = threading.Lock()
-        self._pending = 0
-        self._pool: futures.ThreadPoolExecutor | None = None
         self.late = Answer(
             Outcome.DEADLINE,
             encode(
@@ -174,78 +144,13 @@ class Execution:
             "(--query-max-answer-bytes): ask for less at once (fewer fields or entities, a smaller page)"
         )
 
-    @property
-    def pending(self) -> int:
-        """Queries running or waiting for a thread."""
-        with self._lock:
-            return self._pending
-
-    def start(self) -> None:
-        self._pool = futures.ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="query")
-
-    def submit(self, request: QueryRequest) -> futures.Future[Answer]:
-        """Runs ``request`` on a thread of the pool; raises ``Busy`` past the bound."""
-        return self._admit(self._run, request)
-
-    def submit_call(self, call: Callable[[], T]) -> futures.Future[T | None]:
-        """Runs ``call`` (another protocol's request) on a thread of the pool,
-        under the same bound and deadline: its storage reads stop at the
-        deadline, and past it the future holds None."""
-        return self._admit(self._run_call, call)
-
-    def _run_call(self, call: Callable[[], T], ends_at: float) -> T | None:
-        left = ends_at - time.monotonic()
-        if left <= 0:
-            return None
-        with deadline.call():
-            deadline.start(left)
-            try:
-                answer = call()
-            except Exception:
-                if deadline.remaining(1.0) > 0:
-                    raise
-                return None  # a read that gave up at the deadline
-            return answer if deadline.remaining(1.0) > 0 else None
-
-    def _admit(self, run: Callable[[Any, float], R], work: Any) -> futures.Future[R]:
-        pool = self._pool
-        if pool is None:
-            raise RuntimeError("the query endpoint is not running")
-        ends_at = time.monotonic() + self.deadline_s
-        with self._lock:
-            if self._pending >= self.max_pending:
-                raise Busy(
-                    f"the node runs {self.threads} queries at once and {self.max_pending - self.threads} "
-                    "more may wait, and all of them are taken (--query-threads, --query-max-waiting); "
-                    "try again shortly"
-                )
-            self._pending += 1
+    def answer(self, request: QueryRequest) -> Answer:
+        """``run``, with a failure of the node's own answered as such."""
         try:
-            future = pool.submit(run, work, ends_at)
-        except RuntimeError:  # closed meanwhile
-            self._leave()
-            raise
-        future.add_done_callback(lambda _: self._leave())
-        return future
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._pending -= 1
-
-    def _run(self, request: QueryRequest, ends_at: float) -> Answer:
-        left = ends_at - time.monotonic()
-        if left <= 0:  # it waited out its deadline for a thread
-            return self.late
-        with deadline.call():
-            deadline.start(left)
-            try:
-                answer = self.run(request)
-            except Exception as e:  # a failure of the node's own, not of the query
-                log.exception("a query failed to run")
-                return _failed(f"the node failed to run the query: {e!r}")
-            if deadline.remaining(1.0) <= 0:
-                return self.late
-            return answer
+            return self.run(request)
+        except Exception as e:
+            log.exception("a query failed to run")
+            return _failed(f"the node failed to run the query: {e!r}")
 
     def run(self, request: QueryRequest) -> Answer:
         """Runs ``request`` in this thread (under the caller's deadline, if
@@ -325,19 +230,6 @@ class Execution:
             if cause is not None:
                 _failures.warning(type(cause).__name__, "a query's field %s failed: %r", e.path, cause)
         return Outcome.FAILED
-
-    def close(self, timeout_s: float) -> None:
-        """Drops the queries still waiting for a thread and lets those running
-        end within ``timeout_s`` (each stops by its deadline); idempotent."""
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        pool.shutdown(wait=False, cancel_futures=True)
-        joiner = threading.Thread(target=pool.shutdown, name="query-shutdown", daemon=True)
-        joiner.start()
-        joiner.join(timeout_s)
-        if joiner.is_alive():
-            log.warning("queries still running %g s after the query endpoint closed", timeout_s)
 
 
 class _DeadlinePassed(BaseException):

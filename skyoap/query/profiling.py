@@ -25,7 +25,7 @@ from skyoap.query.segment_data import UndecodableSegment, decode_segment
 from skyoap.query.traces import span_answer
 from skyoap.runtime import clock
 from skyoap.storage import profiling
-from skyoap.storage.api import RecordSearch, StateStore
+from skyoap.storage.api import RecordDAO, RecordSearch, StateStore
 from skyoap.vocabulary import ids
 
 MAX_ANALYZED = MAX_DEPTH - 1
@@ -43,6 +43,74 @@ def _state(context: QueryContext) -> StateStore:
     return context.state
 
 
+@dataclass(frozen=True)
+class TaskSettings:
+    """How a task profiles (SkyWalking's names: ``duration``,
+    ``minDurationThreshold``, ``dumpPeriod``, ``maxSamplingCount``)."""
+
+    minutes: int
+    min_duration_ms: int
+    dump_period_ms: int
+    max_sampling_count: int
+
+
+class TaskRefused(ValueError):
+    """Why no task was made."""
+
+
+def create_task(
+    state: StateStore,
+    records_days: int,
+    service: str,
+    endpoint: str,
+    start_ms: int | None,
+    settings: TaskSettings,
+) -> ProfileTask:
+    """A new task of the ``endpoint`` of ``service`` (a service that runs an
+    agent), starting at ``start_ms`` (None: now), among the tasks kept
+    ``records_days``; raises ``TaskRefused`` saying why none was made."""
+    endpoint = endpoint.strip()
+    s = settings
+    problem = (
+        "the endpoint name is empty"
+        if not endpoint
+        else check(s.minutes, s.min_duration_ms, s.dump_period_ms, s.max_sampling_count)
+    )
+    if problem is not None:
+        raise TaskRefused(problem)
+    now = clock.now_ms()
+    start = start_ms if start_ms and start_ms > 0 else now
+    made: list[ProfileTask] = []
+    refused: list[str] = []
+
+    def added(tasks: list[ProfileTask]) -> list[ProfileTask] | None:
+        kept = [t for t in tasks if t.end_time > now - records_days * DAY_MS]
+        # Made after every other task of the service, if only by a millisecond: ids are unique.
+        created = max([now, *(t.create_time + 1 for t in kept)])
+        task = ProfileTask(
+            ids.profile_task_id(service, created), service, endpoint, start, s.minutes,
+            s.min_duration_ms, s.dump_period_ms, s.max_sampling_count, created,
+        )  # fmt: skip
+        made[:], refused[:] = [task], [p for p in (_overlap(kept, task), _full(kept)) if p][:1]
+        return None if refused else [*kept, task]
+
+    profiling.change(state, service, added)
+    if refused:
+        raise TaskRefused(refused[0])
+    return made[0]
+
+
+def tasks_of(state: StateStore, service: str | None = None, endpoint: str | None = None) -> list[ProfileTask]:
+    """The tasks of ``service`` (of every service without one), of ``endpoint``
+    if given, the latest start first."""
+    services = [service] if service else profiling.services(state)
+    tasks = [t for s in services for t in profiling.tasks(state, s)]
+    if endpoint:
+        tasks = [t for t in tasks if t.endpoint == endpoint]
+    tasks.sort(key=lambda t: (t.start_time, t.create_time, t.id), reverse=True)
+    return tasks
+
+
 def create_profile_task(
     context: QueryContext, creationRequest: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -51,35 +119,22 @@ def create_profile_task(
         return {"id": None, "errorReason": "createProfileTask needs a creationRequest"}
     r = creationRequest
     service, normal = ids.read_service_id(r["serviceId"])
-    endpoint = (r["endpointName"] or "").strip()
-    now = clock.now_ms()
-    start = r.get("startTime") or 0
-    start = start if start > 0 else now
-    problem = (
-        f"{service} runs no agent to profile (it is a database, cache or broker its callers name)"
-        if not normal
-        else "the endpoint name is empty"
-        if not endpoint
-        else check(r["duration"], r["minDurationThreshold"], r["dumpPeriod"], r["maxSamplingCount"])
-    )
-    if problem is not None:
+    if not normal:
+        problem = f"{service} runs no agent to profile (it is a database, cache or broker its callers name)"
         return {"id": None, "errorReason": problem}
-    made: list[ProfileTask] = []
-    refused: list[str] = []
-
-    def added(tasks: list[ProfileTask]) -> list[ProfileTask] | None:
-        kept = [t for t in tasks if t.end_time > now - context.ttl.records_days * DAY_MS]
-        # Made after every other task of the service, if only by a millisecond: ids are unique.
-        created = max([now, *(t.create_time + 1 for t in kept)])
-        task = ProfileTask(
-            ids.profile_task_id(service, created), service, endpoint, start, r["duration"],
-            r["minDurationThreshold"], r["dumpPeriod"], r["maxSamplingCount"], created,
-        )  # fmt: skip
-        made[:], refused[:] = [task], [p for p in (_overlap(kept, task), _full(kept)) if p][:1]
-        return None if refused else [*kept, task]
-
-    profiling.change(_state(context), service, added)
-    return {"id": None, "errorReason": refused[0]} if refused else {"id": made[0].id, "errorReason": None}
+    settings = TaskSettings(r["duration"], r["minDurationThreshold"], r["dumpPeriod"], r["maxSamplingCount"])
+    try:
+        task = create_task(
+            _state(context),
+            context.ttl.records_days,
+            service,
+            r["endpointName"] or "",
+            r.get("startTime"),
+            settings,
+        )
+    except TaskRefused as e:
+        return {"id": None, "errorReason": str(e)}
+    return {"id": task.id, "errorReason": None}
 
 
 def _overlap(tasks: Sequence[ProfileTask], new: ProfileTask) -> str | None:
@@ -102,13 +157,8 @@ def profile_task_list(
     context: QueryContext, serviceId: str | None = None, endpointName: str | None = None
 ) -> list[dict[str, Any]]:
     """The tasks of a service (of every service without one), the latest start first."""
-    state = _state(context)
-    services = [ids.service_name(serviceId)] if serviceId else profiling.services(state)
-    tasks = [t for s in services for t in profiling.tasks(state, s)]
-    if endpointName:
-        tasks = [t for t in tasks if t.endpoint == endpointName]
-    tasks.sort(key=lambda t: (t.start_time, t.create_time, t.id), reverse=True)
-    return [_task_answer(t) for t in tasks]
+    service = ids.service_name(serviceId) if serviceId else None
+    return [_task_answer(t) for t in tasks_of(_state(context), service, endpointName)]
 
 
 def _task(context: QueryContext, task_id: str) -> ProfileTask:
@@ -231,17 +281,23 @@ class _Frame:
 
 def segments_profile_analyze(context: QueryContext, queries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The stack trees of the dumps the queries ask for, one per outermost frame."""
+    windows = [(q["segmentId"], q["timeRange"]["start"], q["timeRange"]["end"]) for q in queries]
+    return analyze(context.records, windows)
+
+
+def analyze(records: RecordDAO, windows: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
+    """The stack trees of the dumps of each segment between its two times
+    (ms), one tree per outermost frame, and a ``tip`` when not every dump
+    was read, or none was."""
     roots: dict[str, _Frame] = {}
     read = 0
     tip = None
-    for q in queries:
-        window = q["timeRange"]
+    for segment_id, start, end in windows:
         search = RecordSearch(
-            equal={"segment_id": q["segmentId"]}, at_least={"dump_time": window["start"]},
-            at_most={"dump_time": window["end"]}, order_by="sequence", descending=False,
-            limit=MAX_ANALYZED - read + 1,
+            equal={"segment_id": segment_id}, at_least={"dump_time": start}, at_most={"dump_time": end},
+            order_by="sequence", descending=False, limit=MAX_ANALYZED - read + 1,
         )  # fmt: skip
-        dumps = context.records.search(ProfileSnapshotRecord, search)
+        dumps = records.search(ProfileSnapshotRecord, search)
         if read + len(dumps) > MAX_ANALYZED:
             tip = f"more dumps than one analysis reads: the first {MAX_ANALYZED} were analyzed"
             dumps = dumps[: MAX_ANALYZED - read]

@@ -14,6 +14,7 @@ from skyoap.aggregator.assembly import housekeeping, publishing
 from skyoap.aggregator.topics import Topics
 from skyoap.alarm.assembly import alarms
 from skyoap.consumer.lag import LagCollector, lags
+from skyoap.edge.admin import AdminServer
 from skyoap.edge.assembly import agent_server
 from skyoap.edge.server import GrpcServer
 from skyoap.model.inventory import INVENTORY_TYPES
@@ -30,7 +31,6 @@ from skyoap.remote.cluster import Member, RedisCluster, RemoteNode, Role, Standa
 from skyoap.remote.manager import RemoteClientManager
 from skyoap.remote.sender import RemoteSender
 from skyoap.remote.service import add_remote_service
-from skyoap.runtime.admin import AdminServer
 from skyoap.runtime.budget import MemoryBudget
 from skyoap.runtime.config import effective
 from skyoap.runtime.instruments import Instruments

@@ -304,7 +304,7 @@ def test_clients_without_the_token_grow_neither_threads_nor_memory(tmp_path: Pat
                 connection.close()
             dropped = read_metrics(node.admin)
             crowded = dropped.value("skyoap_admin_dropped_total", reason="crowded")
-            late = dropped.value("skyoap_admin_dropped_total", reason="timeout")
+            late = dropped.value("skyoap_admin_dropped_total", reason="header_timeout")
             assert crowded + late == HALF_SENT
             assert {outcome(f) for f in refused} == {grpc.StatusCode.UNAUTHENTICATED}
             assert {call.code() for call in half_health} == {grpc.StatusCode.CANCELLED}

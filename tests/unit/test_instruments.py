@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from skyoap.runtime.admin import AdminServer
+from skyoap.edge.admin import AdminServer
 from skyoap.runtime.buffer import BufferQueue, BufferStrategy
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.scrape import Scrape, read_metrics

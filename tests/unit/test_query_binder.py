@@ -27,10 +27,11 @@ from skyoap.model.metrics import METRICS_TYPES, Downsampling, ServiceMetrics
 from skyoap.model.records import RECORD_TYPES
 from skyoap.query.binder import EMPTY, Binder, empty
 from skyoap.query.context import QueryContext
-from skyoap.query.execution import Execution, Outcome, QueryRequest
+from skyoap.query.execution import Execution, QueryRequest
 from skyoap.query.identity import server_version
 from skyoap.query.resolvers import resolvers
 from skyoap.query.schema import load_schema
+from skyoap.query.serving import Outcome
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.config import StorageConfig, StorageKind
 from skyoap.storage.select import open_storage
@@ -40,7 +41,7 @@ from skyoap.vocabulary.ttl import TimesToLive
 def execution(binder: Binder | None = None) -> Execution:
     """Queries run with ``binder``'s resolvers, by default none: every field answers empty."""
     binder = binder or Binder(load_schema())
-    return Execution(binder, None, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15)
+    return Execution(binder, None, deadline_s=30.0, max_depth=15)
 
 
 def run(query: str, binder: Binder | None = None) -> tuple[Outcome, Any]:
@@ -77,7 +78,7 @@ def test_a_resolver_gets_the_context_and_the_arguments_the_client_gave() -> None
 
     binder = Binder(load_schema()).query("listServices", list_services)
     context = object()
-    run_ = Execution(binder, context, 1, 0, 30.0, 15).run
+    run_ = Execution(binder, context, 30.0, 15).run
     answer = run_(
         QueryRequest('{ a: listServices(layer: "GENERAL") { name normal } b: listServices { id } }')
     )
@@ -230,7 +231,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Execution
         storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7)
     )
     binder = resolvers()
-    yield Execution(binder, context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15), binder
+    yield Execution(binder, context, deadline_s=30.0, max_depth=15), binder
     storage.close()
 
 

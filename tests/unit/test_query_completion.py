@@ -58,7 +58,7 @@ QUERIES = [
 
 def both(binder: Binder, query: str, variables: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """The answer of ``Execution`` and that of graphql-core's own execution."""
-    ran = Execution(binder, None, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15)
+    ran = Execution(binder, None, deadline_s=30.0, max_depth=15)
     answer = json.loads(ran.run(QueryRequest(query, variables)).body)
     own = graphql.graphql_sync(binder.schema, query, variable_values=variables, field_resolver=binder.resolve)
     return answer, json.loads(json.dumps(own.formatted))
@@ -82,7 +82,7 @@ def test_each_value_is_read_once() -> None:
 
     binder = Binder(load_schema()).query("getMenuItems", lambda context: [Counted(item("a"))])
     query = "{ " + " ".join(f"m{i}: getMenuItems {{ title }}" for i in range(50)) + " }"
-    ran = Execution(binder, None, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15)
+    ran = Execution(binder, None, deadline_s=30.0, max_depth=15)
     answer = json.loads(ran.run(QueryRequest(query)).body)
     assert answer == {"data": {f"m{i}": [{"title": "a"}] for i in range(50)}}
     assert reads == ["title"] * 50

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from skyoap.query.auth import HttpAuth
+from skyoap.edge.auth import HttpAuth
 from skyoap.query.binder import Binder
 from skyoap.query.execution import Execution, QueryRequest
 from skyoap.query.schema import load_schema
 from skyoap.query.server import BODY, QueryServer, parse_request
+from skyoap.runtime.admission import Admission
 from skyoap.runtime.instruments import Instruments
 from skyoap.wiring.config import NodeConfig
 from tests.integration.helpers import eventually
@@ -131,10 +132,12 @@ def test_a_body_is_a_json_object_with_a_query_string(body: bytes, asked: QueryRe
 
 class Endpoint:
     def __init__(self, binder: Binder, **options: Any) -> None:
-        settings = {"threads": 1, "max_waiting": 0, "deadline_s": 30.0, "max_depth": 15, **options}
+        threads, max_waiting = options.pop("threads", 1), options.pop("max_waiting", 0)
+        settings = {"deadline_s": 30.0, "max_depth": 15, **options}
         self.execution = Execution(binder, None, **settings)
         self.instruments = Instruments()
-        self.server = QueryServer("127.0.0.1", 0, self.execution, self.instruments, 10_000)
+        admission = Admission(threads, max_waiting, settings["deadline_s"])
+        self.server = QueryServer("127.0.0.1", 0, admission, self.execution, self.instruments, 10_000)
         self.server.start()
 
     def post(self, query: str) -> tuple[int, Any, Any]:

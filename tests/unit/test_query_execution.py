@@ -3,10 +3,12 @@ cause, the deadline, and the bound on queries running or waiting."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import graphql
@@ -15,10 +17,12 @@ import pytest
 from skyoap.query import execution as query_execution
 from skyoap.query.binder import Binder
 from skyoap.query.complexity import size_error
-from skyoap.query.execution import Busy, Execution, Outcome, QueryRequest
+from skyoap.query.execution import Answer, Execution, QueryRequest
 from skyoap.query.resolvers import resolvers
 from skyoap.query.schema import load_schema
+from skyoap.query.serving import Outcome
 from skyoap.runtime import deadline
+from skyoap.runtime.admission import Admission, Busy
 
 
 def depth_errors(query: str, limit: int) -> list[str]:
@@ -96,8 +100,36 @@ def test_every_alias_and_every_spread_counts_as_a_field() -> None:
 
 
 def execution(binder: Binder | None = None, **options: Any) -> Execution:
-    settings = {"threads": 2, "max_waiting": 0, "deadline_s": 30.0, "max_depth": 5, **options}
+    settings = {"deadline_s": 30.0, "max_depth": 5, **options}
     return Execution(binder or resolvers(), None, **settings)
+
+
+class Runs:
+    """Queries as the endpoint runs them: each answered by the execution on
+    a thread of the admission, the late one as such."""
+
+    def __init__(
+        self, binder: Binder, threads: int = 2, max_waiting: int = 0, deadline_s: float = 30.0
+    ) -> None:
+        self.admission = Admission(threads, max_waiting, deadline_s)
+        self.execution = execution(binder, deadline_s=deadline_s)
+        self.late = self.execution.late
+
+    def __enter__(self) -> Runs:
+        self.admission.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.admission.close(5)
+
+    def submit(self, request: QueryRequest) -> Future[Answer]:
+        answered: Future[Answer] = Future()
+
+        def done(ran: Future[Answer | None]) -> None:
+            answered.set_result(ran.result() or self.late)
+
+        self.admission.submit(functools.partial(self.execution.answer, request)).add_done_callback(done)
+        return answered
 
 
 def answer_of(
@@ -208,15 +240,11 @@ def test_a_query_past_its_deadline_stops_resolving_its_fields() -> None:
         return [Title() for _ in range(10_000)]
 
     binder = Binder(load_schema()).query("getMenuItems", late_items)
-    runs = execution(binder, deadline_s=0.2)
-    runs.start()
-    try:
+    with Runs(binder, deadline_s=0.2) as runs:
         Title.reads = 0
         answer = runs.submit(QueryRequest("{ getMenuItems { title } }")).result(60)
         assert answer == runs.late
         assert Title.reads == 0
-    finally:
-        runs.close(5)
 
 
 class Gate:
@@ -248,9 +276,7 @@ def gate() -> Iterator[Gate]:
 def test_a_query_past_its_deadline_answers_so_and_the_next_is_answered(gate: Gate) -> None:
     slow = Gate(until_deadline=True)
     binder = Binder(load_schema()).query("version", slow).query("listLayers", lambda context: ["GENERAL"])
-    runs = execution(binder, deadline_s=0.2)
-    runs.start()
-    try:
+    with Runs(binder, deadline_s=0.2) as runs:
         late = runs.submit(QueryRequest("{ version }")).result(60)
         assert late is runs.late and late.outcome is Outcome.DEADLINE
         assert json.loads(late.body)["errors"][0]["message"].startswith(
@@ -258,15 +284,11 @@ def test_a_query_past_its_deadline_answers_so_and_the_next_is_answered(gate: Gat
         )
         answer = runs.submit(QueryRequest("{ listLayers }")).result(60)
         assert json.loads(answer.body) == {"data": {"listLayers": ["GENERAL"]}}
-    finally:
-        runs.close(5)
 
 
 def test_past_the_threads_and_the_waiting_room_a_query_is_refused_at_once(gate: Gate) -> None:
     binder = Binder(load_schema()).query("version", gate).query("checkHealth", lambda context: {"score": 0})
-    runs = execution(binder, threads=1, max_waiting=1)
-    runs.start()
-    try:
+    with Runs(binder, threads=1, max_waiting=1) as runs:
         running = runs.submit(QueryRequest("{ version }"))
         assert gate.inside.acquire(timeout=60)
         waiting = runs.submit(QueryRequest("{ checkHealth { score } }"))
@@ -276,13 +298,11 @@ def test_past_the_threads_and_the_waiting_room_a_query_is_refused_at_once(gate: 
             "the node runs 1 queries at once and 1 more may wait, and all of them are taken "
             "(--query-threads, --query-max-waiting); try again shortly"
         )
-        assert runs.pending == 2
+        assert runs.admission.pending == 2
         gate.open.set()
         assert json.loads(running.result(60).body) == {"data": {"version": "through"}}
         assert json.loads(waiting.result(60).body) == {"data": {"checkHealth": {"score": 0}}}
-        assert runs.pending == 0
-    finally:
-        runs.close(5)
+        assert runs.admission.pending == 0
 
 
 def test_a_text_sent_by_several_requests_at_once_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -296,14 +316,10 @@ def test_a_text_sent_by_several_requests_at_once_is_read_once(monkeypatch: pytes
         return graphql.parse(text, **options)
 
     monkeypatch.setattr(query_execution, "parse", slow_parse)
-    runs = execution(threads=4)
-    runs.start()
-    try:
+    with Runs(resolvers(), threads=4) as runs:
         query = QueryRequest("{ a: version b: version }")
         answers = [runs.submit(query)]
         assert first.wait(10)
         answers += [runs.submit(query) for _ in range(3)]
         bodies = {json.loads(a.result(60).body)["data"]["a"] for a in answers}
         assert (len(parsed), len(bodies)) == (1, 1)
-    finally:
-        runs.close(5)

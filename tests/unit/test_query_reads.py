@@ -412,7 +412,7 @@ def test_a_list_of_entities_in_one_request_reads_their_rows_at_once(storage: Ope
     """As the UI's service list asks: an average per service, aliased."""
     counted = CountedReads(storage.metrics)
     context = QueryContext(storage.inventory, counted, storage.records, TimesToLive(3, 1, 7, 90, 7, 7))
-    execution = Execution(resolvers(), context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15)
+    execution = Execution(resolvers(), context, deadline_s=30.0, max_depth=15)
     names = ["shop", "pay::checkout", "gone", "shop"]
     fields = " ".join(
         f'e{i}: execExpression(expression: "avg(service_cpm)", entity: {{serviceName: "{n}", normal: true}}, '

@@ -23,8 +23,9 @@ from skyoap.model.metrics import (
 )
 from skyoap.query import topology
 from skyoap.query.context import QueryContext
-from skyoap.query.execution import Execution, Outcome, QueryRequest
+from skyoap.query.execution import Execution, QueryRequest
 from skyoap.query.resolvers import resolvers
+from skyoap.query.serving import Outcome
 from skyoap.storage.api import M, check_where
 from skyoap.vocabulary import ids
 from skyoap.vocabulary.ttl import TimesToLive
@@ -165,7 +166,7 @@ def ask(metrics: QueriedMetricsDAO, query: str, **variables: Any) -> tuple[Outco
     services = [ServiceInventory(name=name, sequence=n) for n, name in enumerate("ABCDE", 1)]
     inventory.insert(ServiceInventory, services)
     context = QueryContext(inventory, metrics, None, TimesToLive(3, 1, 7, 90, 7, 7))  # type: ignore[arg-type]
-    run = Execution(resolvers(), context, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15).run
+    run = Execution(resolvers(), context, deadline_s=30.0, max_depth=15).run
     answer = run(QueryRequest(query, {"duration": WINDOW, **variables}))
     return answer.outcome, json.loads(answer.body)
 

@@ -12,21 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from skyoap.query.auth import HttpAuth
+from skyoap.edge.auth import HttpAuth
 from skyoap.query.binder import Binder
 from skyoap.query.execution import Execution
 from skyoap.query.schema import load_schema
 from skyoap.query.server import QueryServer
+from skyoap.runtime.admission import Admission
 from skyoap.runtime.instruments import Instruments
 
 UI = Path(__file__).resolve().parents[2] / "skyoap" / "query" / "ui" / "static"
 
 
 def server(auth: HttpAuth | None = None) -> QueryServer:
-    execution = Execution(
-        Binder(load_schema()), None, threads=1, max_waiting=0, deadline_s=30.0, max_depth=15
-    )
-    started = QueryServer("127.0.0.1", 0, execution, Instruments(), 10_000, auth=auth)
+    execution = Execution(Binder(load_schema()), None, deadline_s=30.0, max_depth=15)
+    started = QueryServer("127.0.0.1", 0, Admission(1, 0, 30.0), execution, Instruments(), 10_000, auth=auth)
     started.start()
     return started
 
