@@ -24,6 +24,23 @@ class MenuItem:
 
 
 @dataclass(frozen=True)
+class CalledView:
+    """How skyoap's web UI lists the layer's services on its page of what
+    services call: ``title``, the ``prefix`` of the metrics each row shows,
+    the ``figures`` (heading, metric after the prefix), and the sampled
+    lists of slow calls (metric, what it samples)."""
+
+    title: str
+    prefix: str
+    figures: tuple[tuple[str, str], ...]
+    slow: tuple[tuple[str, str], ...] = ()
+
+
+CALLS = (("Load (calls / min)", "cpm"), ("Latency (ms)", "resp_time"), ("Success (%)", "sla/100"))
+"""The figures of calls."""
+
+
+@dataclass(frozen=True)
 class Layer:
     name: str
     """SkyWalking's name of the layer (``GENERAL``, ``VIRTUAL_DATABASE``, …)."""
@@ -39,3 +56,5 @@ class Layer:
     span_layer: SpanLayer | None = None
     """The layer of the spans whose calls ``measure`` counts, if any."""
     measure: Measure | None = None
+    called: CalledView | None = None
+    """Its place on the web UI's page of what services call, if it has one."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from skyoap.layers import spans
 from skyoap.layers import widgets as w
-from skyoap.layers.layer import Layer, MenuItem
+from skyoap.layers.layer import CALLS, CalledView, Layer, MenuItem
 from skyoap.model.metrics import CacheAccessMetrics
 from skyoap.model.records import SampledRecord
 from skyoap.model.spans import Segment, Span, SpanLayer
@@ -106,4 +106,5 @@ LAYER = Layer(
     known_by=CacheAccessMetrics,
     span_layer=SpanLayer.CACHE,
     measure=_cache,
+    called=CalledView("Caches", "cache_access", CALLS, ((CACHE_READS, "read"), (CACHE_WRITES, "write"))),
 )

@@ -14,7 +14,7 @@ from typing import Any
 
 from skyoap.layers import spans
 from skyoap.layers import widgets as w
-from skyoap.layers.layer import Layer, MenuItem
+from skyoap.layers.layer import CALLS, CalledView, Layer, MenuItem
 from skyoap.model.metrics import DatabaseAccessMetrics
 from skyoap.model.records import SampledRecord
 from skyoap.model.spans import Segment, Span, SpanLayer
@@ -73,4 +73,5 @@ LAYER = Layer(
     known_by=DatabaseAccessMetrics,
     span_layer=SpanLayer.DATABASE,
     measure=_database,
+    called=CalledView("Databases", "database_access", CALLS, ((DATABASE_STATEMENTS, "statement"),)),
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 from skyoap.layers import spans
 from skyoap.layers import widgets as w
-from skyoap.layers.layer import Layer, MenuItem
+from skyoap.layers.layer import CalledView, Layer, MenuItem
 from skyoap.model.metrics import Metrics, MQAccessMetrics, MQEndpointAccessMetrics
 from skyoap.model.records import SampledRecord
 from skyoap.model.spans import ENTRY, EXIT, Segment, Span, SpanLayer
@@ -105,4 +105,14 @@ LAYER = Layer(
     known_by=MQAccessMetrics,
     span_layer=SpanLayer.MQ,
     measure=_message,
+    called=CalledView(
+        "Message brokers",
+        "mq_service",
+        (
+            ("Consumed (msgs / min)", "consume_cpm"),
+            ("In transit (ms)", "consume_latency"),
+            ("Consumed ok (%)", "consume_sla/100"),
+            ("Produced (msgs / min)", "produce_cpm"),
+        ),
+    ),
 )

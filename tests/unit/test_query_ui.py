@@ -4,6 +4,7 @@ not served, and the endpoint's credentials over them."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 import urllib.error
 import urllib.request
@@ -91,3 +92,21 @@ def test_the_page_asks_for_every_module_at_once() -> None:
 def test_the_ui_is_small() -> None:
     """Its budget: about 300 KB, uncompressed, every file together."""
     assert sum(p.stat().st_size for p in UI.iterdir()) < 300_000
+
+
+def test_what_the_pages_show_of_each_layer_comes_from_the_layers_own_files(base: str) -> None:
+    status, body, headers = get(f"{base}/ui/layers.json")
+    assert (status, headers["Content-Type"]) == (200, "application/json; charset=utf-8")
+    calls = [["Load (calls / min)", "cpm"], ["Latency (ms)", "resp_time"], ["Success (%)", "sla/100"]]
+    assert json.loads(body) == {
+        "called": [
+            {"layer": "VIRTUAL_DATABASE", "title": "Databases", "prefix": "database_access", "figures": calls,
+             "slow": [["top_n_database_statement", "statement"]]},
+            {"layer": "VIRTUAL_CACHE", "title": "Caches", "prefix": "cache_access", "figures": calls,
+             "slow": [["top_n_cache_read_command", "read"], ["top_n_cache_write_command", "write"]]},
+            {"layer": "VIRTUAL_MQ", "title": "Message brokers", "prefix": "mq_service",
+             "figures": [["Consumed (msgs / min)", "consume_cpm"], ["In transit (ms)", "consume_latency"],
+                         ["Consumed ok (%)", "consume_sla/100"], ["Produced (msgs / min)", "produce_cpm"]],
+             "slow": []},
+        ]
+    }  # fmt: skip

@@ -6,19 +6,12 @@ import { expressions, gql, single } from "/ui/api.js";
 import { el, figure } from "/ui/dom.js";
 
 const SLOWEST = 10; // statements or commands of each database or cache
-const CALLS = [["Load (calls / min)", "cpm"], ["Latency (ms)", "resp_time"], ["Success (%)", "sla/100"]];
-const KINDS = [
-  { layer: "VIRTUAL_DATABASE", title: "Databases", prefix: "database_access", figures: CALLS,
-    slow: [["top_n_database_statement", "statement"]] },
-  { layer: "VIRTUAL_CACHE", title: "Caches", prefix: "cache_access", figures: CALLS,
-    slow: [["top_n_cache_read_command", "read"], ["top_n_cache_write_command", "write"]] },
-  { layer: "VIRTUAL_MQ", title: "Message brokers", prefix: "mq_service", slow: [],
-    figures: [["Consumed (msgs / min)", "consume_cpm"], ["In transit (ms)", "consume_latency"],
-      ["Consumed ok (%)", "consume_sla/100"], ["Produced (msgs / min)", "produce_cpm"]] },
-];
 
 export async function called(page, state) {
-  const sections = await Promise.all(KINDS.map((kind) => section(kind, state.duration)));
+  const answer = await fetch("/ui/layers.json");
+  if (!answer.ok) throw new Error(`/ui/layers.json answered ${answer.status}`);
+  const { called: kinds } = await answer.json(); // each layer's own file says what it shows here
+  const sections = await Promise.all(kinds.map((kind) => section(kind, state.duration)));
   page.replaceChildren(...sections.flat());
 }
 
