@@ -48,7 +48,6 @@ METRICS = (
     c.unmeasured("service_mq_consume_count", Scope.SERVICE),
     c.unmeasured("service_mq_consume_latency", Scope.SERVICE),
     c.unmeasured("endpoint_mq_consume_latency", Scope.ENDPOINT),
-    c.sampled("top_n_service_database_statement", normal=True),
     # What SkyWalking's Python agent reports of its process, which skyoap's
     # dashboards draw: listed, so that an instance without them draws no data.
     *(c.meter(f"instance_pvm_{name}", labeled=False) for name in PYTHON_METERS),

@@ -68,6 +68,7 @@ LAYER = Layer(
     (
         *c.calls("database_access", DatabaseAccessMetrics, Scope.SERVICE, normal=False),
         c.sampled(DATABASE_STATEMENTS, normal=False),
+        c.sampled(SERVICE_STATEMENTS, normal=True),  # of the calling service: its page lists them
     ),
     _databases,
     known_by=DatabaseAccessMetrics,
