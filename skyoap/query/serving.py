@@ -49,8 +49,10 @@ class Refused(enum.Enum):
 
 class Serving:
     def __init__(self, admission: Admission, instruments: Instruments) -> None:
+        if admission.deadline_s is None:
+            raise ValueError("a query's admission needs a deadline")
         self.admission = admission
-        self.deadline_s = admission.deadline_s
+        self.deadline_s: float = admission.deadline_s
         self._served = instruments.counter(
             "skyoap_query_served_total", "queries answered, by outcome", ["outcome"]
         )

@@ -6,7 +6,9 @@ one past them is refused at once (``Busy``) rather than queued without end.
 Each must be done within ``deadline_s`` of its admission, waiting included:
 its thread runs under that deadline (``runtime/deadline.py``), so storage
 reads made for it wait at most what is left, and work still running past it
-is answered as late (its future holds None)."""
+is answered as late (its future holds None). Work admitted without a
+deadline (``deadline_s`` None: the admin port's scrapes, which must be
+answered however long the reads they make take) runs until it is done."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ class Busy(Exception):
 
 
 class Admission:
-    def __init__(self, threads: int, max_waiting: int, deadline_s: float, name: str = "query") -> None:
+    def __init__(self, threads: int, max_waiting: int, deadline_s: float | None, name: str = "query") -> None:
         self.threads = threads
         self.max_pending = threads + max_waiting
         self.deadline_s = deadline_s
@@ -55,7 +57,7 @@ class Admission:
         pool = self._pool
         if pool is None:
             raise RuntimeError(f"the {self._name} threads are not running")
-        ends_at = time.monotonic() + self.deadline_s
+        ends_at = None if self.deadline_s is None else time.monotonic() + self.deadline_s
         with self._lock:
             if self._pending >= self.max_pending:
                 raise Busy(
@@ -90,7 +92,9 @@ class Admission:
             log.warning("%s work still running %g s after it was closed", self._name, timeout_s)
 
 
-def _run(work: Callable[[], T], ends_at: float) -> T | None:
+def _run(work: Callable[[], T], ends_at: float | None) -> T | None:
+    if ends_at is None:
+        return work()
     left = ends_at - time.monotonic()
     if left <= 0:  # it waited out its deadline for a thread
         return None
