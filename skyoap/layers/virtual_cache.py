@@ -61,22 +61,8 @@ def _caches() -> tuple[dict[str, Any], ...]:
         (
             "Overview",
             [
-                w.line("Read Load", "cache_read_cpm", unit="calls / min"),
-                w.line("Read Success Rate", "cache_read_sla/100", unit="%"),
-                w.line("Avg Read Response Time", "cache_read_resp_time", unit="ms"),
-                w.line(
-                    "Read Response Time Percentile",
-                    w.PERCENTILES.format(metric="cache_read_percentile"),
-                    unit="ms",
-                ),
-                w.line("Write Load", "cache_write_cpm", unit="calls / min"),
-                w.line("Write Success Rate", "cache_write_sla/100", unit="%"),
-                w.line("Avg Write Response Time", "cache_write_resp_time", unit="ms"),
-                w.line(
-                    "Write Response Time Percentile",
-                    w.PERCENTILES.format(metric="cache_write_percentile"),
-                    unit="ms",
-                ),
+                *w.calls("cache_read", kind="Read"),
+                *w.calls("cache_write", kind="Write"),
                 w.top("Slow Reads (ms)", f"top_n({CACHE_READS},10,des)"),
                 w.top("Slow Writes (ms)", f"top_n({CACHE_WRITES},10,des)"),
             ],

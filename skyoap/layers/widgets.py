@@ -143,13 +143,15 @@ def events_above(children: list[Widget]) -> list[Widget]:
     return [events, *({**child, "y": child["y"] + EVENTS_HEIGHT} for child in children)]
 
 
-def calls(prefix: str, sla: str = "sla") -> list[Widget]:
-    """Load, success rate, latency and its percentiles of what ``prefix`` counts."""
+def calls(prefix: str, sla: str = "sla", kind: str = "") -> list[Widget]:
+    """Load, success rate, latency and its percentiles of what ``prefix``
+    counts, their titles naming the ``kind`` of call (``Read``) if given."""
+    k = f"{kind} " if kind else ""
     return [
-        line("Load", f"{prefix}_cpm", unit="calls / min"),
-        line("Success Rate", f"{prefix}_{sla}/100", unit="%"),
-        line("Avg Response Time", f"{prefix}_resp_time", unit="ms"),
-        line("Response Time Percentile", PERCENTILES.format(metric=f"{prefix}_percentile"), unit="ms"),
+        line(f"{k}Load", f"{prefix}_cpm", unit="calls / min"),
+        line(f"{k}Success Rate", f"{prefix}_{sla}/100", unit="%"),
+        line(f"Avg {k}Response Time", f"{prefix}_resp_time", unit="ms"),
+        line(f"{k}Response Time Percentile", PERCENTILES.format(metric=f"{prefix}_percentile"), unit="ms"),
     ]
 
 
