@@ -40,8 +40,8 @@ from skyoap.alarm.delivery import Delivery
 from skyoap.alarm.evaluation import entities, held, period_ending, watched
 from skyoap.alarm.rounds import Alarms, AlarmStorage, Membership
 from skyoap.alarm.settings import AlarmSettings, parse_settings
+from skyoap.model import sketch
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     CallMetrics,
     Downsampling,
@@ -67,15 +67,12 @@ def calls(rng: random.Random, bucket: int, failing: bool) -> dict[str, Any]:
     """A minute's calls: 20-200, fast and successful; or (``failing``) often
     few, a quarter to a half failing and a fifth taking 1-3 s."""
     n = rng.randint(1, 10) if failing and rng.random() < 0.5 else rng.randint(20, 200)
-    histogram = [0] * len(LATENCY_BUCKETS_MS)
     slow = n // 5 if failing else 0
-    for _ in range(slow):
-        histogram[rng.randint(18, 21)] += 1
-    histogram[rng.randint(3, 9)] += n - slow
-    latency = sum(count * (bound + 1) for bound, count in zip(LATENCY_BUCKETS_MS, histogram, strict=True))
+    latencies = [rng.randint(1000, 3000) for _ in range(slow)]
+    latencies += [rng.randint(3, 30)] * (n - slow)
     errors = rng.randint(n // 4, n // 2) if failing else rng.randint(0, n // 100)
-    return {"time_bucket": bucket, "calls": n, "errors": errors, "latency_sum_ms": latency,
-            "histogram": tuple(histogram)}  # fmt: skip
+    return {"time_bucket": bucket, "calls": n, "errors": errors, "latency_sum_ms": sum(latencies),
+            "histogram": sketch.of_latencies(latencies)}  # fmt: skip
 
 
 def rows(args: argparse.Namespace, first: int, minutes: int) -> Iterator[CallMetrics]:

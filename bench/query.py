@@ -44,9 +44,9 @@ from typing import Any
 
 from bench.results import Figure, at_most, pct, record
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
+from skyoap.model import sketch
 from skyoap.model.inventory import INVENTORY_TYPES, EndpointInventory, ServiceInventory
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     CallMetrics,
     Downsampling,
@@ -101,15 +101,10 @@ class Recorder:
 
 def calls(rng: random.Random, bucket: int, scale: int) -> dict[str, Any]:
     n = rng.randint(1, 10 * scale)
-    histogram = [0] * len(LATENCY_BUCKETS_MS)
-    latency = 0
-    for _ in range(min(n, 20)):
-        i = rng.randint(0, 8)
-        histogram[i] += 1
-        latency += LATENCY_BUCKETS_MS[i] + 1
-    histogram[0] += n - sum(histogram)
-    return {"time_bucket": bucket, "calls": n, "errors": rng.randint(0, n // 10), "latency_sum_ms": latency,
-            "histogram": tuple(histogram)}  # fmt: skip
+    latencies = [round(rng.lognormvariate(3, 1)) for _ in range(min(n, 20))]
+    latencies += [1] * (n - len(latencies))
+    return {"time_bucket": bucket, "calls": n, "errors": rng.randint(0, n // 10),
+            "latency_sum_ms": sum(latencies), "histogram": sketch.of_latencies(latencies)}  # fmt: skip
 
 
 def rows(

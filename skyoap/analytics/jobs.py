@@ -2,7 +2,7 @@
 as examples of the ``skyoap`` data source:
 
 - ``slowest-endpoints``: each service's endpoints with the highest average
-  latency over a window, with calls, errors and p99 from the merged histograms;
+  latency over a window, with calls, errors and p99 from the merged sketches;
 - ``dependencies``: the service dependency graph with call counts and error
   rates (a callee's own view where it is instrumented, the caller's otherwise);
 - ``error-spikes``: a streaming detector over the metrics topic that reports a
@@ -19,7 +19,8 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from skyoap.model.metrics import LATENCY_BUCKETS_MS, EndpointMetrics
+from skyoap.model import sketch
+from skyoap.model.metrics import rank_at
 
 
 def _table(spark: SparkSession, storage: Mapping[str, str], table: str, minutes: int) -> DataFrame:
@@ -44,27 +45,19 @@ def slowest_endpoints(
     spark: SparkSession, storage: Mapping[str, str], minutes: int = 60, top: int = 5
 ) -> list[SlowEndpoint]:
     rows = _table(spark, storage, "endpoint_metrics", minutes).where(F.size("histogram") > 0)
-    empty = F.array_repeat(F.lit(0).cast("long"), len(LATENCY_BUCKETS_MS))
     merged = rows.groupBy("service", "endpoint").agg(
         F.sum("calls").alias("calls"),
         F.sum("errors").alias("errors"),
         (F.sum("latency_sum_ms") / F.sum("calls")).alias("latency_avg_ms"),
-        F.aggregate(
-            F.collect_list("histogram"), empty, lambda acc, h: F.zip_with(acc, h, lambda a, b: a + b)
-        ).alias("histogram"),
+        F.collect_list("histogram").alias("histograms"),
     )
     by_service = Window.partitionBy("service").orderBy(F.desc("latency_avg_ms"), "endpoint")
     ranked = merged.withColumn("rank", F.row_number().over(by_service)).where(F.col("rank") <= top)
     out = []
     for r in ranked.orderBy("service", "rank").collect():
-        histogram = EndpointMetrics(
-            time_bucket=0, service=r.service, endpoint=r.endpoint, calls=r.calls, histogram=tuple(r.histogram)
-        )
-        out.append(
-            SlowEndpoint(
-                r.service, r.rank, r.endpoint, r.calls, r.errors, r.latency_avg_ms, histogram.percentile(99)
-            )
-        )
+        histogram = sketch.merged(sketch.of_stored(h) for h in r.histograms)
+        p99 = sketch.value_at(histogram, rank_at(99, r.calls))
+        out.append(SlowEndpoint(r.service, r.rank, r.endpoint, r.calls, r.errors, r.latency_avg_ms, p99))
     return out
 
 

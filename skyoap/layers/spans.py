@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from skyoap.model.metrics import CallMetrics, latency_bucket, minute_bucket
+from skyoap.model import sketch
+from skyoap.model.metrics import CallMetrics, minute_bucket
 from skyoap.model.records import SampledRecord
 from skyoap.model.spans import Segment, Span
 from skyoap.model.stream import Text
@@ -74,7 +75,7 @@ it samples (the span's tags given as ``details``)."""
 
 
 def count(sums: Sums, key: Key, error: bool, latency: int) -> None:
-    slot = latency_bucket(latency)
+    slot = sketch.bucket_of(latency)
     held = sums.get(key)
     if held is None:
         sums[key] = [1, int(error), latency, {slot: 1}, 0, 0]

@@ -12,7 +12,6 @@ Time buckets are UTC and read as numbers: ``202611211905`` is the minute
 from __future__ import annotations
 
 import abc
-import bisect
 import datetime
 import enum
 import functools
@@ -23,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
+from skyoap.model import sketch
 from skyoap.model.checks import Reason, Refused, TelemetryLimits, consistent, minute_of
 from skyoap.model.inventory import DetectPoint
 from skyoap.model.stream import Column, ColumnType, StreamData
@@ -186,25 +186,15 @@ def not_finite(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-LATENCY_BUCKETS_MS = (0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,
-                      1000, 1500, 2000, 3000, 5000, 7000, 10_000, 15_000, 20_000, 30_000, 60_000)  # fmt: skip
-"""The lower bounds of the latency histogram's buckets: bucket ``i`` counts the
-calls that took from ``LATENCY_BUCKETS_MS[i]`` ms up to the next bound."""
-
 PERCENTILES = (50, 75, 90, 95, 99)
 
 
 N = TypeVar("N", int, "npt.NDArray[np.int64]")
 
 
-def _rank(p: int, calls: N) -> N:
+def rank_at(p: int, calls: N) -> N:
     """The rank of the call at p% of ``calls``: ceil(p% of calls), as whole numbers."""
     return (p * calls + 99) // 100
-
-
-def latency_bucket(latency_ms: int) -> int:
-    """The index of the histogram bucket counting a call of ``latency_ms``."""
-    return max(0, bisect.bisect_right(LATENCY_BUCKETS_MS, latency_ms) - 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,8 +205,8 @@ class CallMetrics(Metrics):
     calls: int = 0
     errors: int = 0
     latency_sum_ms: int = 0
-    histogram: tuple[int, ...] = ()
-    """Calls per bucket of ``LATENCY_BUCKETS_MS``."""
+    histogram: sketch.Sketch = ()
+    """How long the calls took, as a sketch (``model/sketch.py``)."""
 
     DERIVED = (
         Column("cpm", ColumnType.FLOAT),
@@ -244,45 +234,25 @@ class CallMetrics(Metrics):
         if len(items) == 1:
             return items[0]
         counts = operator.attrgetter(*cls.SUMMED)
-        histogram: tuple[int, ...] = ()
-        for item in items:
-            if not histogram:
-                histogram = item.histogram
-            elif len(item.histogram) == len(histogram):
-                histogram = tuple(map(operator.add, histogram, item.histogram))
-            elif item.histogram:
-                raise ValueError(f"histograms of {len(histogram)} and {len(item.histogram)} buckets")
         totals = map(sum, zip(*map(counts, items), strict=True))
         changes: dict[str, Any] = dict(zip(cls.SUMMED, totals, strict=True))
         for name in cls.UNITED:
             changes[name] = tuple(sorted({v for item in items for v in getattr(item, name)}))
-        return replace(items[0], **changes, histogram=histogram)
+        return replace(items[0], **changes, histogram=sketch.merged(item.histogram for item in items))
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Self:
+        """As ``StreamData.from_row``; a row of an earlier release, whose
+        histogram has fixed buckets, reads as their sketch."""
+        item = super(CallMetrics, cls).from_row(row)
+        if len(item.histogram) == len(sketch.EARLIER_BOUNDS_MS):
+            return replace(item, histogram=sketch.of_stored(item.histogram))
+        return item
 
     def percentile(self, p: int) -> int:
-        """The lower bound of the bucket holding the call of rank ceil(p% of
-        calls), as SkyWalking reports percentiles; 0 with no calls."""
-        rank = _rank(p, self.calls)
-        seen = 0
-        for bound, count in zip(LATENCY_BUCKETS_MS, self.histogram, strict=False):
-            seen += count
-            if count and seen >= rank:
-                return bound
-        return 0
-
-    @staticmethod
-    def percentiles(
-        calls: npt.NDArray[np.int64], histograms: npt.NDArray[np.int64], p: int
-    ) -> npt.NDArray[np.float64]:
-        """``percentile`` of many values at once, from their ``calls`` and their
-        ``histograms`` (a row each, of ``LATENCY_BUCKETS_MS``' width): of the
-        buckets holding calls, the first whose running count reaches the rank.
-        Counts must stay below 2**56, where int64 sums are exact."""
-        import numpy as np  # only the readers of many values need it
-
-        reached = (histograms != 0) & (np.cumsum(histograms, axis=1) >= _rank(p, calls)[:, None])
-        return np.where(
-            reached.any(axis=1), np.asarray(LATENCY_BUCKETS_MS, np.float64)[reached.argmax(axis=1)], 0.0
-        )
+        """The latency of the call of rank ceil(p% of calls) in whole ms,
+        within 1%; 0 with no calls."""
+        return sketch.value_at(self.histogram, rank_at(p, self.calls))
 
     @property
     def cpm(self) -> float:
@@ -308,16 +278,8 @@ class CallMetrics(Metrics):
                 f"and {self.latency_sum_ms} ms"
             ),
         )
-        consistent(
-            len(self.histogram) == len(LATENCY_BUCKETS_MS)
-            and min(self.histogram) >= 0
-            and sum(self.histogram) == self.calls,
-            lambda: (
-                f"{self.describe()} has a histogram of {len(self.histogram)} buckets adding up to "
-                f"{sum(self.histogram)} for {self.calls} calls: a receiver sends {len(LATENCY_BUCKETS_MS)} "
-                "buckets that add up to the calls"
-            ),
-        )
+        wrong = sketch.problem(self.histogram, self.calls)
+        consistent(wrong is None, lambda: f"{self.describe()}: its latency sketch {wrong}")
         if self.OPERATIONS:
             operation = getattr(self, "operation")  # noqa: B009 (the column of the models with OPERATIONS)
             consistent(

@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from skyoap.layers import CATALOGUE
-from skyoap.model.metrics import LATENCY_BUCKETS_MS, CallMetrics, Downsampling, Metrics
+from skyoap.model import sketch
+from skyoap.model.metrics import CallMetrics, Downsampling, Metrics, rank_at
 from skyoap.mqe import syntax as s
 from skyoap.mqe.arithmetic import (
     ARITHMETIC,
@@ -79,7 +80,7 @@ class _Minute:
     rows: list[Metrics]
     ids: npt.NDArray[np.intp]
     columns: dict[str, Floats] = field(default_factory=dict)
-    histograms: npt.NDArray[np.int64] | None = None
+    sketches: sketch.Many | None = None
 
 
 class Frames:
@@ -179,15 +180,12 @@ _PERCENTILES = {f"p{p}": p for p in range(1, 100)}
 def _percentile(minute: _Minute, p: int) -> Floats:
     """``CallMetrics.percentile`` of every row."""
     rows: list[CallMetrics] = minute.rows  # type: ignore[assignment]
-    calls = np.fromiter((r.calls for r in rows), np.int64, len(rows))
-    if minute.histograms is None:
-        width = len(LATENCY_BUCKETS_MS)
-        padded = (tuple(r.histogram[:width]) + (0,) * (width - len(r.histogram)) for r in rows)
-        minute.histograms = np.array(list(padded), np.int64).reshape(len(rows), width)
-    histograms = minute.histograms
-    if np.abs(calls).max(initial=0) >= 2**56 or np.abs(histograms).sum(axis=1).max(initial=0) >= 2**56:
+    if sum(r.calls for r in rows) >= 2**56:  # a sketch holds as many values as calls
         return np.fromiter((float(r.percentile(p)) for r in rows), np.float64, len(rows))  # past int64
-    return CallMetrics.percentiles(calls, histograms, p)
+    if minute.sketches is None:
+        minute.sketches = sketch.Many([r.histogram for r in rows])
+    calls = np.fromiter((r.calls for r in rows), np.int64, len(rows))
+    return minute.sketches.values_at(rank_at(p, calls))
 
 
 @dataclass(frozen=True, slots=True)

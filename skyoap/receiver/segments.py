@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from skyoap.layers.spans import DEFAULT_SLOW, SlowThresholds
+from skyoap.model import sketch
 from skyoap.model.inventory import OTHER, DetectPoint
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     ApdexThresholds,
     CacheAccessMetrics,
     CallMetrics,
@@ -30,7 +30,6 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
-    latency_bucket,
     minute_bucket,
 )
 from skyoap.model.records import SampledRecord, SegmentRecord
@@ -86,7 +85,7 @@ class Caller(NamedTuple):
 
 class Call(NamedTuple):
     """One span's call: its minute, latency, whether it failed, and its
-    latency histogram bucket."""
+    latency's bucket in the sketch."""
 
     minute: int
     latency: int
@@ -96,7 +95,7 @@ class Call(NamedTuple):
     @classmethod
     def of(cls, span: Span) -> Call:
         latency = span.end_time - span.start_time
-        return cls(minute_bucket(span.start_time), latency, span.is_error, latency_bucket(latency))
+        return cls(minute_bucket(span.start_time), latency, span.is_error, sketch.bucket_of(latency))
 
     def sums(self) -> Sums:
         return [1, int(self.error), self.latency, {self.slot: 1}, 0, 0]
@@ -196,7 +195,7 @@ class Calls:
                     calls=calls,
                     errors=errors,
                     latency_sum_ms=latency_sum,
-                    histogram=_dense(histogram),
+                    histogram=sketch.of_counts(histogram),
                     **extra,
                 )
             )
@@ -205,17 +204,6 @@ class Calls:
 
 _Key = tuple[type[CallMetrics], tuple[str, ...], int]
 """A metric's model, entity names and minute bucket."""
-
-
-_NO_CALLS = (0,) * len(LATENCY_BUCKETS_MS)
-
-
-def _dense(histogram: dict[int, int]) -> tuple[int, ...]:
-    """The calls of every latency bucket, from those of the few buckets that have any."""
-    dense = list(_NO_CALLS)
-    for slot, calls in histogram.items():
-        dense[slot] = calls
-    return tuple(dense)
 
 
 class Aliases(Protocol):
@@ -398,7 +386,7 @@ def _summed(segments: list[Segment], apdex: ApdexThresholds) -> _Summed:
             sums[0] += 1
             sums[1] += span.is_error
             sums[2] += latency
-            slot = latency_bucket(latency)
+            slot = sketch.bucket_of(latency)
             sums[3][slot] = sums[3].get(slot, 0) + 1
     return _Summed(entries, exits, seen, called)
 

@@ -17,10 +17,11 @@ from skyoap.proto.skywalking import common_pb2, tracing_pb2
 from skyoap.storage.config import StorageConfig
 from skyoap.storage.select import open_storage
 
-# The documented lower bounds of the latency buckets, in ms.
-BOUNDS = [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700,
-          1000, 1500, 2000, 3000, 5000, 7000, 10_000, 15_000, 20_000, 30_000, 60_000]  # fmt: skip
 LATENCIES = [0, 1, 2, 4, 5, 9, 10, 29, 30, 49, 50, 99, 100, 250, 999, 1000, 5000, 70_000]
+READ_AS = {250: 251, 999: 997, 1000: 997, 5000: 4989, 70_000: 69_918}
+"""What a percentile at each of ``LATENCIES`` reads, where it is not the latency
+itself: the value its bucket stands for, within 1% (docs/metrics.md)."""
+assert all(abs(read - ms) <= ms / 100 for ms, read in READ_AS.items())
 ENTITY_FIELDS = (
     *("service", "instance", "endpoint", "source", "dest"),
     *(
@@ -70,7 +71,7 @@ def summary(model: str, calls: list[tuple[int, bool]], minutes: int) -> dict[str
 
     def percentile(p: int) -> int:
         value = ordered[math.ceil(p * n / 100) - 1]
-        return max(b for b in BOUNDS if b <= value)
+        return READ_AS.get(value, value)
 
     out: dict[str, object] = {
         "calls": n,

@@ -23,8 +23,9 @@ from grpc_reflection.v1alpha import reflection_pb2
 from skyoap.agent import Agent
 from skyoap.deploy.servers import ElasticsearchServer, RedisServer
 from skyoap.edge.auth import SendingClusterSecret, SendingToken
+from skyoap.model import sketch
 from skyoap.model.inventory import ServiceInstanceInventory, ServiceInventory
-from skyoap.model.metrics import LATENCY_BUCKETS_MS, Downsampling, ServiceMetrics, minute_bucket
+from skyoap.model.metrics import Downsampling, ServiceMetrics, minute_bucket
 from skyoap.model.records import SegmentRecord
 from skyoap.model.stream import Stage, worker_id
 from skyoap.proto import remote_pb2
@@ -442,13 +443,13 @@ def test_items_injected_into_the_internal_port_are_checked_as_at_the_edge(cluste
     try:
         now_ms = int(time.time() * 1000)
         minute = minute_bucket(now_ms)
-        histogram = tuple(2 if i == 3 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+        histogram = sketch.of_latencies([3, 3])
         good = ServiceMetrics(
             time_bucket=minute, service="shop", calls=2, latency_sum_ms=6, histogram=histogram
         )
         crafted = [
             replace(good, histogram=(2,)),  # would break every later merge of the row
-            replace(good, calls=-5, histogram=tuple(0 for _ in LATENCY_BUCKETS_MS)),
+            replace(good, calls=-5, histogram=()),
             ServiceInstanceInventory(
                 name="i", service_id=1, instance_uuid="i", heartbeat_time=now_ms + 86_400_000, active=False
             ),
@@ -473,7 +474,7 @@ def test_items_injected_into_the_internal_port_are_checked_as_at_the_edge(cluste
                 found = storage.metrics.query(ServiceMetrics, Downsampling.MINUTE, minute, minute)
                 return [(m.service, m.calls, m.latency_sum_ms, m.histogram) for m in found]
 
-            four = tuple(4 if i == 3 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+            four = sketch.of_latencies([3] * 4)
             eventually(lambda: rows() == [("shop", 4, 12, four)])
             assert stored(cluster_config.storage, ServiceInstanceInventory) == []
         finally:

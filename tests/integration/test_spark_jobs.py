@@ -17,13 +17,12 @@ from skyoap.analytics.jobs import (
     error_spikes,
     slowest_endpoints,
 )
+from skyoap.model import sketch
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     Downsampling,
     EndpointMetrics,
     ServiceRelationMetrics,
-    latency_bucket,
 )
 from skyoap.storage.api import MetricsWrite
 from skyoap.storage.select import OpenStorage
@@ -34,17 +33,10 @@ from tests.integration.helpers import eventually, storage_options
 MINUTE = Downsampling.MINUTE
 
 
-def histogram(latencies: list[int]) -> tuple[int, ...]:
-    counts = [0] * len(LATENCY_BUCKETS_MS)
-    for ms in latencies:
-        counts[latency_bucket(ms)] += 1
-    return tuple(counts)
-
-
 def endpoint(bucket: int, service: str, name: str, latencies: list[int], errors: int) -> EndpointMetrics:
     return EndpointMetrics(
         time_bucket=bucket, service=service, endpoint=name, calls=len(latencies), errors=errors,
-        latency_sum_ms=sum(latencies), histogram=histogram(latencies),
+        latency_sum_ms=sum(latencies), histogram=sketch.of_latencies(latencies),
     )  # fmt: skip
 
 
@@ -53,7 +45,7 @@ def relation(
 ) -> ServiceRelationMetrics:
     return ServiceRelationMetrics(
         time_bucket=bucket, source=source, dest=dest, detect_point=point, calls=calls, errors=errors,
-        latency_sum_ms=calls, histogram=histogram([1] * calls),
+        latency_sum_ms=calls, histogram=sketch.of_latencies([1] * calls),
     )  # fmt: skip
 
 
@@ -90,7 +82,7 @@ def test_slowest_endpoints_and_dependencies(
     slowest = [
         SlowEndpoint("db", 1, "SELECT", 4, 2, 10.0, 10),
         SlowEndpoint("shop", 1, "/c", 1, 1, 500.0, 500),
-        SlowEndpoint("shop", 2, "/a", 20, 1, 110.5, 300),
+        SlowEndpoint("shop", 2, "/a", 20, 1, 110.5, 401),  # 400 ms, within 1%
     ]
     # Elasticsearch makes what was written searchable within its refresh interval (1 s).
     eventually(lambda: slowest_endpoints(spark, options, minutes=60, top=2) == slowest)

@@ -10,12 +10,11 @@ import json
 import sqlite3
 from typing import Any
 
+from skyoap.model import sketch
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     Downsampling,
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
-    latency_bucket,
 )
 from skyoap.model.records import LogRecord
 from skyoap.model.stream import ColumnType, Words
@@ -75,8 +74,10 @@ def test_a_metrics_table_or_index_of_an_earlier_release_takes_the_new_columns(
         storage.metrics.install([ServiceMetrics])
         (old,) = storage.metrics.query(ServiceMetrics, level, minute, minute)
         assert (old.calls, old.errors, old.apdex_satisfied, old.sla, old.resp_time) == (4, 1, 0, 7500, 10)
+        # Its fixed buckets read as the sketch of their lower bounds: 4 calls of 10 ms.
+        assert (old.histogram, old.percentile(99)) == (sketch.of_latencies([10] * 4), 10)
         later = ServiceMetrics(time_bucket=minute + 1, service="shop", calls=2, latency_sum_ms=8,
-                               histogram=(0, 0, 0, 0, 2) + (0,) * 24, apdex_satisfied=2)  # fmt: skip
+                               histogram=sketch.of_latencies([4, 4]), apdex_satisfied=2)  # fmt: skip
         assert not storage.metrics.put(ServiceMetrics, level, [MetricsWrite(None, later, {})]).failed
         found = storage.metrics.get_many(ServiceMetrics, level, [later.key()])
         assert found[later.key()].item == later
@@ -86,12 +87,10 @@ def test_a_metrics_table_or_index_of_an_earlier_release_takes_the_new_columns(
 
 def relation(calls: int, latency_ms: int, detect_point: str = "server") -> ServiceInstanceRelationMetrics:
     """Calls of shop-1 to orders-1 in one minute, each of ``latency_ms``."""
-    histogram = [0] * len(LATENCY_BUCKETS_MS)
-    histogram[latency_bucket(latency_ms)] = calls
     return ServiceInstanceRelationMetrics(
         time_bucket=202611231000, source_service="shop", source_instance="shop-1", dest_service="orders",
         dest_instance="orders-1", detect_point=detect_point, calls=calls, latency_sum_ms=calls * latency_ms,
-        histogram=tuple(histogram),
+        histogram=sketch.of_latencies([latency_ms] * calls),
     )  # fmt: skip
 
 

@@ -31,8 +31,8 @@ from skyoap.alarm.messages import Request
 from skyoap.alarm.rounds import Alarms, AlarmStorage, Membership
 from skyoap.alarm.settings import AlarmSettings, Rule, parse_settings
 from skyoap.alarm.states import Course, step
+from skyoap.model import sketch
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     CallMetrics,
     Downsampling,
@@ -63,17 +63,12 @@ MINUTES = 8
 
 
 def random_calls(rng: random.Random) -> dict[str, Any]:
-    """Calls of a minute, some with none, some all failing, latencies spread
-    over the histogram (percentiles from 0 to 60 s)."""
+    """Calls of a minute, some with none, some all failing, latencies from
+    0 ms to minutes (a long tail)."""
     n = rng.choice([0, 1, 2, 5, 10, 100, rng.randint(0, 3000)])
-    histogram = [0] * len(LATENCY_BUCKETS_MS)
-    latency = 0
-    for _ in range(n):
-        i = min(int(rng.expovariate(0.25)), len(LATENCY_BUCKETS_MS) - 1)
-        histogram[i] += 1
-        latency += LATENCY_BUCKETS_MS[i] + rng.randint(0, 3)
+    latencies = [round(rng.lognormvariate(3, 2)) for _ in range(n)]
     errors = rng.choice([0, 0, n, rng.randint(0, n)])
-    return {"calls": n, "errors": errors, "latency_sum_ms": latency, "histogram": tuple(histogram)}
+    return calls_of(latencies, errors)
 
 
 def random_rows(rng: random.Random) -> Iterator[Metrics]:
@@ -252,11 +247,9 @@ def test_what_arrays_evaluate_and_what_goes_one_by_one() -> None:
 
 
 def calls_of(latencies_ms: list[int], errors: int = 0) -> dict[str, Any]:
-    histogram = [0] * len(LATENCY_BUCKETS_MS)
-    for ms in latencies_ms:
-        histogram[max(i for i, bound in enumerate(LATENCY_BUCKETS_MS) if bound <= ms)] += 1
+    histogram = sketch.of_latencies(latencies_ms)
     n = len(latencies_ms)
-    return {"calls": n, "errors": errors, "latency_sum_ms": sum(latencies_ms), "histogram": tuple(histogram)}
+    return {"calls": n, "errors": errors, "latency_sum_ms": sum(latencies_ms), "histogram": histogram}
 
 
 @pytest.fixture

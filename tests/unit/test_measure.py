@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from skyoap.model import sketch
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     ApdexThresholds,
     CallMetrics,
     EndpointMetrics,
@@ -21,7 +21,6 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
-    latency_bucket,
     minute_bucket,
 )
 from skyoap.model.spans import CROSS_PROCESS, Segment, Span, SpanKind, SpanRef
@@ -69,9 +68,7 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
     """Every span counted for every metric it makes, one at a time."""
     known = CallAliases()
     known.learn(sightings(segments))
-    sums: dict[tuple[Any, ...], list[Any]] = defaultdict(
-        lambda: [0, 0, 0, [0] * len(LATENCY_BUCKETS_MS), 0, 0, set()]
-    )
+    sums: dict[tuple[Any, ...], list[Any]] = defaultdict(lambda: [0, 0, 0, [], 0, 0, set()])
 
     def count(
         model: type[CallMetrics],
@@ -85,7 +82,7 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
         held[0] += 1
         held[1] += span.is_error
         held[2] += latency
-        held[3][latency_bucket(latency)] += 1
+        held[3].append(latency)
         if model is ServiceRelationMetrics:
             held[6].add(span.component)
         threshold = APDEX.of(names[0])
@@ -144,7 +141,7 @@ def one_by_one(segments: list[Segment]) -> dict[tuple[Any, ...], list[Any]]:
                 count(
                     ServiceInstanceRelationMetrics, (service, instance, dest, dest_instance, "client"), span
                 )
-    return {k: [*v[:3], tuple(v[3]), *v[4:6], tuple(sorted(v[6]))] for k, v in sums.items()}
+    return {k: [*v[:3], sketch.of_latencies(v[3]), *v[4:6], tuple(sorted(v[6]))] for k, v in sums.items()}
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from skyoap.aggregator.metrics import MetricsPersistentWorker
+from skyoap.model import sketch
 from skyoap.model.checks import Reason, Refused
 from skyoap.model.inventory import INVENTORY_TYPES
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     Downsampling,
     MeterMetrics,
@@ -53,7 +53,7 @@ def meter(value: float = 1.0, at_ms: int = NOW_MS, **changes: Any) -> MeterMetri
 
 def call(minute: int) -> ServiceMetrics:
     """One call of 5 ms to the service shop in ``minute``."""
-    histogram = tuple(1 if i == 4 else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+    histogram = sketch.of_latencies([5])
     return ServiceMetrics(time_bucket=minute, service="shop", calls=1, latency_sum_ms=5, histogram=histogram)
 
 

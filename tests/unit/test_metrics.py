@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from skyoap.aggregator.metrics import MetricsPersistentWorker
+from skyoap.model import sketch
 from skyoap.model.checks import Refused
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     SEP,
     ApdexThresholds,
     Downsampling,
@@ -22,7 +22,6 @@ from skyoap.model.metrics import (
     ServiceInstanceRelationMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
-    latency_bucket,
     minute_bucket,
 )
 from skyoap.model.spans import Segment, Span
@@ -36,9 +35,7 @@ from tests.unit.test_meter_checks import LIMITS
 
 
 def one_call(latency_ms: int) -> tuple[int, ...]:
-    histogram = [0] * len(LATENCY_BUCKETS_MS)
-    histogram[latency_bucket(latency_ms)] = 1
-    return tuple(histogram)
+    return sketch.of_latencies([latency_ms])
 
 
 def calls(bucket: int, *latencies: int, errors: int = 0) -> ServiceMetrics:
@@ -60,14 +57,13 @@ def test_buckets_and_percentiles() -> None:
     assert minute_bucket(1_795_287_900_000) == 202611211905  # 2026-11-21 19:05 UTC
     assert Downsampling.HOUR.of_minute(202611211905) == 2026112119
     assert Downsampling.DAY.of_minute(202611211905) == 20261121
-    assert [latency_bucket(ms) for ms in (0, 1, 4, 5, 59_999, 60_000, 10**9)] == [0, 1, 3, 4, 27, 28, 28]
     value = calls(202611211905, *range(1, 101), errors=3)
     assert (value.calls, value.errors, value.latency_sum_ms) == (100, 3, 5050)
-    # rank 50 is 50 ms, in [50, 70); rank 99 is 99 ms, in [70, 100); rank 100 would be 100.
-    assert [value.percentile(p) for p in (50, 75, 90, 95, 99)] == [50, 70, 70, 70, 70]
+    # Rank 50 is 50 ms, rank 99 is 99 ms: below 100 ms the sketch holds each whole ms apart.
+    assert [value.percentile(p) for p in (50, 75, 90, 95, 99)] == [50, 75, 90, 95, 99]
     # SkyWalking's names: calls per minute, mean ms (whole), sla in 1/100 %; no apdex counted here.
     assert value.derived() == {
-        "cpm": 100.0, "resp_time": 50, "sla": 9700, "p50": 50, "p75": 70, "p90": 70, "p95": 70, "p99": 70,
+        "cpm": 100.0, "resp_time": 50, "sla": 9700, "p50": 50, "p75": 75, "p90": 90, "p95": 95, "p99": 99,
         "apdex": 0,
     }  # fmt: skip
     assert [value.downsampled(level).cpm for level in Downsampling] == [100.0, 100 / 60, 100 / 1440]
@@ -278,11 +274,11 @@ def test_deltas_are_added_once_through_a_long_run_of_random_faults() -> None:
 def test_past_its_memory_bound_l2_drops_the_oldest_deltas_and_counts_them() -> None:
     dao = MemoryMetricsDAO()
     instruments = Instruments()
-    one = delta(202611211905, "shop", 10)
-    per_row = memory_size([one])
+    minute = memory_size([delta(202611211905, "shop", 10)])
+    hour = memory_size([delta(2026112119, "shop", 10, 20, 30)])  # a sketch of three latencies
     worker = MetricsPersistentWorker(
         1, "service_metrics_l2", ServiceMetrics, dao, DrainPool("test", 1, instruments), instruments,
-        BufferSpec(1, 100, BufferStrategy.BLOCKING), max_held_bytes=4 * per_row,
+        BufferSpec(1, 100, BufferStrategy.BLOCKING), max_held_bytes=2 * minute + 2 * hour,
     )  # fmt: skip
     dao.down = set(Downsampling)
     take(worker, [delta(202611211905, "shop", 10), delta(202611211906, "shop", 20)])
@@ -307,7 +303,7 @@ def test_an_instance_relation_keeps_the_servers_key_and_adds_the_clients() -> No
     def relation(detect_point: str) -> ServiceInstanceRelationMetrics:
         return ServiceInstanceRelationMetrics(
             time_bucket=202611211905, source_service="shop", source_instance="shop-1", dest_service="orders",
-            dest_instance="orders-1", detect_point=detect_point, histogram=(0,) * len(LATENCY_BUCKETS_MS),
+            dest_instance="orders-1", detect_point=detect_point,
         )  # fmt: skip
 
     server, client = relation("server"), relation("client")
@@ -327,7 +323,7 @@ def test_a_service_relation_unites_the_components_of_its_values_wherever_they_me
     def relation(calls: int, *components: int) -> ServiceRelationMetrics:
         return ServiceRelationMetrics(
             time_bucket=202611211905, source="shop", dest="orders", detect_point="server", calls=calls,
-            histogram=(calls,) + (0,) * (len(LATENCY_BUCKETS_MS) - 1), components=components,
+            histogram=sketch.of_latencies([0] * calls), components=components,
         )  # fmt: skip
 
     flask, spring, tomcat = 7001, 14, 1

@@ -9,15 +9,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
+from skyoap.model import sketch
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     EndpointMetrics,
     MeterMetrics,
     Metrics,
     ServiceInstanceMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
-    latency_bucket,
     merge_into,
 )
 from skyoap.mqe.evaluator import execute
@@ -58,15 +57,13 @@ def calls(
     model: type[Metrics], minute: int, latencies: Mapping[int, int], errors: int = 0, **names: object
 ) -> Metrics:
     """A row of ``model`` counting ``latencies`` (ms → how many calls took it)."""
-    histogram = [0] * len(LATENCY_BUCKETS_MS)
-    for ms, n in latencies.items():
-        histogram[latency_bucket(ms)] += n
+    histogram = sketch.of_latencies(ms for ms, n in latencies.items() for _ in range(n))
     return model(  # type: ignore[call-arg]
         time_bucket=MINUTE + minute,
         calls=sum(latencies.values()),
         errors=errors,
         latency_sum_ms=sum(ms * n for ms, n in latencies.items()),
-        histogram=tuple(histogram),
+        histogram=histogram,
         **names,
     )
 
@@ -351,8 +348,9 @@ def test_lists_combine_only_with_single_values() -> None:
 
 
 PERCENTILES = ("50", "75", "90", "95", "99")
-P50 = ("100", None, "200", "30", "30")
-P95 = ("100", None, "1000", "30", "30")
+P50 = ("100", None, "199", "30", "40")
+P95 = ("100", None, "997", "30", "40")
+"""Within 1% of 200 and 1,000 ms (what the sketch's buckets stand for there); exact below 100 ms."""
 
 
 def test_a_labeled_metric_is_one_series_per_selected_label_value() -> None:
@@ -396,33 +394,33 @@ def test_a_labeled_series_with_an_unlabeled_one() -> None:
     assert run("service_percentile{p='50,95'} - service_resp_time") == ExpressionResult(
         SERIES,
         (
-            series("0", None, "-80", "0", "-10", labels=[("p", "50")]),
-            series("0", None, "720", "0", "-10", labels=[("p", "95")]),
+            series("0", None, "-81", "0", "0", labels=[("p", "50")]),
+            series("0", None, "717", "0", "0", labels=[("p", "95")]),
         ),
     )
     assert run("service_resp_time - service_percentile{p='50'}") == ExpressionResult(
-        SERIES, (series("0", None, "80", "0", "10", labels=[("p", "50")]),)
+        SERIES, (series("0", None, "81", "0", "0", labels=[("p", "50")]),)
     )
 
 
 def test_two_labeled_operands_pair_equal_label_sets() -> None:
-    # avg of p50 is 90, of p95 290 (SkyWalking's documented example).
+    # avg of p50 is 92.25, of p95 291.75.
     assert run("service_percentile{p='50,95'} - avg(service_percentile{p='50,95'})") == ExpressionResult(
         SERIES,
         (
-            series("10", None, "110", "-60", "-60", labels=[("p", "50")]),
-            series("-190", None, "710", "-260", "-260", labels=[("p", "95")]),
+            series("7.75", None, "106.75", "-62.25", "-52.25", labels=[("p", "50")]),
+            series("-191.75", None, "705.25", "-261.75", "-251.75", labels=[("p", "95")]),
         ),
     )
     assert run("service_percentile{p='50,95'} + service_percentile{p='50'}") == ExpressionResult(
         SERIES,
         (
-            series("200", None, "400", "60", "60", labels=[("p", "50")]),
+            series("200", None, "398", "60", "80", labels=[("p", "50")]),
             series(None, None, None, None, None, labels=[("p", "95")]),
         ),
     )
     assert run("avg(service_percentile{p='50,95'})") == ExpressionResult(
-        SINGLE, (single("90", labels=[("p", "50")]), single("290", labels=[("p", "95")]))
+        SINGLE, (single("92.25", labels=[("p", "50")]), single("291.75", labels=[("p", "95")]))
     )
 
 

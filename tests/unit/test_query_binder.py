@@ -22,6 +22,7 @@ from graphql import (
     get_named_type,
 )
 
+from skyoap.model import sketch
 from skyoap.model.inventory import INVENTORY_TYPES
 from skyoap.model.metrics import METRICS_TYPES, Downsampling, ServiceMetrics
 from skyoap.model.records import RECORD_TYPES
@@ -225,7 +226,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Execution
     storage.metrics.install(METRICS_TYPES)
     storage.records.install(RECORD_TYPES)
     row = ServiceMetrics(time_bucket=202601010010, service="shop", calls=30, errors=3, latency_sum_ms=300,
-                         histogram=(0,) * 6 + (30,) + (0,) * 22)  # fmt: skip
+                         histogram=sketch.of_latencies([10] * 30))  # fmt: skip
     storage.metrics.put(ServiceMetrics, Downsampling.MINUTE, [MetricsWrite(None, row, {})])
     context = QueryContext(
         storage.inventory, storage.metrics, storage.records, TimesToLive(3, 1, 7, 90, 7, 7)

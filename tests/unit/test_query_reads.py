@@ -13,6 +13,7 @@ from typing import Any
 import graphql
 import pytest
 
+from skyoap.model import sketch
 from skyoap.model.inventory import (
     INVENTORY_TYPES,
     EndpointInventory,
@@ -20,7 +21,6 @@ from skyoap.model.inventory import (
     ServiceInventory,
 )
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     METRICS_TYPES,
     Downsampling,
     EndpointMetrics,
@@ -53,8 +53,7 @@ def b64(text: str) -> str:
 
 def calls(n: int, errors: int = 0, latency_ms: int = 10) -> dict[str, Any]:
     """``n`` calls of ``latency_ms`` each, ``errors`` of them failed."""
-    bucket = next(i for i, bound in enumerate(LATENCY_BUCKETS_MS) if bound >= latency_ms)
-    histogram = tuple(n if i == bucket else 0 for i in range(len(LATENCY_BUCKETS_MS)))
+    histogram = sketch.of_latencies([latency_ms] * n)
     return {"calls": n, "errors": errors, "latency_sum_ms": n * latency_ms, "histogram": histogram}
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from skyoap.model import sketch
 from skyoap.model.inventory import ServiceInventory
 from skyoap.model.metrics import (
-    LATENCY_BUCKETS_MS,
     CallMetrics,
     DatabaseAccessMetrics,
     Downsampling,
@@ -80,10 +80,7 @@ class QueriedMetricsDAO(MemoryMetricsDAO):
 
 
 def calls(n: int) -> dict[str, Any]:
-    return {"calls": n, "latency_sum_ms": 5 * n, "histogram": (0, 0, 0, 0, n) + (0,) * 24}
-
-
-assert len(calls(1)["histogram"]) == len(LATENCY_BUCKETS_MS)
+    return {"calls": n, "latency_sum_ms": 5 * n, "histogram": sketch.of_latencies([5] * n)}
 
 
 def service_relation(
