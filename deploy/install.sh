@@ -2,7 +2,8 @@
 # Installs what a command needs on a fresh Debian machine, skipping what is there.
 #   deploy/install.sh node   Python alone: a virtualenv with skyoap (`make demo`).
 #   deploy/install.sh all    also the tools and Spark at the versions of deploy/requirements/dev.txt,
-#                            Redis (Debian's redis-server), PostgreSQL, stress-ng, promtool, Chromium
+#                            Redis (Debian's redis-server), PostgreSQL, stress-ng, promtool and
+#                            Prometheus's exporters (Debian's binaries), Chromium
 #                            (Debian's, for the web UI's tests), Elasticsearch (Elastic's zip from Maven
 #                            Central, run with the machine's Java) and the agents the tests run (`make test`).
 set -euo pipefail
@@ -84,14 +85,21 @@ locked_venv .venv-otel "$req/otel.txt"
 # Prometheus's promtool (Debian's), the PromQL service's tests' client: the
 # binary alone, unpacked from Debian's package (installing that would start a
 # Prometheus server).
-if [ ! -x .tools/promtool ]; then
+# Prometheus's exporters (Debian's) alike, the binaries alone: the meter
+# layers' tests scrape them (hosts, PostgreSQL, Redis, MySQL).
+unpack() {  # unpack PACKAGE FILE...: each of the package's usr/bin FILEs into .tools
+  local package=$1 unpacked; shift
   unpacked=$(mktemp -d)
-  (cd "$unpacked" && { apt-get download prometheus >/dev/null 2>&1 || { as_root apt-get update -qq && apt-get download prometheus >/dev/null; }; })
-  dpkg-deb -x "$unpacked"/prometheus_*.deb "$unpacked/files"
+  (cd "$unpacked" && { apt-get download "$package" >/dev/null 2>&1 || { as_root apt-get update -qq && apt-get download "$package" >/dev/null; }; })
+  dpkg-deb -x "$unpacked"/"$package"_*.deb "$unpacked/files"
   mkdir -p .tools
-  cp "$unpacked/files/usr/bin/promtool" .tools/promtool
+  for file in "$@"; do cp "$unpacked/files/usr/bin/$file" ".tools/$file"; done
   rm -rf "$unpacked"
-fi
+}
+[ -x .tools/promtool ] || unpack prometheus promtool
+for exporter in node postgres redis mysqld; do
+  [ -x ".tools/prometheus-$exporter-exporter" ] || unpack "prometheus-$exporter-exporter" "prometheus-$exporter-exporter"
+done
 
 .venv/bin/python -c 'from skyoap.deploy.servers import elasticsearch_home; print("elasticsearch at", elasticsearch_home())' >&2
 done_in

@@ -328,6 +328,52 @@ class RedisServer(_Process):
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+TOOLS = Path(__file__).resolve().parents[2] / ".tools"
+"""Where deploy/install.sh unpacks Debian's binaries that run beside no
+service of their own (promtool, Prometheus's exporters)."""
+
+
+class ExporterServer(_Process):
+    """One of Prometheus's exporters (Debian's ``prometheus-KIND-exporter``,
+    unpacked into ``.tools``), serving ``/metrics`` on 127.0.0.1, with the
+    ``args`` and ``env`` that point it at what it exports."""
+
+    def __init__(self, kind: str, *args: str, env: dict[str, str] | None = None) -> None:
+        super().__init__(f"{kind} exporter", Path(tempfile.mkdtemp(prefix=f"skyoap-{kind}-exporter-")))
+        self.binary = TOOLS / f"prometheus-{kind}-exporter"
+        self.args = args
+        self.env = env or {}
+        self.port = free_port()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> ExporterServer:
+        if not self.binary.exists():
+            raise ServerError(f"{self.binary} is missing: run deploy/install.sh, which unpacks Debian's")
+        argv = [str(self.binary), f"--web.listen-address={self.address}", *self.args]
+        self._spawn(argv, {**os.environ, **self.env})
+        self._wait_until(self._serves, timeout_s)
+        return self
+
+    def metrics(self) -> str:
+        """What it serves now."""
+        with urllib.request.urlopen(f"http://{self.address}/metrics", timeout=10) as response:
+            text: str = response.read().decode()
+        return text
+
+    def _serves(self) -> bool:
+        try:
+            return bool(self.metrics())
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        super().stop(timeout_s)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
 class PostgresServer(_Process):
     """A PostgreSQL (Debian's) on a database of its own, listening on
     127.0.0.1 with trust authentication, no data kept past ``stop``: what

@@ -1,6 +1,7 @@
 """The GENERAL layer: services that report through SkyWalking's or
-OpenTelemetry's agents, measured from their traces, and the meters
-SkyWalking's Python agent reports under their own names."""
+OpenTelemetry's agents, measured from their traces, and the runtime of
+their instances from the meters SkyWalking's Python agent reports,
+through the rules of ``rules/python_runtime.yaml``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from skyoap.layers import widgets as w
 from skyoap.layers.layer import Layer, MenuItem
+from skyoap.layers.meters import rule_metrics
 from skyoap.model.inventory import DetectPoint
 from skyoap.model.metrics import (
     EndpointMetrics,
@@ -20,7 +22,7 @@ from skyoap.model.metrics import (
 from skyoap.vocabulary import catalogue as c
 from skyoap.vocabulary.entity import GENERAL, Scope
 
-PYTHON_METERS = ("process_cpu_utilization", "process_mem_utilization", "thread_active_count")
+RULES = ("python_runtime.yaml",)
 
 _CLIENT = {"detect_point": DetectPoint.CLIENT.value}
 _SERVER = {"detect_point": DetectPoint.SERVER.value}
@@ -48,9 +50,7 @@ METRICS = (
     c.unmeasured("service_mq_consume_count", Scope.SERVICE),
     c.unmeasured("service_mq_consume_latency", Scope.SERVICE),
     c.unmeasured("endpoint_mq_consume_latency", Scope.ENDPOINT),
-    # What SkyWalking's Python agent reports of its process, which skyoap's
-    # dashboards draw: listed, so that an instance without them draws no data.
-    *(c.meter(f"instance_pvm_{name}", labeled=False) for name in PYTHON_METERS),
+    *rule_metrics(*RULES),
 )  # fmt: skip
 
 
@@ -118,11 +118,20 @@ def _service() -> dict[str, Any]:
 
 def _instance_and_endpoint() -> tuple[dict[str, Any], ...]:
     """An instance's page and an endpoint's."""
+    pvm = "meter_instance_pvm_"
     python = [
-        w.line("Process CPU (%)", "instance_pvm_process_cpu_utilization"),
-        w.line("Process Memory (%)", "instance_pvm_process_mem_utilization*100"),  # reported as a share of 1
-        w.line("Active Threads", "instance_pvm_thread_active_count"),
-    ]
+        w.line(
+            "Host CPU Utilization / PVM CPU Utilization (%)", f"{pvm}total_cpu_utilization",
+            f"{pvm}process_cpu_utilization", labels=("total_cpu_utilization", "process_cpu_utilization"),
+        ),
+        w.line("PVM Thread Count", f"{pvm}thread_active_count", labels=("thread_active_count",)),
+        w.line("PVM GC Count", f"{pvm}gc_g0", f"{pvm}gc_g1", f"{pvm}gc_g2", labels=("g0", "g1", "g2")),
+        w.line(
+            "Host Mem Utilization / PVM Mem Utilization (%)", f"{pvm}total_mem_utilization",
+            f"{pvm}process_mem_utilization", labels=("total_mem_utilization", "process_mem_utilization"),
+        ),
+        w.line("PVM GC Time (ms)", f"{pvm}gc_time"),
+    ]  # fmt: skip
     endpoint_dependencies = w.topology(
         nodeExpressions=["avg(endpoint_cpm)", "avg(endpoint_sla)/100", "avg(endpoint_resp_time)"],
         linkServerExpressions=["avg(endpoint_relation_cpm)", "avg(endpoint_relation_resp_time)"],
@@ -131,7 +140,7 @@ def _instance_and_endpoint() -> tuple[dict[str, Any], ...]:
         w.dashboard(
             "General-Instance",
             "ServiceInstance",
-            w.events_above(w.tabs(("Overview", [*w.calls("service_instance"), *python]))),
+            w.events_above(w.tabs(("Overview", w.calls("service_instance")), ("PVM", python))),
         ),
         w.dashboard(
             "General-Endpoint",
@@ -185,4 +194,5 @@ LAYER = Layer(
     MenuItem("Services", "services", "Services that report through SkyWalking's or OpenTelemetry's agents."),
     METRICS,
     _dashboards,
+    rules=RULES,
 )

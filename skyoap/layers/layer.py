@@ -12,6 +12,13 @@ from skyoap.model.metrics import Metrics
 from skyoap.model.spans import SpanLayer
 from skyoap.vocabulary.catalogue import MetricDef
 
+MENU_GROUPS = {
+    "general_service": "General Service",
+    "infrastructure": "Infrastructure",
+    "database": "Database",
+}
+"""The groups of SkyWalking's menu that skyoap's layers are in, by i18n key, in its order."""
+
 
 @dataclass(frozen=True)
 class MenuItem:
@@ -19,8 +26,10 @@ class MenuItem:
 
     title: str
     key: str
-    """Its i18n key, after ``general_service_``."""
+    """Its i18n key, after its group's and an underscore."""
     description: str
+    group: str = "general_service"
+    """The group it is in (``MENU_GROUPS``)."""
 
 
 @dataclass(frozen=True)
@@ -58,3 +67,6 @@ class Layer:
     measure: Measure | None = None
     called: CalledView | None = None
     """Its place on the web UI's page of what services call, if it has one."""
+    rules: tuple[str, ...] = ()
+    """Its meter rule files (``layers/rules``): the receivers run them, and
+    a layer other than GENERAL knows its services by the meters they make."""

@@ -25,10 +25,14 @@ def _widget(kind: str, title: str, expressions: Sequence[str], **graph: Any) -> 
     }
 
 
-def line(title: str, *expressions: str, unit: str = "") -> Widget:
+def line(title: str, *expressions: str, unit: str = "", labels: Sequence[str] = ()) -> Widget:
+    """A chart of ``expressions`` over time, each named by its label if given."""
     widget = _widget("Line", title, expressions, showXAxis=True, showYAxis=True, smooth=False)
-    if unit:
-        widget["metricConfig"] = [{"unit": unit} for _ in expressions]
+    if unit or labels:
+        config = [{"unit": unit} if unit else {} for _ in expressions]
+        for each, label in zip(config, labels, strict=False):
+            each["label"] = label
+        widget["metricConfig"] = config
     return widget
 
 
@@ -59,6 +63,19 @@ def listing(kind: str, dashboard: str, prefix: str, latency: str = "resp_time") 
     widget["subExpressions"] = [f"{prefix}_cpm", f"{prefix}_sla/100", f"{prefix}_{latency}"]
     labels = (("Load", "calls / min"), ("Success Rate", "%"), ("Latency", "ms"))
     widget["metricConfig"] = [{"label": label, "unit": unit} for label, unit in labels]
+    return widget
+
+
+def meter_listing(kind: str, dashboard: str, *figures: tuple[str, str, str]) -> Widget:
+    """A ServiceList or InstanceList of a layer of meters: each row's
+    ``figures`` (label, unit, MQE of one metric), if any."""
+    widget = _widget(
+        kind, "", [f"avg({m})" for _, _, m in figures], dashboardName=dashboard, fontSize=12,
+        showXAxis=False, showYAxis=False,
+    )  # fmt: skip
+    if figures:
+        widget["subExpressions"] = [m for _, _, m in figures]
+        widget["metricConfig"] = [{"label": label, "unit": unit} for label, unit, _ in figures]
     return widget
 
 
@@ -172,3 +189,8 @@ def layer_pages(
         dashboard(f"{name}-Root", "All", tabs(("Services", [services])), root=True, layer=layer),
         dashboard(f"{name}-Service", "Service", tabs(*service_tabs), layer=layer),
     )
+
+
+def instance_page(layer: str, name: str, *named: tuple[str, Sequence[Widget]]) -> dict[str, Any]:
+    """A layer's page of one instance (``{name}-Instance``), of tabs."""
+    return dashboard(f"{name}-Instance", "ServiceInstance", tabs(*named), layer=layer)

@@ -564,17 +564,15 @@ class MQEndpointAccessMetrics(CallMetrics):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MeterMetrics(Metrics):
-    """A meter an agent reports (a gauge, a counter or a histogram) in one
-    bucket: the sum and number of the values reported, and the latest one.
-    A histogram's bucket counts are those of its latest report (agents report
-    histograms as running totals, so adding reports up would count twice)."""
+class Meter(Metrics):
+    """A meter in one bucket: one an agent or OpenTelemetry reports (a gauge,
+    a counter or a histogram), or one the meter rules make of them (its
+    ``layer`` that of its rule): the sum and number of the values, the
+    greatest, the least and the latest. A histogram's bucket counts are
+    those of its latest report (agents report histograms as running totals,
+    so adding reports up would count twice). Its entity is a service's
+    (``ServiceMeterMetrics``) or an instance's (``MeterMetrics``)."""
 
-    STREAM_ID = 24
-    MODEL = "meter_metrics"
-
-    service: str
-    instance: str
     name: str
     labels: str
     """``key=value`` pairs sorted by key, joined by commas."""
@@ -585,11 +583,12 @@ class MeterMetrics(Metrics):
     """Milliseconds since the epoch of the latest report."""
     buckets: Mapping[str, str] = field(default_factory=dict)
     """A histogram's count per bucket (by its lower bound), from the latest report."""
+    value_max: float = 0.0
+    value_min: float = 0.0
+    layer: str = ""
+    """The layer of the rule that made it; '' for a meter as it was reported."""
 
-    DERIVED = (Column("value_avg", ColumnType.FLOAT),)
-
-    def entity(self) -> str:
-        return f"{self.service}{SEP}{self.instance}{SEP}{self.name}{SEP}{self.labels}"
+    DERIVED = (Column("value_avg", ColumnType.FLOAT), Column("value_per_min", ColumnType.FLOAT))
 
     def combine(self, other: Self) -> Self:
         """The two summed; Refused (OVERFLOW) if their sum passes what a float
@@ -602,9 +601,15 @@ class MeterMetrics(Metrics):
                 "others would pass the largest number a float holds",
             )
         latest = other if other.last_time >= self.last_time else self
-        return replace(latest, samples=self.samples + other.samples, value_sum=value_sum)
+        return replace(
+            latest,
+            samples=self.samples + other.samples,
+            value_sum=value_sum,
+            value_max=max(self.value_max, other.value_max),
+            value_min=min(self.value_min, other.value_min),
+        )
 
-    OPTIONAL_NAMES = frozenset({"labels"})
+    OPTIONAL_NAMES = frozenset({"labels", "layer"})
 
     def check(self, limits: TelemetryLimits, now_ms: int) -> None:
         """As ``Metrics.check``; run by the receivers on every meter they
@@ -612,8 +617,9 @@ class MeterMetrics(Metrics):
         Metrics.check(self, limits, now_ms)
         what = self.describe
         consistent(self.samples >= 1, lambda: f"{what()} has {self.samples} samples")
-        if not (math.isfinite(self.value_sum) and math.isfinite(self.last_value)):
-            raise Refused(Reason.NOT_A_NUMBER, f"{what()} has the values {self.value_sum}, {self.last_value}")
+        values = (self.value_sum, self.last_value, self.value_max, self.value_min)
+        if not all(map(math.isfinite, values)):
+            raise Refused(Reason.NOT_A_NUMBER, f"{what()} has the values {', '.join(map(str, values))}")
         start = limits.minute(lambda: f"the time bucket of {what()}", self.time_bucket)
         consistent(
             start <= self.last_time < start + 60_000,
@@ -639,7 +645,37 @@ class MeterMetrics(Metrics):
                 )
 
     def derived(self) -> dict[str, Any]:
-        return {"value_avg": self.value_sum / self.samples if self.samples else 0.0}
+        return {
+            "value_avg": self.value_sum / self.samples if self.samples else 0.0,
+            "value_per_min": self.value_sum / minutes_in(self.time_bucket),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeterMetrics(Meter):
+    """A meter of a service instance."""
+
+    STREAM_ID = 24
+    MODEL = "meter_metrics"
+
+    service: str
+    instance: str
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.instance}{SEP}{self.name}{SEP}{self.labels}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceMeterMetrics(Meter):
+    """A meter of a service as a whole: what a rule of service scope makes."""
+
+    STREAM_ID = 38
+    MODEL = "service_meter_metrics"
+
+    service: str
+
+    def entity(self) -> str:
+        return f"{self.service}{SEP}{self.name}{SEP}{self.labels}"
 
 
 def _finite(text: str) -> bool:
@@ -701,4 +737,9 @@ CALL_METRICS: tuple[type[CallMetrics], ...] = (
     MQAccessMetrics,
     MQEndpointAccessMetrics,
 )
-METRICS_TYPES: tuple[type[Metrics], ...] = (*CALL_METRICS, MeterMetrics, NetworkAddressAlias)
+METRICS_TYPES: tuple[type[Metrics], ...] = (
+    *CALL_METRICS,
+    MeterMetrics,
+    ServiceMeterMetrics,
+    NetworkAddressAlias,
+)

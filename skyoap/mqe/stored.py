@@ -14,7 +14,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from skyoap.model.metrics import Downsampling, MeterMetrics, Metrics, minute_bucket
+from skyoap.model.metrics import Downsampling, Meter, MeterMetrics, Metrics, minute_bucket
 from skyoap.model.records import SampledRecord
 from skyoap.mqe.reader import LabeledValues, LabelSelector, Ranked, Sample, TopNCondition
 from skyoap.mqe.results import KeyValue
@@ -185,7 +185,7 @@ class StoredMetrics:
             ]
         by_labels: dict[str, list[Metrics]] = {}
         for row in rows:
-            assert isinstance(row, MeterMetrics)
+            assert isinstance(row, Meter)
             by_labels.setdefault(row.labels, []).append(row)
         return [_series(group, buckets, metric.column, labels_of(text)) for text, group in by_labels.items()]
 

@@ -6,7 +6,10 @@ Every service that runs an agent is in the GENERAL layer. The databases,
 caches and message brokers they call are services of the layers known by
 their callers (``layers.KNOWN_BY_CALLERS``: VIRTUAL_DATABASE, VIRTUAL_CACHE
 and VIRTUAL_MQ), known from their metrics: those called within ``--inactive-instance-ttl-days``; a
-broker's topics and queues are its endpoints. Any other peer nobody
+broker's topics and queues are its endpoints. Hosts and database servers
+are services of the layers of meters (``layers.METERED``: OS_LINUX, MYSQL,
+POSTGRESQL, REDIS), known from the meters their rules made within that
+time, an exporter's target an instance. Any other peer nobody
 reports from is no service here; it is a node of the topology
 (``topology.py``)."""
 
@@ -15,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from skyoap.layers import KNOWN_BY_CALLERS
+from skyoap.layers import KNOWN_BY_CALLERS, METERED
 from skyoap.model.inventory import EndpointInventory, ServiceInstanceInventory, ServiceInventory
 from skyoap.model.metrics import (
     DatabaseAccessMetrics,
     Downsampling,
+    MeterMetrics,
     MQEndpointAccessMetrics,
+    ServiceMeterMetrics,
 )
 from skyoap.query.context import QueryContext
 from skyoap.runtime import clock
@@ -80,27 +85,63 @@ def _virtual_names(context: QueryContext, layer: str, first_day: int | None = No
     """The services of a virtual layer called since ``first_day`` (a day
     bucket; by default, within ``--inactive-instance-ttl-days``)."""
     if first_day is None:
-        first_day = Downsampling.DAY.bucket_of(clock.now_ms() - context.ttl.inactive_instance_days * DAY_MS)
+        first_day = _first_day(context)
     found = context.metrics.distinct(KNOWN_BY_CALLERS[layer], Downsampling.DAY, first_day, ("service",))
     return sorted(name for (name,) in found)
 
 
+def _first_day(context: QueryContext) -> int:
+    """The day bucket ``--inactive-instance-ttl-days`` ago."""
+    return Downsampling.DAY.bucket_of(clock.now_ms() - context.ttl.inactive_instance_days * DAY_MS)
+
+
+def _metered(context: QueryContext) -> dict[str, list[str]]:
+    """The services of each layer of meters (``layers.METERED``) measured
+    within ``--inactive-instance-ttl-days``, by name."""
+    first_day = _first_day(context)
+    found: dict[str, set[str]] = {layer: set() for layer in METERED}
+    for model in (ServiceMeterMetrics, MeterMetrics):
+        for layer, name in context.metrics.distinct(model, Downsampling.DAY, first_day, ("layer", "service")):
+            if layer in found:
+                found[layer].add(name)
+    return {layer: sorted(names) for layer, names in found.items()}
+
+
+def _metered_service(name: str, layers: list[str]) -> dict[str, Any]:
+    return {**_virtual(name, layers[0]), "id": ids.service_id(name, True), "layers": layers, "normal": True}
+
+
+def _metered_instances(context: QueryContext, service: str) -> list[str]:
+    """The instances of a service of a layer of meters measured lately."""
+    found = context.metrics.distinct(
+        MeterMetrics, Downsampling.DAY, _first_day(context), ("layer", "service", "instance")
+    )
+    return sorted(instance for layer, name, instance in found if name == service and layer in METERED)
+
+
 def list_layers(context: QueryContext) -> list[str]:
     layers = [GENERAL] if _services(context) else []
-    return layers + [layer for layer in KNOWN_BY_CALLERS if _virtual_names(context, layer)]
+    layers += [layer for layer in KNOWN_BY_CALLERS if _virtual_names(context, layer)]
+    return layers + [layer for layer, names in _metered(context).items() if names]
 
 
 def list_services(context: QueryContext, layer: str | None = None) -> list[dict[str, Any]]:
-    """The services of ``layer``: those that report (GENERAL), or those known
-    from their callers (a virtual layer); of every layer when none is given."""
+    """The services of ``layer``: those that report (GENERAL), those known
+    from their callers (a virtual layer) or from their meters (a layer of
+    meters); of every layer when none is given."""
     if layer is not None and layer in KNOWN_BY_CALLERS:
         return [_virtual(name, layer) for name in _virtual_names(context, layer)]
+    if layer is not None and layer in METERED:
+        return [_metered_service(name, [layer]) for name in _metered(context)[layer]]
     if layer not in (None, GENERAL):
         return []
     found = [_service(s) for s in _services(context)]
     if layer is None:
         found += [
             _virtual(n, virtual) for virtual in KNOWN_BY_CALLERS for n in _virtual_names(context, virtual)
+        ]
+        found += [
+            _metered_service(n, [metered]) for metered, names in _metered(context).items() for n in names
         ]
     return found
 
@@ -133,7 +174,14 @@ def find_service(context: QueryContext, serviceName: str) -> dict[str, Any] | No
     """The service of that name: one that reports, else a database, cache or
     broker called lately (SkyWalking's CLI finds every service by its name)."""
     service = _stored_service(context, serviceName)
-    return _service(service) if service else _virtual_service(context, serviceName)
+    if service:
+        return _service(service)
+    return _metered_by_name(context, serviceName) or _virtual_service(context, serviceName)
+
+
+def _metered_by_name(context: QueryContext, name: str) -> dict[str, Any] | None:
+    layers = [layer for layer, names in _metered(context).items() if name in names]
+    return _metered_service(name, layers) if layers else None
 
 
 def search_service(context: QueryContext, serviceCode: str) -> dict[str, Any] | None:
@@ -146,7 +194,7 @@ def get_service(context: QueryContext, serviceId: str) -> dict[str, Any] | None:
     name, normal = ids.read_service_id(serviceId, "serviceId")
     if normal:
         service = _stored_service(context, name)
-        return _service(service) if service else None
+        return _service(service) if service else _metered_by_name(context, name)
     return _virtual_service(context, name)
 
 
@@ -184,7 +232,15 @@ def list_instances(
     since_ms = int(Duration.of(duration).start_time.timestamp() * 1000)
     name = ids.service_name(serviceId)
     alive = [i for i in _instances_of(context, name) if i.heartbeat_time >= since_ms]
+    if not alive:
+        return [_metered_instance(name, i) for i in _metered_instances(context, name)]
     return [_instance(name, i) for i in alive]
+
+
+def _metered_instance(service: str, name: str) -> dict[str, Any]:
+    """An instance of a layer of meters: an exporter's target."""
+    return {"id": ids.instance_id(service, True, name), "name": name, "attributes": [],
+            "language": "UNKNOWN", "instanceUUID": name}  # fmt: skip
 
 
 def list_instances_by_name(
@@ -196,7 +252,11 @@ def list_instances_by_name(
 def get_instance(context: QueryContext, instanceId: str) -> dict[str, Any] | None:
     service_name, name = ids.instance_names(instanceId)
     found = [i for i in _instances_of(context, service_name) if i.name == name]
-    return _instance(service_name, found[0]) if found else None
+    if found:
+        return _instance(service_name, found[0])
+    return (
+        _metered_instance(service_name, name) if name in _metered_instances(context, service_name) else None
+    )
 
 
 def find_endpoint(

@@ -4,11 +4,14 @@ agents' server, over one intake."""
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from skyoap.edge.server import GrpcServer
+from skyoap.mal.evaluation import Batch
 from skyoap.model.inventory import EndpointInventory, Inventory, ServiceInstanceInventory, ServiceInventory
 from skyoap.receiver import sampling
 from skyoap.receiver.aliases import AliasCache
@@ -16,17 +19,23 @@ from skyoap.receiver.cache import InventoryCache
 from skyoap.receiver.cardinality import Cardinality, GroupingRules, NameBound, seed_from, services_from
 from skyoap.receiver.config import AnalysisConfig, LimitsConfig
 from skyoap.receiver.intake import Intake, Sinks
+from skyoap.receiver.meter_analysis import MeterAnalyzer
 from skyoap.receiver.otlp import add_otlp_services
 from skyoap.receiver.profiling import ProfileTasks
+from skyoap.receiver.prometheus import Scraper
 from skyoap.receiver.registration import Limits, NamesByService, Registrar
 from skyoap.receiver.services import add_agent_services
 from skyoap.receiver.skywalking import add_skywalking_services
+from skyoap.runtime import clock
+from skyoap.runtime.budget import Overloaded
 from skyoap.runtime.instruments import Instruments
 from skyoap.runtime.lifecycle import Component
 from skyoap.runtime.watched import WatchedFile
 from skyoap.runtime.worker import Worker
 from skyoap.storage.api import InventoryDAO
 from skyoap.storage.select import OpenStorage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,8 @@ def receiver(limits: LimitsConfig, analysis: AnalysisConfig, handed: Handed) -> 
     registrar = Registrar(h.cache, h.register, _registration(limits, h.resend_after_s), cardinality)
     add_agent_services(h.server, registrar)
     names = NamesByService(registrar)
-    intake = Intake(names, h.sinks, limits.items(), cardinality, h.instruments, analysis.log_tags())
+    meters = MeterAnalyzer(analysis.rule_files(), limits.items(), cardinality, h.instruments)
+    intake = Intake(names, h.sinks, limits.items(), cardinality, h.instruments, meters, analysis.log_tags())
     aliases = AliasCache(
         h.storage.metrics, limits.max_network_addresses, analysis.alias_refresh_s, h.instruments
     )
@@ -86,6 +96,20 @@ def receiver(limits: LimitsConfig, analysis: AnalysisConfig, handed: Handed) -> 
     yield aliases  # read from storage before the first call: aliases survive restarts
     yield names
     yield add_otlp_services(h.server, segments, intake, analysis.otlp_caller_wait_s)
+    targets = analysis.scrape_targets()
+    if targets:
+        yield Scraper(targets, functools.partial(_scraped, meters, h.sinks), h.instruments)
+
+
+def _scraped(meters: MeterAnalyzer, sinks: Sinks, batch: Batch) -> None:
+    """Hands on what the meter rules make of a scrape; a scrape the node has
+    no room for is left out (its counters carry on at the next)."""
+    made = meters.analyze(batch, clock.now_ms())
+    if made:
+        try:
+            sinks.take((), made)
+        except Overloaded as e:
+            log.warning("a scrape's %d meter values left out: %s", len(made), e)
 
 
 def _registration(limits: LimitsConfig, resend_after_s: float) -> Limits:

@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from skyoap.layers import RULE_FILES
 from skyoap.layers.spans import SlowThresholds, Thresholds
+from skyoap.mal.rules import RuleError, RuleFile, read_rules
 from skyoap.model.checks import TelemetryLimits
 from skyoap.model.metrics import ApdexThresholds
 from skyoap.model.spans import SEARCHABLE_LOG_TAGS, SEARCHABLE_TRACE_TAGS
 from skyoap.receiver import sampling
+from skyoap.receiver.prometheus import ScrapeConfigError, Target, read_scrape_config
 from skyoap.runtime.config import option
 
 
@@ -97,6 +100,10 @@ class LimitsConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
 
 
+SHIPPED = "shipped"
+"""What ``--meter-rules`` names skyoap's own rule files by."""
+
+
 @dataclass(frozen=True)
 class AnalysisConfig:
     """How telemetry becomes metrics."""
@@ -163,6 +170,20 @@ class AnalysisConfig:
         10.0, "how often the trace sampling settings file is looked at for changes"
     )
 
+    meter_rules: str = option(
+        "shipped",
+        "the meter system's rule files, in SkyWalking's form (otel-rules, meter-analyzer-config), comma "
+        "separated: files, or directories read with their subdirectories; 'shipped' stands for skyoap's "
+        "own (hosts, PostgreSQL, Redis, MySQL and the Python agent's runtime); '' runs none",
+    )
+
+    scrape_config: str = option(
+        "",
+        "file of Prometheus exporters this node scrapes, in Prometheus's scrape_configs form (job_name, "
+        "scrape_interval, static_configs, metrics_path, scheme, tls_config, basic_auth); what it scrapes "
+        "goes to the meter rules, labelled as OpenTelemetry's Collector labels it",
+    )
+
     def slow(self) -> SlowThresholds:
         """The thresholds of the ``--slow-*-threshold`` options; ValueError saying which is wrong."""
         return SlowThresholds(
@@ -179,6 +200,28 @@ class AnalysisConfig:
         """The keys of ``--searchable-log-tags``."""
         return _keys(self.searchable_log_tags)
 
+    def rule_files(self) -> list[RuleFile]:
+        """The files of ``--meter-rules``; ValueError naming the file and rule that is wrong."""
+        paths: list[Path] = []
+        for item in (p.strip() for p in self.meter_rules.split(",")):
+            if item == SHIPPED:
+                paths += RULE_FILES
+            elif item:
+                paths.append(Path(item))
+        try:
+            return read_rules(paths)
+        except RuleError as e:
+            raise ValueError(f"--meter-rules: {e}") from None
+
+    def scrape_targets(self) -> list[Target]:
+        """The targets of ``--scrape-config``; ValueError saying what is wrong."""
+        if not self.scrape_config:
+            return []
+        try:
+            return read_scrape_config(Path(self.scrape_config))
+        except ScrapeConfigError as e:
+            raise ValueError(f"--scrape-config: {e}") from None
+
     def apdex(self) -> ApdexThresholds:
         """The thresholds of ``--apdex-thresholds``; ValueError for a file that cannot be read as one."""
         if not self.apdex_thresholds:
@@ -192,6 +235,8 @@ class AnalysisConfig:
 
     def check(self) -> None:
         self.slow()
+        self.rule_files()
+        self.scrape_targets()
         if self.otlp_caller_wait_s <= 0:
             raise ValueError(f"--otlp-caller-wait-s must be above 0, not {self.otlp_caller_wait_s:g}")
         if self.alias_refresh_s <= 0:

@@ -17,6 +17,7 @@ from skyoap.model.spans import SEARCHABLE_LOG_TAGS, searchable_tags
 from skyoap.model.stream import StreamData, Words
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals
+from skyoap.receiver.meter_analysis import MeterAnalyzer
 from skyoap.receiver.registration import NamesByService
 from skyoap.runtime.budget import MemoryBudget, admitted_size
 from skyoap.runtime.instruments import Instruments
@@ -73,6 +74,8 @@ class Intake:
     limits: TelemetryLimits
     cardinality: Cardinality
     instruments: Instruments
+    meters: MeterAnalyzer
+    """The meter rules, run over the samples every way in brings."""
     log_tags: frozenset[str] = frozenset(SEARCHABLE_LOG_TAGS)
     """The keys of the tags log lines are searched by."""
 
@@ -89,6 +92,7 @@ class TelemetryService:
         self._limits = intake.limits
         self._cardinality = intake.cardinality
         self._log_tags = intake.log_tags
+        self._meters = intake.meters
         instruments = intake.instruments
         self._received = instruments.counter(
             "skyoap_v3_received_total", "telemetry items agents reported", ["kind"]

@@ -37,7 +37,7 @@ import grpc
 
 from skyoap.edge.server import GrpcServer
 from skyoap.model.checks import Reason, Refused, TelemetryLimits
-from skyoap.model.metrics import MeterMetrics, add_to, minute_bucket
+from skyoap.model.metrics import Meter, MeterMetrics, add_to, minute_bucket
 from skyoap.model.records import LogRecord
 from skyoap.model.spans import SpanKind, SpanLayer
 from skyoap.proto.otlp import (
@@ -52,9 +52,11 @@ from skyoap.proto.otlp import (
 )
 from skyoap.proto.skywalking import common_pb2 as sw_common_pb2
 from skyoap.proto.skywalking import tracing_pb2
+from skyoap.receiver import otlp_samples
 from skyoap.receiver.cardinality import Cardinality
 from skyoap.receiver.checks import Refusals
 from skyoap.receiver.intake import Intake, Sinks, log_record
+from skyoap.receiver.meter_analysis import MeterAnalyzer
 from skyoap.receiver.registration import NamesByService
 from skyoap.receiver.segments import Call, Caller, Calls
 from skyoap.receiver.traces import SegmentIntake
@@ -480,13 +482,20 @@ class ItemsService:
         self._limits = limits
         self._cardinality = cardinality
 
-    def _hand_on(self, export: Export, records: Sequence[LogRecord], meters: Sequence[MeterMetrics]) -> None:
-        """Queues what an export took, all of it or nothing (Overloaded), then
-        registers the instances it came from."""
+    def _hand_on(
+        self,
+        export: Export,
+        records: Sequence[LogRecord],
+        meters: Sequence[MeterMetrics],
+        made: Sequence[Meter] = (),
+    ) -> None:
+        """Queues what an export took, all of it or nothing (Overloaded), and
+        what the meter rules ``made`` of it, then registers the instances it
+        came from."""
         taken = [*records, *meters]
-        self._sinks.hold(memory_size(taken))
-        if taken:
-            self._sinks.take(records, meters)
+        self._sinks.hold(memory_size([*taken, *made]))
+        if taken or made:
+            self._sinks.take(records, [*meters, *made])
             export.tally.taken += len(taken)
         for service, instance in sorted(
             {(r.service, r.instance) for r in records} | {(m.service, m.instance) for m in meters}
@@ -500,7 +509,15 @@ class MetricsService(ItemsService):
     histogram a meter histogram (its buckets by lower bound, as SkyWalking's);
     exponential histograms and summaries are refused. Each meter is checked
     as the RemoteService checks it, and one whose sum with the others of its
-    meter and minute in the same export would overflow is refused."""
+    meter and minute in the same export would overflow is refused. Every
+    point, of whatever kind, goes to the meter rules too (``otlp_samples.py``)."""
+
+    def __init__(
+        self, names: NamesByService, sinks: Sinks, refusals: Refusals, limits: TelemetryLimits,
+        cardinality: Cardinality, meters: MeterAnalyzer,
+    ) -> None:  # fmt: skip
+        super().__init__(names, sinks, refusals, limits, cardinality)
+        self._meters = meters
 
     def _number(self, common: dict[str, Any], point: metrics_pb2.NumberDataPoint) -> MeterMetrics:
         kind = point.WhichOneof("value")
@@ -509,7 +526,7 @@ class MetricsService(ItemsService):
         value = float(getattr(point, kind))
         if not math.isfinite(value):
             raise Refused(Reason.NOT_A_NUMBER, f"meter {common['name']} has the value {value}")
-        return MeterMetrics(**common, value_sum=value, last_value=value)
+        return MeterMetrics(**common, value_sum=value, last_value=value, value_max=value, value_min=value)
 
     def _histogram(self, common: dict[str, Any], point: metrics_pb2.HistogramDataPoint) -> MeterMetrics:
         lim, name = self._limits, common["name"]
@@ -519,7 +536,7 @@ class MetricsService(ItemsService):
         )
         if not counts:  # a count and a sum only: no buckets
             total = float(point.count)
-            return MeterMetrics(**common, value_sum=total, last_value=total)
+            return MeterMetrics(**common, value_sum=total, last_value=total, value_max=total, value_min=total)
         if len(counts) != len(bounds) + 1:
             raise Refused(
                 Reason.INCONSISTENT,
@@ -534,6 +551,8 @@ class MetricsService(ItemsService):
             **common,
             value_sum=total,
             last_value=total,
+            value_max=total,
+            value_min=total,
             buckets={b: str(c) for b, c in zip(lower, counts, strict=True)},
         )
 
@@ -583,7 +602,9 @@ class MetricsService(ItemsService):
         taken = export.each(
             resources, lambda source, mp: self._meter(source, mp[0], mp[1], export.now_ms, totals)
         )
-        self._hand_on(export, (), taken)
+        batches = otlp_samples.batches(request)
+        made = [m for batch in batches for m in self._meters.analyze(batch, export.now_ms)]
+        self._hand_on(export, (), taken, made)
         response = metrics_service_pb2.ExportMetricsServiceResponse()
         export.partial(response.partial_success, "rejected_data_points")
         return response
@@ -671,7 +692,8 @@ def add_otlp_services(
         (trace_service_pb2, "TraceService",
          TraceService(segments, callers, Refusals("otlp_spans", instruments), limits)),
         (metrics_service_pb2, "MetricsService",
-         MetricsService(names, sinks, Refusals("otlp_data_points", instruments), limits, guards)),
+         MetricsService(names, sinks, Refusals("otlp_data_points", instruments), limits, guards,
+                        intake.meters)),
         (logs_service_pb2, "LogsService",
          LogsService(names, sinks, Refusals("otlp_log_records", instruments), limits, guards,
                      intake.log_tags)),

@@ -32,6 +32,7 @@ from skyoap.model.metrics import (
     MQEndpointAccessMetrics,
     ServiceInstanceMetrics,
     ServiceInstanceRelationMetrics,
+    ServiceMeterMetrics,
     ServiceMetrics,
     ServiceRelationMetrics,
 )
@@ -73,6 +74,7 @@ ENTITY_COLUMNS: Mapping[type[Metrics], tuple[tuple[str, str], ...]] = {
         ("dest_service", "dest_service_name"), ("dest_endpoint", "dest_endpoint_name"),
     ),
     MeterMetrics: (("service", "service_name"), ("instance", "service_instance_name")),
+    ServiceMeterMetrics: (("service", "service_name"),),
     DatabaseAccessMetrics: (("service", "service_name"),),
     CacheAccessMetrics: (("service", "service_name"),),
     MQAccessMetrics: (("service", "service_name"),),

@@ -91,7 +91,7 @@ def random_rows(rng: random.Random) -> Iterator[Metrics]:
                     samples = rng.randint(1, 4)
                     yield MeterMetrics(
                         time_bucket=bucket(FIRST + m), service=service, instance="i-1",
-                        name="instance_pvm_process_cpu_utilization", labels=labels, samples=samples,
+                        name="meter_instance_pvm_process_cpu_utilization", labels=labels, samples=samples,
                         value_sum=samples * rng.choice([0.0, 0.5, 12.25, 80.0, 99.9]),
                     )  # fmt: skip
             for side in ("client", "server"):
@@ -119,7 +119,7 @@ def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenStorage]:
 SCOPES = {
     "service": (["service_sla", "service_cpm", "service_resp_time", "service_apdex"], "service_percentile"),
     "instance": (
-        ["service_instance_sla", "service_instance_resp_time", "instance_pvm_process_cpu_utilization"],
+        ["service_instance_sla", "service_instance_resp_time", "meter_instance_pvm_process_cpu_utilization"],
         "service_instance_percentile",
     ),
     "relation": (
@@ -414,7 +414,7 @@ rules:
     expression: sum(service_relation_server_call_sla < 10000) >= 1 && max(service_relation_client_cpm) > 5
     period: 5
   instance_rule:
-    expression: max(instance_pvm_process_cpu_utilization) > 50
+    expression: max(meter_instance_pvm_process_cpu_utilization) > 50
     period: 2
 hooks:
   webhook:
@@ -513,7 +513,7 @@ def test_an_instance_and_an_endpoint_of_the_same_key_keep_their_names(tmp_path: 
         "sum(service_sla < 9000) >= 2",
         "sum(service_percentile{p='50,75'} > 100) >= 1 || avg(service_cpm) > 1000",
         "avg(service_percentile - service_resp_time) > 5",  # an entity with no rows has no percentiles
-        "sum(service_instance_percentile > 100) >= 1 || avg(instance_pvm_process_cpu_utilization) > 50",
+        "sum(service_instance_percentile > 100) >= 1 || avg(meter_instance_pvm_process_cpu_utilization) > 50",
         "sum(service_relation_server_call_sla < 9500) >= 1",
         "sum(service_relation_client_cpm > 1) >= 1",  # a side some relations lack
     ],

@@ -325,6 +325,13 @@ def test_every_expression_of_every_dashboard_evaluates(storage: OpenStorage) -> 
         ("VIRTUAL_MQ", "All", "Virtual-MQ-Root", True),
         ("VIRTUAL_MQ", "Service", "Virtual-MQ-Service", False),
         ("VIRTUAL_MQ", "Endpoint", "Virtual-MQ-Endpoint", False),
+        ("OS_LINUX", "All", "Linux-Root", True),
+        ("OS_LINUX", "Service", "Linux-Service", False),
+        *(
+            (layer, entity, f"{name}-{page}", page == "Root")
+            for layer, name in (("MYSQL", "MySQL"), ("POSTGRESQL", "PostgreSQL"), ("REDIS", "Redis"))
+            for entity, page in (("All", "Root"), ("Service", "Service"), ("ServiceInstance", "Instance"))
+        ),
     }
     entity = {
         "serviceName": "shop", "normal": True, "serviceInstanceName": "shop-1", "endpointName": "/orders",
@@ -349,6 +356,12 @@ def test_the_menu_shows_the_general_layer_once_it_has_services(storage: OpenStor
                           {"title": "Virtual Database", "layer": "VIRTUAL_DATABASE", "activate": False},
                           {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": False},
                           {"title": "Virtual MQ", "layer": "VIRTUAL_MQ", "activate": False}]},
+            {"title": "Infrastructure", "layer": "", "activate": False,
+             "subItems": [{"title": "Linux", "layer": "OS_LINUX", "activate": False}]},
+            {"title": "Database", "layer": "", "activate": False,
+             "subItems": [{"title": "MySQL", "layer": "MYSQL", "activate": False},
+                          {"title": "PostgreSQL", "layer": "POSTGRESQL", "activate": False},
+                          {"title": "Redis", "layer": "REDIS", "activate": False}]},
         ]
     }  # fmt: skip
     empty = open_storage(StorageConfig(kind=StorageKind.EMBEDDED, embedded_path=str(tmp_path / "e.db")))

@@ -137,29 +137,63 @@ class HistogramDataPoint(_message.Message):
     def __init__(self, attributes: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., start_time_unix_nano: _Optional[int] = ..., time_unix_nano: _Optional[int] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., bucket_counts: _Optional[_Iterable[int]] = ..., explicit_bounds: _Optional[_Iterable[float]] = ..., flags: _Optional[int] = ..., min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class ExponentialHistogramDataPoint(_message.Message):
-    __slots__ = ("attributes", "start_time_unix_nano", "time_unix_nano", "count", "sum")
+    __slots__ = ("attributes", "start_time_unix_nano", "time_unix_nano", "count", "sum", "scale", "zero_count", "positive", "negative", "flags", "min", "max", "zero_threshold")
+    class Buckets(_message.Message):
+        __slots__ = ("offset", "bucket_counts")
+        OFFSET_FIELD_NUMBER: _ClassVar[int]
+        BUCKET_COUNTS_FIELD_NUMBER: _ClassVar[int]
+        offset: int
+        bucket_counts: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, offset: _Optional[int] = ..., bucket_counts: _Optional[_Iterable[int]] = ...) -> None: ...
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SUM_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FIELD_NUMBER: _ClassVar[int]
+    ZERO_COUNT_FIELD_NUMBER: _ClassVar[int]
+    POSITIVE_FIELD_NUMBER: _ClassVar[int]
+    NEGATIVE_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    ZERO_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     attributes: _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]
     start_time_unix_nano: int
     time_unix_nano: int
     count: int
     sum: float
-    def __init__(self, attributes: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., start_time_unix_nano: _Optional[int] = ..., time_unix_nano: _Optional[int] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ...) -> None: ...
+    scale: int
+    zero_count: int
+    positive: ExponentialHistogramDataPoint.Buckets
+    negative: ExponentialHistogramDataPoint.Buckets
+    flags: int
+    min: float
+    max: float
+    zero_threshold: float
+    def __init__(self, attributes: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., start_time_unix_nano: _Optional[int] = ..., time_unix_nano: _Optional[int] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., scale: _Optional[int] = ..., zero_count: _Optional[int] = ..., positive: _Optional[_Union[ExponentialHistogramDataPoint.Buckets, _Mapping]] = ..., negative: _Optional[_Union[ExponentialHistogramDataPoint.Buckets, _Mapping]] = ..., flags: _Optional[int] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., zero_threshold: _Optional[float] = ...) -> None: ...
 
 class SummaryDataPoint(_message.Message):
-    __slots__ = ("attributes", "start_time_unix_nano", "time_unix_nano", "count", "sum")
+    __slots__ = ("attributes", "start_time_unix_nano", "time_unix_nano", "count", "sum", "quantile_values", "flags")
+    class ValueAtQuantile(_message.Message):
+        __slots__ = ("quantile", "value")
+        QUANTILE_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        quantile: float
+        value: float
+        def __init__(self, quantile: _Optional[float] = ..., value: _Optional[float] = ...) -> None: ...
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SUM_FIELD_NUMBER: _ClassVar[int]
+    QUANTILE_VALUES_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
     attributes: _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]
     start_time_unix_nano: int
     time_unix_nano: int
     count: int
     sum: float
-    def __init__(self, attributes: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., start_time_unix_nano: _Optional[int] = ..., time_unix_nano: _Optional[int] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ...) -> None: ...
+    quantile_values: _containers.RepeatedCompositeFieldContainer[SummaryDataPoint.ValueAtQuantile]
+    flags: int
+    def __init__(self, attributes: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., start_time_unix_nano: _Optional[int] = ..., time_unix_nano: _Optional[int] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., quantile_values: _Optional[_Iterable[_Union[SummaryDataPoint.ValueAtQuantile, _Mapping]]] = ..., flags: _Optional[int] = ...) -> None: ...

@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from skyoap.layers import LAYERS
+from skyoap.layers.layer import MENU_GROUPS
 from skyoap.query.context import QueryContext
 from skyoap.query.metadata import list_services
 
@@ -20,21 +21,27 @@ def dashboards() -> tuple[dict[str, Any], ...]:
 
 
 def menu_items(context: QueryContext) -> list[dict[str, Any]]:
-    """SkyWalking's menu of the layers skyoap has: a leaf is active when its
-    layer has services, a group when one of its leaves is."""
-    leaves: list[dict[str, Any]] = [
+    """SkyWalking's menu of the layers skyoap has, in its groups: a leaf is
+    active when its layer has services, a group when one of its leaves is."""
+    groups: dict[str, list[dict[str, Any]]] = {key: [] for key in MENU_GROUPS}
+    for layer in LAYERS:
+        groups[layer.menu.group].append(
+            {
+                "title": layer.menu.title,
+                "icon": None,
+                "layer": layer.name,
+                "activate": bool(list_services(context, layer.name)),
+                "subItems": [],
+                "description": layer.menu.description,
+                "documentLink": None,
+                "i18nKey": f"{layer.menu.group}_{layer.menu.key}",
+            }
+        )
+    return [
         {
-            "title": layer.menu.title,
-            "icon": None,
-            "layer": layer.name,
-            "activate": bool(list_services(context, layer.name)),
-            "subItems": [],
-            "description": layer.menu.description,
-            "documentLink": None,
-            "i18nKey": f"general_service_{layer.menu.key}",
+            "title": MENU_GROUPS[key], "icon": key, "layer": "", "subItems": leaves, "description": None,
+            "activate": any(leaf["activate"] for leaf in leaves), "documentLink": None, "i18nKey": key,
         }
-        for layer in LAYERS
-    ]
-    group = {**leaves[0], "title": "General Service", "icon": "general_service", "layer": ""}
-    active = any(leaf["activate"] for leaf in leaves)
-    return [{**group, "activate": active, "subItems": leaves, "i18nKey": "general_service"}]
+        for key, leaves in groups.items()
+        if leaves
+    ]  # fmt: skip

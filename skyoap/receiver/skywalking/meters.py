@@ -8,6 +8,8 @@ from typing import Any
 
 import grpc
 
+from skyoap.mal.evaluation import Batch
+from skyoap.mal.families import Family, Sample, labels_of
 from skyoap.model.checks import Reason, Refused
 from skyoap.model.metrics import MeterMetrics, add_to, minute_bucket
 from skyoap.proto.skywalking import common_pb2, meter_pb2
@@ -46,7 +48,8 @@ class MeterReportService(TelemetryService):
         if kind == "singleValue":
             if not math.isfinite(value.value):
                 raise Refused(Reason.NOT_A_NUMBER, f"meter {value.name} has the value {value.value}")
-            meter = MeterMetrics(**common, value_sum=value.value, last_value=value.value)
+            v = value.value
+            meter = MeterMetrics(**common, value_sum=v, last_value=v, value_max=v, value_min=v)
         else:
             meter = self._histogram(common, value)
         meter.check(lim, now_ms)
@@ -64,7 +67,9 @@ class MeterReportService(TelemetryService):
         if len(buckets) < len(value.values):  # two counts of one bucket: which is right is not known
             raise Refused(Reason.INCONSISTENT, f"histogram {value.name} names a bucket bound twice")
         total = float(sum(b.count for b in value.values))
-        return MeterMetrics(**common, value_sum=total, last_value=total, buckets=buckets)
+        return MeterMetrics(
+            **common, value_sum=total, last_value=total, value_max=total, value_min=total, buckets=buckets
+        )
 
     def _take(
         self,
@@ -72,9 +77,10 @@ class MeterReportService(TelemetryService):
         tally: Tally,
         taken: list[MeterMetrics],
         totals: dict[str, MeterMetrics],
+        samples: dict[str, list[Sample]],
     ) -> None:
-        """Checks ``meters``, adding the good ones to ``taken`` and to the
-        call's ``totals`` by key."""
+        """Checks ``meters``, adding the good ones to ``taken``, to the call's
+        ``totals`` by key and, as the meter rules read them, to ``samples``."""
         now_ms = clock.now_ms()
         source: tuple[str, str] | None = None
         for pb in meters:
@@ -93,10 +99,19 @@ class MeterReportService(TelemetryService):
                 continue
             taken.append(metric)
             self._sinks.hold(memory_size([metric]))
+            for sample in _samples(pb, metric):
+                samples.setdefault(sample.name, []).append(sample)
 
-    def _hand_on(self, taken: list[MeterMetrics], tally: Tally) -> common_pb2.Commands:
+    def _hand_on(
+        self, taken: list[MeterMetrics], tally: Tally, samples: dict[str, list[Sample]]
+    ) -> common_pb2.Commands:
+        """Hands on the meters taken and what the meter rules make of them
+        (their bounds in ms, as agents report them)."""
+        batch = Batch({name: Family(tuple(found)) for name, found in samples.items()}, seconds=False)
+        made = self._meters.analyze(batch, clock.now_ms()) if samples else []
         if taken:
-            self._sinks.take((), taken)
+            self._sinks.hold(memory_size(made))
+            self._sinks.take((), [*taken, *made])
             tally.taken += len(taken)
         for service, instance in sorted({(m.service, m.instance) for m in taken}):
             self._names.seen(service, instance)
@@ -108,8 +123,9 @@ class MeterReportService(TelemetryService):
     ) -> common_pb2.Commands:
         tally = self._refusals.tally()
         taken: list[MeterMetrics] = []
-        self._take(taking(requests, tally, context), tally, taken, {})
-        return self._hand_on(taken, tally)
+        samples: dict[str, list[Sample]] = {}
+        self._take(taking(requests, tally, context), tally, taken, {}, samples)
+        return self._hand_on(taken, tally, samples)
 
     def collectBatch(
         self, requests: Iterator[meter_pb2.MeterDataCollection], context: grpc.ServicerContext
@@ -117,6 +133,26 @@ class MeterReportService(TelemetryService):
         tally = self._refusals.tally()
         taken: list[MeterMetrics] = []
         totals: dict[str, MeterMetrics] = {}
+        samples: dict[str, list[Sample]] = {}
         for batch in taking(requests, tally, context):
-            self._take(batch.meterData, tally, taken, totals)
-        return self._hand_on(taken, tally)
+            self._take(batch.meterData, tally, taken, totals, samples)
+        return self._hand_on(taken, tally, samples)
+
+
+_NEGATIVE_INFINITY = str(-(2**63))
+"""The bound SkyWalking writes for a bucket from -inf (Java's Long.MIN_VALUE)."""
+
+
+def _samples(pb: meter_pb2.MeterData, meter: MeterMetrics) -> Iterator[Sample]:
+    """The meter as the meter rules read it: its labels and ``service`` and
+    ``instance``; a histogram a sample per bucket, by its lower bound ``le``."""
+    kind = pb.WhichOneof("metric")
+    value = getattr(pb, kind)
+    tags = {label.name: label.value for label in value.labels}
+    tags.update(service=meter.service, instance=meter.instance)
+    if kind == "singleValue":
+        yield Sample(value.name, labels_of(tags), value.value, meter.last_time)
+        return
+    for bucket in value.values:
+        le = _NEGATIVE_INFINITY if bucket.isNegativeInfinity else repr(float(bucket.bucket))
+        yield Sample(value.name, labels_of({**tags, "le": le}), float(bucket.count), meter.last_time)
