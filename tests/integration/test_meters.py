@@ -5,6 +5,7 @@ known sequence, a restart of its counter included."""
 
 from __future__ import annotations
 
+import functools
 import http.server
 import threading
 from collections.abc import Callable, Iterator
@@ -12,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from skyoap.deploy.servers import ExporterServer
+from skyoap.deploy.servers import ExporterServer, PostgresServer, RedisServer
 from skyoap.model.metrics import Downsampling, ServiceMeterMetrics
 from skyoap.query.ui.dashboards import dashboards
 from skyoap.runtime import clock
@@ -216,3 +218,86 @@ def test_rates_and_increases_are_exact_over_a_known_counter_with_a_restart(
     finally:
         target.shutdown()
         target.server_close()
+
+
+def instance_values(node: Node, expression: str, service: str, instance: str) -> tuple[str | None, list[Any]]:
+    entity = {"serviceName": service, "normal": True, "serviceInstanceName": instance}
+    found = graphql(node, EXPRESSION, e=expression, entity=entity, d=minutes(clock.now_ms()))["result"]
+    return found["error"], found["results"]
+
+
+def latest(node: Node, expression: str, service: str, instance: str) -> float | None:
+    error, results = instance_values(node, f"latest({expression})", service, instance)
+    assert error is None, error
+    value = results[0]["values"][0]["value"] if results else None
+    return None if value is None else float(value)
+
+
+@pytest.mark.parametrize("node_config", ["embedded"], indirect=True)
+def test_postgresql_and_redis_scraped_from_their_exporters_are_services_of_their_layers(
+    node_config: NodeConfig,
+    start_node: Callable[[NodeConfig], Node],
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
+    postgres = PostgresServer().start()
+    dsn = f"postgresql://postgres@127.0.0.1:{postgres.port}/postgres?sslmode=disable"
+    exporters = [ExporterServer("postgres", env={"DATA_SOURCE_NAME": dsn})]
+    exporters.append(ExporterServer("redis", f"--redis.addr=redis://127.0.0.1:{redis_server.port}"))
+    client = redis.Redis(port=redis_server.port, db=3)
+    client.flushdb()
+    client.mset({f"key-{i}": i for i in range(7)})
+    try:
+        pg, rd = (e.start() for e in exporters)
+        config = tmp_path / "scrape.yaml"
+        config.write_text(f"""scrape_configs:
+  - job_name: postgresql-monitoring
+    scrape_interval: 1s
+    static_configs: [{{targets: ['{pg.address}'], labels: {{host_name: pg-test}}}}]
+  - job_name: redis-monitoring
+    scrape_interval: 1s
+    static_configs: [{{targets: ['{rd.address}'], labels: {{host_name: redis-test}}}}]
+""")
+        node = start_node(node_config.with_options(scrape_config=str(config), metrics_persist_interval_s=0.5))
+        layers = "query ($layer: String!) { listServices(layer: $layer) { name layers normal } }"
+
+        def listed(layer: str) -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = graphql(node, layers, layer=layer)["listServices"]
+            return found
+
+        for layer, name in (("POSTGRESQL", "postgresql::pg-test"), ("REDIS", "redis::redis-test")):
+            assert eventually(functools.partial(listed, layer)) == [
+                {"name": name, "layers": [layer], "normal": True}
+            ]
+        instances = "query ($id: ID!, $d: Duration!) { listInstances(serviceId: $id, duration: $d) { name } }"
+        find = "query ($name: String!) { findService(serviceName: $name) { id } }"
+        pg_id = graphql(node, find, name="postgresql::pg-test")["findService"]["id"]
+        found = graphql(node, instances, id=pg_id, d=minutes(clock.now_ms()))["listInstances"]
+        assert found == [{"name": pg.address}]
+
+        # Gauges are what the exporters served: a setting, and the keys of every database added up.
+        shared = served(pg, "pg_settings_shared_buffers_bytes")
+        pg_service = ("postgresql::pg-test", pg.address)
+        eventually(lambda: latest(node, "meter_pg_instance_shared_buffers", *pg_service) == shared)
+        families = text_string_to_metric_families(rd.metrics())
+        assert sum(s.value for f in families for s in f.samples if s.name == "redis_db_keys") == 7
+        redis_instance = ("redis::redis-test", rd.address)
+        eventually(lambda: latest(node, "meter_redis_instance_db_keys", *redis_instance) == 7.0)
+
+        # Every expression of the layers' service and instance pages answers without an error.
+        for page_id, service, instance in (
+            ("PostgreSQL-Service", pg_service[0], None), ("PostgreSQL-Instance", *pg_service),
+            ("Redis-Service", redis_instance[0], None), ("Redis-Instance", *redis_instance),
+        ):  # fmt: skip
+            (page,) = [d for d in dashboards() if d["id"] == page_id]
+            for asked in sorted(set(expressions_of(page["configuration"]["children"]))):
+                if instance:
+                    error, _ = instance_values(node, asked, service, instance)
+                else:
+                    error, _ = values(node, asked, service)
+                assert error is None, (page_id, asked, error)
+    finally:
+        client.close()
+        for e in exporters:
+            e.stop()
+        postgres.stop()

@@ -284,5 +284,15 @@ def test_the_official_python_agent_reports_and_its_data_is_stored(
         )
         assert {m.service for m in meters} == {"orders-app"}
         assert "instance_pvm_thread_active_count" in {m.name for m in meters}
+        # ... and through the rules of the Python agent's runtime, under SkyWalking's names.
+        runtime = {
+            f"meter_instance_pvm_{n}" for n in ("thread_active_count", "process_cpu_utilization", "gc_g0")
+        }
+
+        def made() -> set[str]:
+            found = storage.metrics.query(MeterMetrics, Downsampling.MINUTE, *everything)
+            return {m.name for m in found if m.layer == "GENERAL" and m.instance == instance.name} & runtime
+
+        eventually(lambda: made() == runtime, timeout_s=30)
     finally:
         storage.close()
