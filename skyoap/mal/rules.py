@@ -16,6 +16,7 @@ rule and what is wrong."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,15 +46,22 @@ class RuleFile:
     filter: s.Closure | None
     rules: tuple[Compiled, ...]
 
+    @functools.cached_property
+    def families(self) -> frozenset[str]:
+        """The families its rules read."""
+        return frozenset(name for rule in self.rules for name in rule.families)
+
     def keep(self, batch: Batch) -> Batch:
-        """The batch's samples this file's filter keeps."""
+        """The batch's families its rules read, with the samples its filter keeps."""
+        read = {name: family for name, family in batch.families.items() if name in self.families}
         if self.filter is None:
-            return batch
+            return replace(batch, families=read)
         test = self.filter
-        kept = {
-            name: f.keep(family, lambda tags: bool(closures.run(test, tags)))
-            for name, family in batch.families.items()
-        }
+
+        def passes(tags: dict[str, str]) -> bool:
+            return bool(closures.run(test, tags))
+
+        kept = {name: f.keep(family, passes) for name, family in read.items()}
         return replace(batch, families={name: family for name, family in kept.items() if family})
 
 
