@@ -22,7 +22,7 @@ from skyoap.receiver.intake import Intake, Sinks
 from skyoap.receiver.meter_analysis import MeterAnalyzer
 from skyoap.receiver.otlp import add_otlp_services
 from skyoap.receiver.profiling import ProfileTasks
-from skyoap.receiver.prometheus import Scraper
+from skyoap.receiver.prometheus import Scraper, Shares
 from skyoap.receiver.registration import Limits, NamesByService, Registrar
 from skyoap.receiver.services import add_agent_services
 from skyoap.receiver.skywalking import add_skywalking_services
@@ -55,6 +55,11 @@ class Handed:
     instruments: Instruments
     resend_after_s: float
     """How long a name without an id waits before it is handed to L1 again."""
+    me: str
+    """This node's name in its cluster."""
+    scrapers: Callable[[], list[str]]
+    """The names of the cluster's live nodes that take agents, which share
+    the scrape targets."""
 
 
 def receiver(limits: LimitsConfig, analysis: AnalysisConfig, handed: Handed) -> Iterator[Component]:
@@ -98,7 +103,8 @@ def receiver(limits: LimitsConfig, analysis: AnalysisConfig, handed: Handed) -> 
     yield add_otlp_services(h.server, segments, intake, analysis.otlp_caller_wait_s)
     targets = analysis.scrape_targets()
     if targets:
-        yield Scraper(targets, functools.partial(_scraped, meters, h.sinks), h.instruments)
+        shares = Shares(h.me, h.scrapers)
+        yield Scraper(targets, functools.partial(_scraped, meters, h.sinks), h.instruments, shares)
 
 
 def _scraped(meters: MeterAnalyzer, sinks: Sinks, batch: Batch) -> None:

@@ -27,6 +27,7 @@ ships for exporters behind a Collector apply unchanged, with no Collector:
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import math
 import re
@@ -36,7 +37,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,16 +253,60 @@ def _histogram(name: str, samples: Iterable[Any], add: Callable[..., None]) -> N
             running = total
 
 
+def owner(target: Target, scrapers: Sequence[str]) -> str:
+    """Which of ``scrapers`` (the names of a cluster's nodes that take agents)
+    scrapes ``target``: the one whose name hashed with the target's URL is
+    greatest. Each target has one; a node that leaves moves only its own, and
+    a node that joins takes only those it now wins."""
+
+    def weight(name: str) -> bytes:
+        return hashlib.blake2b(f"{name}\x1f{target.url}".encode(), digest_size=8).digest()
+
+    return max(scrapers, key=weight)
+
+
+class Shares:
+    """Whether this node scrapes a target, as its cluster's nodes share them
+    (``owner``); the members are read again every ``refresh_s``. A series'
+    samples so reach one node, where its counters' windows are kept; when
+    a target moves, its new scraper's rates start again at its second scrape."""
+
+    def __init__(self, me: str, scrapers: Callable[[], Sequence[str]], refresh_s: float = 1.0) -> None:
+        self._me = me
+        self._scrapers = scrapers
+        self._refresh_s = refresh_s
+        self._known: tuple[float, Sequence[str]] = (-math.inf, ())
+        self._lock = threading.Lock()
+
+    def mine(self, target: Target) -> bool:
+        with self._lock:
+            read_at, names = self._known
+            if time.monotonic() - read_at >= self._refresh_s:
+                try:
+                    names = self._scrapers() or [self._me]
+                except Exception as e:  # the membership unreadable: the share last read holds
+                    log.warning("the cluster's members could not be read (%r); targets shared as before", e)
+                    names = names or [self._me]
+                self._known = (time.monotonic(), names)
+        return owner(target, names) == self._me
+
+
 class Scraper:
     """Scrapes each target every interval on a thread of its own and hands
-    each scrape's samples to ``take``. A scrape that fails is counted; the
-    log tells when a target starts failing and when it comes back."""
+    each scrape's samples to ``take``; in a cluster, the targets ``shares``
+    gives this node. A scrape that fails is counted; the log tells when a
+    target starts failing and when it comes back."""
 
     def __init__(
-        self, targets: Iterable[Target], take: Callable[[Batch], None], instruments: Instruments
+        self,
+        targets: Iterable[Target],
+        take: Callable[[Batch], None],
+        instruments: Instruments,
+        shares: Shares | None = None,
     ) -> None:
         self.targets = list(targets)
         self._take = take
+        self._shares = shares
         self._tasks = [
             Periodic(f"scrape-{t.job}-{t.address}", t.interval_s, self._scraper(t), "a scrape")
             for t in self.targets
@@ -283,7 +328,7 @@ class Scraper:
             task.close(timeout_s)
 
     def _scraper(self, target: Target) -> Callable[[], object]:
-        return lambda: self.scrape(target)
+        return lambda: self.scrape(target) if self._shares is None or self._shares.mine(target) else None
 
     def scrape(self, target: Target) -> Batch | None:
         """One scrape of ``target``: what it handed on, or None if it failed."""

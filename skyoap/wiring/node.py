@@ -4,6 +4,7 @@ role. Each package builds its own parts from its section of the configuration
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -51,6 +52,8 @@ from skyoap.wiring.config import NodeConfig
 from skyoap.wiring.overview import overview_page
 
 log = logging.getLogger(__name__)
+
+Cluster = RedisCluster | StandaloneCluster
 
 Chains = tuple[InventoryStreamProcessor, MetricsStreamProcessor, RecordStreamProcessor]
 Route = tuple[RemoteSender, RemoteClientManager]
@@ -209,7 +212,9 @@ class Node:
             nodes = lambda: [n.address for n in cluster.remote_nodes()]  # noqa: E731
             yield from alarms(cfg.alarm, storage, topics, self.address, nodes, self.instruments)
         if role.takes_agents:
-            yield from receiver(cfg.limits, cfg.analysis, self._handed(storage, cache, edge_reads, chains))
+            yield from receiver(
+                cfg.limits, cfg.analysis, self._handed(storage, cache, edge_reads, chains, cluster)
+            )
         if cfg.query.enabled:
             pages = self._status_pages(storage, cluster)
             self._query = query_endpoint(cfg.query, storage, cfg.ttl.ttl(), self.instruments, pages)
@@ -303,22 +308,17 @@ class Node:
         return inventory, metrics, records
 
     def _handed(
-        self, storage: OpenStorage, cache: InventoryCache, reads: InventoryDAO, chains: Chains
+        self, storage: OpenStorage, cache: InventoryCache, reads: InventoryDAO, chains: Chains, nodes: Cluster
     ) -> Handed:
         """What the receiver takes from this node: where its services go and what they feed."""
         assert self.server is not None
         inventory, metrics, records = chains
         sinks = Sinks(metrics.entry, records.entry, self.budget, self.config.limits.call_deadline_s)
+        receivers = functools.partial(_receivers, nodes)
         return Handed(
-            self.server,
-            storage,
-            cache,
-            reads,
-            inventory.entry,
-            sinks,
-            self.instruments,
-            self.config.workers.resend_after_s,
-        )
+            self.server, storage, cache, reads, inventory.entry, sinks, self.instruments,
+            self.config.workers.resend_after_s, self.name, receivers,
+        )  # fmt: skip
 
     def _status_pages(
         self, storage: OpenStorage, cluster: RedisCluster | StandaloneCluster
@@ -351,3 +351,8 @@ class Node:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _receivers(cluster: Cluster) -> list[str]:
+    """The names of the cluster's live nodes that take agents."""
+    return [m.name for m in cluster.members() if Role(m.role).takes_agents]

@@ -15,7 +15,14 @@ from skyoap.mal.rules import read_rule_file
 from skyoap.proto.otlp import common_pb2, metrics_pb2, metrics_service_pb2, resource_pb2
 from skyoap.receiver import otlp_samples
 from skyoap.receiver.meter_analysis import MeterAnalyzer
-from skyoap.receiver.prometheus import ScrapeConfigError, Target, read_scrape_config, samples_of
+from skyoap.receiver.prometheus import (
+    ScrapeConfigError,
+    Shares,
+    Target,
+    owner,
+    read_scrape_config,
+    samples_of,
+)
 from skyoap.runtime.instruments import Instruments
 from tests.unit.test_guards import guards
 from tests.unit.test_meter_checks import LIMITS
@@ -238,3 +245,21 @@ def test_the_analyzer_stores_a_rules_values_by_scope_adding_up_an_entitys_sample
         ("shop\x1fshop-1\x1fmeter_by_pool\x1fpool=io", 202612071200),
         ("shop\x1fmeter_host_cpu\x1f", 202612071200),
     }
+
+
+def test_a_clusters_scrapers_share_the_targets_each_to_one_and_a_leaver_moves_only_its_own() -> None:
+    targets = [
+        Target("vm-monitoring", f"10.0.{i // 250}.{i % 250}:9100", {}, 15.0, 10.0, f"http://10.0.0.{i}:9100/m")
+        for i in range(1000)
+    ]  # fmt: skip
+    three = ["node-a", "node-b", "node-c"]
+    before = {t.url: owner(t, three) for t in targets}
+    shares = {name: sum(1 for o in before.values() if o == name) for name in three}
+    assert sum(shares.values()) == 1000 and min(shares.values()) > 250  # about a third each
+    after = {t.url: owner(t, ["node-a", "node-c"]) for t in targets}
+    moved = {url for url in before if before[url] != after[url]}
+    assert moved == {url for url, o in before.items() if o == "node-b"}
+    mine = Shares("node-a", lambda: three)
+    assert [t.url for t in targets if mine.mine(t)] == [url for url, o in before.items() if o == "node-a"]
+    alone = Shares("node-a", lambda: [])
+    assert all(alone.mine(t) for t in targets[:10])
