@@ -75,9 +75,7 @@ def _pages() -> tuple[dict[str, Any], ...]:
 
 LAYER = Layer(
     NAME,
-    MenuItem(
-        "Linux", "linux", "Hosts, from what Prometheus's node exporter serves of them.", "infrastructure"
-    ),
+    MenuItem("Linux", "linux", "Hosts, from what their node exporter serves.", "infrastructure"),
     rule_metrics(*RULES),
     _pages,
     rules=RULES,

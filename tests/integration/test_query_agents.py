@@ -395,6 +395,12 @@ def ui_start(w: Workload) -> None:
                       {"title": "Virtual Database", "layer": "VIRTUAL_DATABASE", "activate": False},
                       {"title": "Virtual Cache", "layer": "VIRTUAL_CACHE", "activate": True},
                       {"title": "Virtual MQ", "layer": "VIRTUAL_MQ", "activate": False}]},
+        {"title": "Infrastructure", "layer": "", "activate": False,
+         "subItems": [{"title": "Linux", "layer": "OS_LINUX", "activate": False}]},
+        {"title": "Database", "layer": "", "activate": False,
+         "subItems": [{"title": "MySQL", "layer": "MYSQL", "activate": False},
+                      {"title": "PostgreSQL", "layer": "POSTGRESQL", "activate": False},
+                      {"title": "Redis", "layer": "REDIS", "activate": False}]},
     ]  # fmt: skip
     assert start["ttl"] == {"minute": 1, "hour": 7, "day": 90, "coldMinute": -1}
     assert start["support"] is False

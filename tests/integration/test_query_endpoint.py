@@ -145,9 +145,29 @@ def test_what_skywalkings_ui_and_cli_ask_at_start_up_is_answered_exactly(node: N
         "description": "Message brokers services use, known from their spans.",
         "i18nKey": "general_service_virtual_mq",
     }  # fmt: skip
-    general = {**services_item, "title": "General Service", "icon": "general_service", "layer": ""}
     items = [services_item, databases_item, caches_item, queues_item]
-    menu = [{**general, "i18nKey": "general_service", "subItems": items}]
+
+    def group(title: str, key: str, leaves: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"title": title, "icon": key, "layer": "", "activate": False, "description": None,
+                "documentLink": None, "i18nKey": key, "subItems": leaves}  # fmt: skip
+
+    def leaf(title: str, layer: str, key: str, description: str) -> dict[str, Any]:
+        return {**services_item, "title": title, "layer": layer, "i18nKey": key, "description": description}
+
+    linux = leaf("Linux", "OS_LINUX", "infrastructure_linux", "Hosts, from what their node exporter serves.")
+    databases = [
+        leaf(title, layer, f"database_{layer.lower()}", f"{what}, from what their exporter serves.")
+        for title, layer, what in (
+            ("MySQL", "MYSQL", "MySQL and MariaDB servers"),
+            ("PostgreSQL", "POSTGRESQL", "PostgreSQL servers"),
+            ("Redis", "REDIS", "Redis servers"),
+        )
+    ]  # fmt: skip
+    menu = [
+        group("General Service", "general_service", items),
+        group("Infrastructure", "infrastructure", [linux]),
+        group("Database", "database", databases),
+    ]
     assert ask(url, UI_MENU).body == {"data": {"getMenuItems": menu}}
     before = clock.now_ms()
     time = ask(url, "query queryOAPTimeInfo { getTimeInfo { timezone currentTimestamp } }").body
@@ -165,7 +185,9 @@ def test_what_skywalkings_ui_and_cli_ask_at_start_up_is_answered_exactly(node: N
         "General-Root", "General-Service", "General-Instance", "General-Endpoint",
         "General-Service-Relation", "General-Instance-Relation", "General-Endpoint-Relation",
         "Virtual-Database-Root", "Virtual-Database-Service", "Virtual-Cache-Root", "Virtual-Cache-Service",
-        "Virtual-MQ-Root", "Virtual-MQ-Service", "Virtual-MQ-Endpoint",
+        "Virtual-MQ-Root", "Virtual-MQ-Service", "Virtual-MQ-Endpoint", "Linux-Root", "Linux-Service",
+        "MySQL-Root", "MySQL-Service", "MySQL-Instance", "PostgreSQL-Root", "PostgreSQL-Service",
+        "PostgreSQL-Instance", "Redis-Root", "Redis-Service", "Redis-Instance",
     ]  # fmt: skip
     assert ask(url, "query listLayer { layers: listLayers }").body == {"data": {"layers": []}}
     # SkyWalking's CLI, before every command, and to pick the queries it sends.
