@@ -237,15 +237,15 @@ def latest(node: Node, expression: str, service: str, instance: str) -> float | 
 def test_postgresql_and_redis_scraped_from_their_exporters_are_services_of_their_layers(
     node_config: NodeConfig,
     start_node: Callable[[NodeConfig], Node],
-    redis_server: RedisServer,
     tmp_path: Path,
 ) -> None:
-    postgres = PostgresServer().start()
+    # Servers of this test's own: the keys of every database are counted, and the session's Redis
+    # holds other tests' keys, some expiring.
+    postgres, redis_server = PostgresServer().start(), RedisServer().start()
     dsn = f"postgresql://postgres@127.0.0.1:{postgres.port}/postgres?sslmode=disable"
     exporters = [ExporterServer("postgres", env={"DATA_SOURCE_NAME": dsn})]
     exporters.append(ExporterServer("redis", f"--redis.addr=redis://127.0.0.1:{redis_server.port}"))
     client = redis.Redis(port=redis_server.port, db=3)
-    client.flushdb()
     client.mset({f"key-{i}": i for i in range(7)})
     try:
         pg, rd = (e.start() for e in exporters)
@@ -301,3 +301,4 @@ def test_postgresql_and_redis_scraped_from_their_exporters_are_services_of_their
         for e in exporters:
             e.stop()
         postgres.stop()
+        redis_server.stop()
