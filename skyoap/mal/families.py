@@ -126,6 +126,22 @@ def with_scalar(op: Arithmetic, family: Family, scalar: float, scalar_first: boo
     return family.values(lambda v: apply(op, v, scalar))
 
 
+def java_double(value: float) -> str:
+    """A number as SkyWalking writes a bucket's bound or a quantile (Java's
+    ``Double.toString``): ``0.5``, ``1.0``, ``Infinity``."""
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(float(value))
+
+
+def _matched(left: Family, right: Family) -> Iterable[tuple[Sample, float]]:
+    """Each sample of ``left`` with the value of the first of ``right`` of the same labels."""
+    by_labels: dict[Labels, float] = {}
+    for s in right.samples:
+        by_labels.setdefault(s.labels, s.value)
+    return ((s, by_labels[s.labels]) for s in left.samples if s.labels in by_labels)
+
+
 def between(op: Arithmetic, left: Family, right: Family) -> Family:
     """``left op right``: each sample of ``left`` with the sample of
     ``right`` of the same labels (those with none are left out)."""
@@ -137,25 +153,16 @@ def between(op: Arithmetic, left: Family, right: Family) -> Family:
         if op is Arithmetic.DIV and left:
             return left.values(lambda v: _divide(v, 0.0))
         return EMPTY
-    by_labels: dict[Labels, float] = {}
-    for s in right.samples:
-        by_labels.setdefault(s.labels, s.value)
-    return left.with_samples(
-        replace(s, value=apply(op, s.value, by_labels[s.labels]))
-        for s in left.samples
-        if s.labels in by_labels
-    )
+    return left.with_samples(replace(s, value=apply(op, s.value, v)) for s, v in _matched(left, right))
 
 
 def safe_divide(left: Family, right: Family) -> Family:
     """``left / right`` where a division by 0 gives 0; EMPTY when either is."""
     if not left or not right:
         return EMPTY
-    by_labels: dict[Labels, float] = {}
-    for s in right.samples:
-        by_labels.setdefault(s.labels, s.value)
-    matched = ((s, by_labels[s.labels]) for s in left.samples if s.labels in by_labels)
-    return left.with_samples(replace(s, value=0.0 if d == 0 else s.value / d) for s, d in matched)
+    return left.with_samples(
+        replace(s, value=0.0 if d == 0 else s.value / d) for s, d in _matched(left, right)
+    )
 
 
 class Aggregation(enum.Enum):

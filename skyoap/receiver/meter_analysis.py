@@ -11,6 +11,7 @@ counts them all."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterable, Sequence
@@ -55,10 +56,10 @@ class MeterAnalyzer:
         )
         self._failures = RateLimitedLog(log, 60.0)
 
-    @property
-    def rules(self) -> Iterable[Compiled]:
-        for file in self.files:
-            yield from file.rules
+    @functools.cached_property
+    def families(self) -> frozenset[str]:
+        """The families the rules read."""
+        return frozenset(name for file in self.files for name in file.families)
 
     def analyze(self, batch: Batch, now_ms: int) -> list[Meter]:
         """The metrics the rules make of ``batch``, each checked as the

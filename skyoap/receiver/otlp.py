@@ -602,7 +602,7 @@ class MetricsService(ItemsService):
         taken = export.each(
             resources, lambda source, mp: self._meter(source, mp[0], mp[1], export.now_ms, totals)
         )
-        batches = otlp_samples.batches(request)
+        batches = otlp_samples.batches(request, self._meters.families)
         made = [m for batch in batches for m in self._meters.analyze(batch, export.now_ms)]
         self._hand_on(export, (), taken, made)
         response = metrics_service_pb2.ExportMetricsServiceResponse()

@@ -16,7 +16,7 @@ OpenTelemetry receiver labels them, one batch per resource:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 from skyoap.mal import families as f
 from skyoap.mal.evaluation import Batch
@@ -41,7 +41,7 @@ def _text(value: common_pb2.AnyValue) -> str:
     if kind == "int_value":
         return str(value.int_value)
     if kind == "double_value":
-        return _java_double(value.double_value)
+        return f.java_double(value.double_value)
     return value.string_value if kind == "string_value" else ""
 
 
@@ -52,14 +52,11 @@ def _labels(kvs: Iterable[common_pb2.KeyValue]) -> dict[str, str]:
     return found
 
 
-def _java_double(value: float) -> str:
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return repr(float(value))
-
-
-def batches(request: metrics_service_pb2.ExportMetricsServiceRequest) -> Iterator[Batch]:
-    """The samples of each resource of ``request``."""
+def batches(
+    request: metrics_service_pb2.ExportMetricsServiceRequest, wanted: Container[str]
+) -> Iterator[Batch]:
+    """The samples of each resource of ``request`` of the families ``wanted``
+    (those the rules read: the others would be made for nothing)."""
     for resource_metrics in request.resource_metrics:
         resource = _labels(resource_metrics.resource.attributes)
         for source, target in _FALLBACKS:
@@ -70,7 +67,7 @@ def batches(request: metrics_service_pb2.ExportMetricsServiceRequest) -> Iterato
         for scope in resource_metrics.scope_metrics:
             for metric in scope.metrics:
                 for name, labels, value, time_ms in _samples(metric):
-                    if not math.isnan(value):
+                    if name in wanted and not math.isnan(value):
                         sample = f.Sample(name, f.labels_of({**resource, **labels}), value, time_ms)
                         found.setdefault(name, []).append(sample)
         if found:
@@ -98,10 +95,10 @@ def _samples(metric: metrics_pb2.Metric) -> Iterator[Point]:
         yield f"{name}_sum", labels, float(point.sum), time_ms
         if kind == "summary":
             for q in point.quantile_values:
-                yield name, {**labels, "quantile": _java_double(q.quantile)}, q.value, time_ms
+                yield name, {**labels, "quantile": f.java_double(q.quantile)}, q.value, time_ms
             continue
         for bound, count in _buckets(kind, point):
-            yield name, {**labels, "le": _java_double(bound)}, float(count), time_ms
+            yield name, {**labels, "le": f.java_double(bound)}, float(count), time_ms
 
 
 def _buckets(kind: str | None, point: object) -> Iterator[tuple[float, int]]:

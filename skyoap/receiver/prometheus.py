@@ -195,15 +195,6 @@ def _tls(config: Any, where: str) -> ssl.SSLContext:
     return context
 
 
-def _java_double(text: str) -> str:
-    """A bound as SkyWalking writes it (Java's ``Double.toString``): ``0.5``,
-    ``1.0``, ``Infinity``."""
-    value = float(text)
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return repr(value)
-
-
 def samples_of(text: str, target: Target, now_ms: int) -> Batch:
     """The families of one scrape of ``target`` (an exposition ``text``), as
     the Collector would hand them on."""
@@ -229,7 +220,7 @@ def samples_of(text: str, target: Target, now_ms: int) -> Batch:
         for s in family.samples:
             labels = dict(s.labels)
             if family.type == "summary" and "quantile" in labels:
-                labels["quantile"] = _java_double(labels["quantile"])
+                labels["quantile"] = f.java_double(float(labels["quantile"]))
             add(s.name, labels, s.value, s.timestamp)
     return Batch({name: f.Family(tuple(samples)) for name, samples in found.items()})
 
@@ -249,7 +240,7 @@ def _histogram(name: str, samples: Iterable[Any], add: Callable[..., None]) -> N
     for key, buckets in series.items():
         running = 0.0
         for bound, total, timestamp in sorted(buckets):
-            add(name, {**dict(key), "le": _java_double(str(bound))}, total - running, timestamp)
+            add(name, {**dict(key), "le": f.java_double(bound)}, total - running, timestamp)
             running = total
 
 

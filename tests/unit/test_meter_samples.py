@@ -185,7 +185,8 @@ def test_otlp_metrics_are_labelled_as_skywalkings_opentelemetry_receiver_labels_
     request = metrics_service_pb2.ExportMetricsServiceRequest(
         resource_metrics=[metrics_pb2.ResourceMetrics(resource=resource, scope_metrics=scoped)]
     )
-    (batch,) = otlp_samples.batches(request)
+    read = {"system_cpu_time", "unknown_sum", "http_latency", "http_latency_count", "exp", "rpc"}
+    (batch,) = otlp_samples.batches(request, read)
     found = by_name(batch)
     # host.name reads as host_name before the resource's own host_name does: the first of a key wins.
     labels = {
@@ -196,6 +197,7 @@ def test_otlp_metrics_are_labelled_as_skywalkings_opentelemetry_receiver_labels_
     # A point's attribute wins over the resource's (host.name); the fallbacks keep the resource's.
     assert found["system_cpu_time"] == [({**labels, "host_name": "point"}, 12.5, NOW_MS)]
     assert "unknown_sum" not in found  # a sum of unspecified temporality, as SkyWalking leaves it out
+    assert "http_latency_sum" not in found  # what no rule reads is not made
     common = {k: v for k, v in labels.items() if k not in ("mode", "ratio")}
     assert [(lab["le"], v) for lab, v, _ in found["http_latency"]] == [
         ("0.5", 1.0),
